@@ -1,0 +1,2 @@
+import { CORE } from '@tessera/core';
+console.log('core', CORE);

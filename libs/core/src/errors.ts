@@ -1,0 +1,109 @@
+/**
+ * The one error type of Tessera. Every failure that crosses a module or a process boundary is a
+ * `TesseraError` with a code from a closed set; callers branch on `code`, never on message text.
+ * Each transport (HTTP, GraphQL, socket.io) maps codes with one exhaustive switch.
+ */
+
+/**
+ * The closed set of error codes. Each entry names MongoDB's numeric code and codeName where
+ * MongoDB has one, so clients that know MongoDB recognise them, and whether the error is
+ * retryable by default (the operation may succeed if sent again unchanged).
+ */
+export const ERROR_CODES = {
+  BAD_VALUE: { code: 2, codeName: 'BadValue', retryable: false },
+  FAILED_TO_PARSE: { code: 9, codeName: 'FailedToParse', retryable: false },
+  UNAUTHORIZED: { code: 13, codeName: 'Unauthorized', retryable: false },
+  ILLEGAL_OPERATION: { code: 20, codeName: 'IllegalOperation', retryable: false },
+  NAMESPACE_NOT_FOUND: { code: 26, codeName: 'NamespaceNotFound', retryable: false },
+  CURSOR_NOT_FOUND: { code: 43, codeName: 'CursorNotFound', retryable: false },
+  NAMESPACE_EXISTS: { code: 48, codeName: 'NamespaceExists', retryable: false },
+  SHARD_NOT_FOUND: { code: 70, codeName: 'ShardNotFound', retryable: false },
+  INVALID_OPTIONS: { code: 72, codeName: 'InvalidOptions', retryable: false },
+  INVALID_NAMESPACE: { code: 73, codeName: 'InvalidNamespace', retryable: false },
+  NOT_FOUND: { code: 211, codeName: 'KeyNotFound', retryable: false },
+  HOST_UNREACHABLE: { code: 6, codeName: 'HostUnreachable', retryable: true },
+  NETWORK_TIMEOUT: { code: 89, codeName: 'NetworkTimeout', retryable: true },
+  SHUTDOWN_IN_PROGRESS: { code: 91, codeName: 'ShutdownInProgress', retryable: true },
+  LOCK_BUSY: { code: 46, codeName: 'LockBusy', retryable: true },
+  CONFLICTING_OPERATION: { code: 117, codeName: 'ConflictingOperationInProgress', retryable: true },
+  NOT_LEADER: { code: 10107, codeName: 'NotWritablePrimary', retryable: true },
+  STALE_CONFIG: { code: 13388, codeName: 'StaleConfig', retryable: true },
+  STALE_DB_VERSION: { code: 249, codeName: 'StaleDbVersion', retryable: true },
+  STALE_EPOCH: { code: 150, codeName: 'StaleEpoch', retryable: true },
+  STALE_CHUNK_HISTORY: { code: 339, codeName: 'StaleChunkHistory', retryable: false },
+  SHARD_KEY_NOT_FOUND: { code: 61, codeName: 'ShardKeyNotFound', retryable: false },
+  CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
+  DUPLICATE_KEY: { code: 11000, codeName: 'DuplicateKey', retryable: false },
+  DOCUMENT_TOO_LARGE: { code: 10334, codeName: 'BSONObjectTooLarge', retryable: false },
+  NO_SUCH_TRANSACTION: { code: 251, codeName: 'NoSuchTransaction', retryable: false },
+  TRANSACTION_TOO_OLD: { code: 225, codeName: 'TransactionTooOld', retryable: false },
+  INTERNAL: { code: 1, codeName: 'InternalError', retryable: false },
+} as const satisfies Record<string, { code: number; codeName: string; retryable: boolean }>;
+
+/** One of the closed set of error codes. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Structured, JSON-serialisable context attached to an error (what was wrong and where). */
+export type ErrorDetails = Record<string, unknown>;
+
+/** The wire form of an error, identical on every hop: `{ code, message, retryable, details }`. */
+export interface ErrorEnvelope {
+  code: ErrorCode;
+  message: string;
+  retryable: boolean;
+  details?: ErrorDetails;
+}
+
+/**
+ * The project's error. `retryable` defaults to the code's default; `details` carries the
+ * structured context (field, namespace, versions) a client may branch on.
+ */
+export class TesseraError extends Error {
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+  readonly details: ErrorDetails | undefined;
+
+  /**
+   * @param code one of `ERROR_CODES`.
+   * @param message a sentence saying what was wrong and where.
+   * @param options `details` for structured context; `retryable` to override the code's default.
+   */
+  constructor(code: ErrorCode, message: string, options: { details?: ErrorDetails; retryable?: boolean; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'TesseraError';
+    this.code = code;
+    this.retryable = options.retryable ?? ERROR_CODES[code].retryable;
+    this.details = options.details;
+  }
+
+  /** Returns the wire envelope of this error. Throws nothing. */
+  toEnvelope(): ErrorEnvelope {
+    return {
+      code: this.code,
+      message: this.message,
+      retryable: this.retryable,
+      ...(this.details === undefined ? {} : { details: this.details }),
+    };
+  }
+
+  /**
+   * Rebuilds an error from its wire envelope, so that an error raised on one node is the same
+   * error on the node that called it. An envelope with an unknown code becomes `INTERNAL`.
+   */
+  static fromEnvelope(envelope: ErrorEnvelope): TesseraError {
+    const code: ErrorCode = isErrorCode(envelope.code) ? envelope.code : 'INTERNAL';
+    return new TesseraError(code, envelope.message, { details: envelope.details, retryable: envelope.retryable });
+  }
+}
+
+/** True when `value` is one of the closed set of error codes. */
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
+}
+
+/** True when `value` has the shape of an error envelope (as parsed from JSON). */
+export function isErrorEnvelope(value: unknown): value is ErrorEnvelope {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string, unknown>;
+  return typeof v.code === 'string' && typeof v.message === 'string' && typeof v.retryable === 'boolean';
+}

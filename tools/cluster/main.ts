@@ -1,0 +1,1 @@
+import { CORE } from '@tessera/core'; console.log('tool', CORE);
