@@ -1,2 +1,14 @@
-import { CORE } from '@tessera/core';
-console.log('core', CORE);
+import { configMigrations } from '@tessera/migrations';
+import { runMigrations, runNode } from '@tessera/platform';
+import { ConfigServerModule } from './config.module.js';
+import { configSettingsSchema } from './config.settings.js';
+
+await runNode({
+  role: 'config',
+  settingsSchema: configSettingsSchema,
+  prepare: async (settings, logger) => {
+    const applied = await runMigrations(settings.TESSERA_DATABASE_URL, configMigrations);
+    if (applied.length > 0) logger.info({ applied }, `applied ${applied.length} config migration(s)`);
+  },
+  module: (settings, logger) => ConfigServerModule.forRoot(settings, logger),
+});

@@ -1,0 +1,22 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { DatabaseModule, PlatformModule } from '@tessera/platform';
+import { IdentityController } from './identity/identity.controller.js';
+import { ShardIdentityService } from './identity/shard-identity.service.js';
+import type { ShardSettings } from './shard.settings.js';
+
+/** A shard's composition root. */
+@Module({})
+export class ShardModule {
+  static forRoot(settings: ShardSettings, logger: Logger): DynamicModule {
+    return {
+      module: ShardModule,
+      imports: [
+        PlatformModule.forRoot(settings, logger),
+        DatabaseModule.forRoot({ url: settings.TESSERA_DATABASE_URL, poolSize: settings.TESSERA_DATABASE_POOL_SIZE, entities: [] }),
+      ],
+      controllers: [IdentityController],
+      providers: [ShardIdentityService],
+    };
+  }
+}

@@ -1,0 +1,135 @@
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import type { DynamicModule } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import { LogController } from 'fastify';
+import type { Logger } from 'pino';
+import type { z } from 'zod';
+import { HealthService } from './health.js';
+import { PinoNestLogger, createLogger } from './logger.js';
+import { MetricsService } from './metrics.js';
+import { TesseraExceptionFilter } from './error.filter.js';
+import { SettingsError, advertisedUrl, loadSettings } from './settings.js';
+
+/** sysexits.h EX_CONFIG: the process refused to start because of its configuration. */
+export const EXIT_BAD_CONFIG = 78;
+/** MongoDB's limit on one message (48 MiB) bounds request bodies too. */
+const MAX_BODY_BYTES = 48 * 1024 * 1024;
+
+export interface NodeDefinition<S extends z.ZodObject> {
+  role: 'config' | 'shard' | 'router';
+  settingsSchema: S;
+  /** Work before the app starts, e.g. migrations; its failure stops the process. */
+  prepare?: (settings: Readonly<z.output<S>>, logger: Logger) => Promise<void>;
+  module: (settings: Readonly<z.output<S>>, logger: Logger) => DynamicModule;
+}
+
+export interface RunningNode {
+  app: NestFastifyApplication;
+  url: string;
+  logger: Logger;
+}
+
+/**
+ * Starts one node: validates settings (exit 78 naming the bad settings), runs `prepare`, creates
+ * the Nest app on Fastify with request ids, JSON logs, metrics and the error filter, listens,
+ * and on SIGTERM or SIGINT shuts down gracefully: readiness turns false, the server stops
+ * accepting and finishes in-flight requests, pools close; past the shutdown timeout it exits 1.
+ */
+export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<S>): Promise<RunningNode> {
+  let settings: Readonly<z.output<S>>;
+  try {
+    settings = loadSettings(definition.settingsSchema, process.env);
+  } catch (error) {
+    if (error instanceof SettingsError) {
+      process.stderr.write(`tessera-${definition.role}: ${error.message}\n`);
+      process.exit(EXIT_BAD_CONFIG);
+    }
+    throw error;
+  }
+  const common = settings as unknown as {
+    TESSERA_HOST: string;
+    TESSERA_PORT: number;
+    TESSERA_ADVERTISE_URL?: string;
+    TESSERA_NODE_NAME?: string;
+    TESSERA_LOG_LEVEL: string;
+    TESSERA_SHUTDOWN_TIMEOUT_MS: number;
+    TESSERA_STOP_ON_STDIN_CLOSE: boolean;
+  };
+  const url = advertisedUrl(common);
+  const logger = createLogger(common.TESSERA_NODE_NAME ?? `${definition.role}@${new URL(url).host}`, common.TESSERA_LOG_LEVEL);
+  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection'));
+
+  try {
+    await definition.prepare?.(settings, logger);
+    const adapter = new FastifyAdapter({
+      loggerInstance: logger,
+      // Per-request lines would double the cost of the data path; failures are logged by the filter.
+      logController: new LogController({ disableRequestLogging: true }),
+      requestIdHeader: 'x-request-id',
+      genReqId: () => randomUUID(),
+      bodyLimit: MAX_BODY_BYTES,
+      return503OnClosing: true,
+    });
+    const app = await NestFactory.create<NestFastifyApplication>(definition.module(settings, logger), adapter, {
+      rawBody: true,
+      logger: new PinoNestLogger(logger),
+      abortOnError: false,
+    });
+    app.useGlobalFilters(new TesseraExceptionFilter(logger));
+    instrument(app, app.get(MetricsService));
+    await app.listen({ port: common.TESSERA_PORT, host: common.TESSERA_HOST });
+    logger.info({ url, role: definition.role }, `tessera ${definition.role} listening on ${url}`);
+    handleSignals(app, logger, common.TESSERA_SHUTDOWN_TIMEOUT_MS, common.TESSERA_STOP_ON_STDIN_CLOSE);
+    return { app, url, logger };
+  } catch (error) {
+    logger.fatal({ err: error }, `tessera ${definition.role} failed to start: ${(error as Error).message}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    process.exit(1);
+  }
+}
+
+function instrument(app: NestFastifyApplication, metrics: MetricsService): void {
+  const fastify = app.getHttpAdapter().getInstance();
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    void reply.header('x-request-id', request.id);
+    return payload;
+  });
+  fastify.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    metrics.httpDuration.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+  });
+}
+
+function handleSignals(app: NestFastifyApplication, logger: Logger, timeoutMs: number, stopOnStdinClose: boolean): void {
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals | 'stdin closed') => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, `received ${signal}, shutting down`);
+    app.get(HealthService).markShuttingDown();
+    const force = setTimeout(() => {
+      logger.error(`shutdown did not finish within ${timeoutMs} ms; exiting`);
+      process.exit(1);
+    }, timeoutMs);
+    force.unref();
+    app.close().then(
+      () => {
+        logger.info('stopped');
+        logger.flush();
+        process.exit(0);
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'error during shutdown');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  if (stopOnStdinClose) {
+    process.stdin.on('data', () => undefined);
+    process.stdin.once('end', () => stop('stdin closed'));
+  }
+}

@@ -1,0 +1,80 @@
+import { type DynamicModule, Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource, type MigrationInterface } from 'typeorm';
+import { HealthService } from './health.js';
+
+type MigrationClass = new () => MigrationInterface;
+// TypeORM takes entity classes of any constructor shape.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
+type EntityClass = Function;
+
+export interface DatabaseOptions {
+  url: string;
+  poolSize: number;
+  entities: EntityClass[];
+}
+
+/** Any key works as long as every node role uses the same one for its migration lock. */
+const MIGRATION_LOCK_KEY = 0x7e55e7a;
+
+/**
+ * Runs a role's migrations under a Postgres advisory lock, so that several processes sharing
+ * one database (several config servers) start safely: one migrates, the others wait and then
+ * find nothing to do. Returns the names of the migrations applied.
+ */
+export async function runMigrations(url: string, migrations: MigrationClass[]): Promise<string[]> {
+  const dataSource = new DataSource({ type: 'postgres', url, migrations, migrationsTransactionMode: 'each', logging: false });
+  await dataSource.initialize();
+  try {
+    await dataSource.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    try {
+      const applied = await dataSource.runMigrations({ transaction: 'each' });
+      return applied.map((m) => m.name);
+    } finally {
+      await dataSource.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    }
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+@Injectable()
+class DatabaseHealthCheck implements OnModuleInit {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly health: HealthService,
+  ) {}
+
+  onModuleInit(): void {
+    this.health.register({
+      name: 'database',
+      check: async () => {
+        await this.dataSource.query('SELECT 1');
+      },
+    });
+  }
+}
+
+/** The node's own Postgres database through TypeORM; schema comes from migrations only. */
+@Module({})
+export class DatabaseModule {
+  static forRoot(options: DatabaseOptions): DynamicModule {
+    return {
+      module: DatabaseModule,
+      imports: [
+        TypeOrmModule.forRoot({
+          type: 'postgres',
+          url: options.url,
+          entities: options.entities,
+          synchronize: false,
+          migrationsRun: false,
+          logging: false,
+          extra: { max: options.poolSize },
+          retryAttempts: 2,
+          retryDelay: 1_000,
+        }),
+      ],
+      providers: [DatabaseHealthCheck],
+    };
+  }
+}

@@ -1,0 +1,59 @@
+import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { ERROR_CODES, type ErrorEnvelope, TesseraError } from '@tessera/core';
+import { httpStatusFor } from '@tessera/protocol';
+
+/**
+ * The one place an error becomes an HTTP response. Internal routes answer
+ * `{ error: { code, message, retryable, details } }`; public routes (`/v1/...`) answer MongoDB's
+ * shape `{ ok: 0, code, codeName, errmsg, details }`. Unexpected errors become `INTERNAL` with
+ * the request id as correlation id and no stack trace; the stack goes to the log.
+ */
+@Catch()
+export class TesseraExceptionFilter implements ExceptionFilter {
+  constructor(private readonly logger: Logger) {}
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const http = host.switchToHttp();
+    const request = http.getRequest<FastifyRequest>();
+    const reply = http.getResponse<FastifyReply>();
+    const error = this.toTesseraError(exception, request);
+    const status = httpStatusFor(error.code);
+    if (status >= 500 && error.code === 'INTERNAL') {
+      this.logger.error({ reqId: request.id, err: exception, url: request.url }, 'unexpected error');
+    }
+    void reply.status(status).send(renderError(error.toEnvelope(), request.url));
+  }
+
+  private toTesseraError(exception: unknown, request: FastifyRequest): TesseraError {
+    if (exception instanceof TesseraError) return exception;
+    const status = statusOf(exception);
+    const message = exception instanceof Error ? exception.message : String(exception);
+    if (status === 404) {
+      return new TesseraError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
+    }
+    if (status === 413) return new TesseraError('DOCUMENT_TOO_LARGE', `request body too large: ${message}`);
+    if (status !== undefined && status >= 400 && status < 500) {
+      return new TesseraError('BAD_VALUE', `bad request: ${message}`);
+    }
+    return new TesseraError('INTERNAL', `internal error; correlation id ${request.id}`, {
+      details: { correlationId: request.id },
+    });
+  }
+}
+
+function statusOf(exception: unknown): number | undefined {
+  if (exception instanceof HttpException) return exception.getStatus();
+  const status = (exception as { statusCode?: unknown } | null)?.statusCode;
+  return typeof status === 'number' ? status : undefined;
+}
+
+/** Renders an envelope for the route's audience. */
+export function renderError(envelope: ErrorEnvelope, url: string): unknown {
+  if (url.startsWith('/v1/')) {
+    const { code, codeName } = ERROR_CODES[envelope.code];
+    return { ok: 0, code, codeName, errmsg: envelope.message, ...(envelope.details ? { details: envelope.details } : {}) };
+  }
+  return { error: envelope };
+}

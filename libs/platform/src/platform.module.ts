@@ -1,0 +1,36 @@
+import { type DynamicModule, Global, Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
+import type { Logger } from 'pino';
+import type { Agent } from 'undici';
+import { createInternalAgent } from '@tessera/protocol';
+import { HealthController, HealthService } from './health.js';
+import { MetricsController, MetricsService } from './metrics.js';
+import { INTERNAL_AGENT, LOGGER, SETTINGS } from './tokens.js';
+
+class InternalAgentCloser implements OnApplicationShutdown {
+  constructor(@Inject(INTERNAL_AGENT) private readonly agent: Agent) {}
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.agent.close();
+  }
+}
+
+/** What every node has: settings, logger, health, metrics and the internal connection pool. */
+@Global()
+@Module({})
+export class PlatformModule {
+  static forRoot(settings: object, logger: Logger): DynamicModule {
+    return {
+      module: PlatformModule,
+      controllers: [HealthController, MetricsController],
+      providers: [
+        { provide: SETTINGS, useValue: settings },
+        { provide: LOGGER, useValue: logger },
+        { provide: INTERNAL_AGENT, useFactory: () => createInternalAgent() },
+        InternalAgentCloser,
+        HealthService,
+        MetricsService,
+      ],
+      exports: [SETTINGS, LOGGER, INTERNAL_AGENT, HealthService, MetricsService],
+    };
+  }
+}

@@ -1,0 +1,62 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Internal requests prove knowledge of the shared cluster key (`TESSERA_CLUSTER_KEY`) with an
+ * HMAC-SHA256 over the method, the path with its query, a timestamp and the SHA-256 of the
+ * body. The key itself never travels. A signature older or newer than `MAX_CLOCK_SKEW_MS`
+ * is refused, which bounds how long a captured request can be replayed.
+ */
+export const SIGNATURE_HEADER = 'x-tessera-signature';
+export const DATE_HEADER = 'x-tessera-date';
+export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
+/** The shortest cluster key accepted: 32 characters, e.g. 16 random bytes in hex. */
+export const MIN_CLUSTER_KEY_LENGTH = 32;
+
+export interface SignedHeaders {
+  [DATE_HEADER]: string;
+  [SIGNATURE_HEADER]: string;
+}
+
+function canonicalString(method: string, pathWithQuery: string, date: string, body: Uint8Array | string): string {
+  const bodyHash = createHash('sha256').update(body).digest('hex');
+  return `${method.toUpperCase()}\n${pathWithQuery}\n${date}\n${bodyHash}`;
+}
+
+/** Returns the headers that authenticate one internal request. */
+export function signRequest(
+  key: string,
+  method: string,
+  pathWithQuery: string,
+  body: Uint8Array | string,
+  nowMs: number,
+): SignedHeaders {
+  const date = String(nowMs);
+  const signature = createHmac('sha256', key).update(canonicalString(method, pathWithQuery, date, body)).digest('hex');
+  return { [DATE_HEADER]: date, [SIGNATURE_HEADER]: signature };
+}
+
+export type VerifyResult = { ok: true } | { ok: false; reason: string };
+
+/** Checks an internal request's signature; the reason says what was missing or wrong. */
+export function verifyRequest(
+  key: string,
+  request: { method: string; pathWithQuery: string; body: Uint8Array | string; date?: string; signature?: string },
+  nowMs: number,
+): VerifyResult {
+  if (request.date === undefined || request.signature === undefined) {
+    return { ok: false, reason: `missing ${DATE_HEADER} or ${SIGNATURE_HEADER} header` };
+  }
+  const sentAt = Number(request.date);
+  if (!Number.isFinite(sentAt)) return { ok: false, reason: `${DATE_HEADER} is not a number` };
+  if (Math.abs(nowMs - sentAt) > MAX_CLOCK_SKEW_MS) {
+    return { ok: false, reason: `${DATE_HEADER} is more than ${MAX_CLOCK_SKEW_MS / 1000}s away from this node's clock` };
+  }
+  const expected = createHmac('sha256', key)
+    .update(canonicalString(request.method, request.pathWithQuery, request.date, request.body))
+    .digest();
+  const given = Buffer.from(request.signature, 'hex');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    return { ok: false, reason: 'signature does not match: wrong cluster key or altered request' };
+  }
+  return { ok: true };
+}

@@ -1,0 +1,47 @@
+import type { ErrorCode } from '@tessera/core';
+
+/**
+ * The HTTP status for each error code: one exhaustive switch, so a new code cannot be
+ * forgotten (the compiler refuses a missing case).
+ */
+export function httpStatusFor(code: ErrorCode): number {
+  switch (code) {
+    case 'BAD_VALUE':
+    case 'FAILED_TO_PARSE':
+    case 'INVALID_OPTIONS':
+    case 'INVALID_NAMESPACE':
+    case 'SHARD_KEY_NOT_FOUND':
+      return 400;
+    case 'UNAUTHORIZED':
+      return 401;
+    case 'NAMESPACE_NOT_FOUND':
+    case 'CURSOR_NOT_FOUND':
+    case 'SHARD_NOT_FOUND':
+    case 'NOT_FOUND':
+    case 'NO_SUCH_TRANSACTION':
+      return 404;
+    case 'ILLEGAL_OPERATION':
+    case 'NAMESPACE_EXISTS':
+    case 'DUPLICATE_KEY':
+    case 'CONFLICTING_OPERATION':
+    case 'LOCK_BUSY':
+    case 'STALE_CONFIG':
+    case 'STALE_DB_VERSION':
+    case 'STALE_EPOCH':
+    case 'STALE_CHUNK_HISTORY':
+    case 'TRANSACTION_TOO_OLD':
+    case 'CHUNK_TOO_BIG':
+      return 409;
+    case 'DOCUMENT_TOO_LARGE':
+      return 413;
+    case 'NOT_LEADER':
+    case 'SHUTDOWN_IN_PROGRESS':
+      return 503;
+    case 'HOST_UNREACHABLE':
+      return 502;
+    case 'NETWORK_TIMEOUT':
+      return 504;
+    case 'INTERNAL':
+      return 500;
+  }
+}

@@ -1,0 +1,99 @@
+import { Agent, type Dispatcher, errors as undiciErrors } from 'undici';
+import { TesseraError, isErrorEnvelope } from '@tessera/core';
+import { signRequest } from './cluster-auth.js';
+
+export interface InternalClientOptions {
+  /** The shared cluster secret that signs every request. */
+  clusterKey: string;
+  /** The connection pool, shared by every client of one process. */
+  dispatcher: Dispatcher;
+  /** Per-request deadline, headers and body each. Default 10 s. */
+  timeoutMs?: number;
+  /** Request id forwarded in `x-request-id`, so one operation can be followed across nodes. */
+  requestId?: () => string | undefined;
+  now?: () => number;
+}
+
+/** A keep-alive connection pool for internal traffic; close it at shutdown. */
+export function createInternalAgent(options: { connectionsPerOrigin?: number } = {}): Agent {
+  return new Agent({
+    connections: options.connectionsPerOrigin ?? 32,
+    keepAliveTimeout: 30_000,
+    keepAliveMaxTimeout: 600_000,
+    connect: { timeout: 5_000 },
+  });
+}
+
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+
+/**
+ * Signed JSON over HTTP to one node. Errors come back as the node raised them: a
+ * `TesseraError` rebuilt from the envelope, so codes, retryability and details survive hops.
+ * Transport failures become `HOST_UNREACHABLE` or `NETWORK_TIMEOUT` naming the node.
+ */
+export class InternalHttpClient {
+  private readonly timeoutMs: number;
+  private readonly now: () => number;
+
+  constructor(
+    readonly baseUrl: string,
+    private readonly options: InternalClientOptions,
+  ) {
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Sends one request; resolves with the parsed JSON body, rejects with a `TesseraError`. */
+  async call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    const payload = body === undefined ? '' : JSON.stringify(body);
+    const headers: Record<string, string> = {
+      ...signRequest(this.options.clusterKey, method, path, payload, this.now()),
+      accept: 'application/json',
+    };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const requestId = this.options.requestId?.();
+    if (requestId !== undefined) headers['x-request-id'] = requestId;
+
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.options.dispatcher.request({
+        origin: this.baseUrl,
+        path,
+        method,
+        headers,
+        body: body === undefined ? undefined : payload,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      });
+    } catch (error) {
+      throw this.transportError(method, path, error);
+    }
+    const text = await response.body.text();
+    const parsed: unknown = text === '' ? undefined : safeJsonParse(text);
+    if (response.statusCode >= 200 && response.statusCode < 300) return parsed as T;
+    const envelope = (parsed as { error?: unknown } | undefined)?.error;
+    if (isErrorEnvelope(envelope)) throw TesseraError.fromEnvelope(envelope);
+    throw new TesseraError('INTERNAL', `${method} ${this.baseUrl}${path} answered HTTP ${response.statusCode} without an error envelope`, {
+      details: { status: response.statusCode, body: text.slice(0, 500) },
+    });
+  }
+
+  private transportError(method: string, path: string, error: unknown): TesseraError {
+    const code = (error as { code?: string }).code ?? '';
+    const where = `${method} ${this.baseUrl}${path}`;
+    if (TIMEOUT_CODES.has(code) || error instanceof undiciErrors.HeadersTimeoutError) {
+      return new TesseraError('NETWORK_TIMEOUT', `${where} timed out after ${this.timeoutMs} ms`, { details: { url: this.baseUrl }, cause: error });
+    }
+    const reason = UNREACHABLE_CODES.has(code) ? code : (error as Error).message;
+    return new TesseraError('HOST_UNREACHABLE', `${where} failed: ${reason}`, { details: { url: this.baseUrl, reason }, cause: error });
+  }
+}
+
+function safeJsonParse(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}

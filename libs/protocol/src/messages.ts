@@ -1,0 +1,75 @@
+import { z } from 'zod';
+
+/**
+ * Wire contracts of the internal API, shared by servers (which validate with these schemas)
+ * and clients (which send their inferred types). Times are ISO-8601 strings on the wire.
+ */
+
+/** A shard's name: letters, digits, `_` and `-`, as MongoDB's shard ids. */
+export const shardNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, "_" or "-"');
+
+/** An http(s) base URL without a path, query or fragment. */
+export const nodeUrlSchema = z
+  .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+  .refine((value) => {
+    const url = new URL(value);
+    return (url.pathname === '/' || url.pathname === '') && url.search === '' && url.hash === '';
+  }, 'must be a base URL with no path, query or fragment')
+  .transform((value) => new URL(value).origin);
+
+export const addShardRequestSchema = z.strictObject({ name: shardNameSchema, url: nodeUrlSchema });
+export type AddShardRequest = z.input<typeof addShardRequestSchema>;
+
+export type ShardState = 'active' | 'draining';
+
+/** A shard as the config server knows it, with the last health check this process made. */
+export interface ShardDescription {
+  name: string;
+  url: string;
+  state: ShardState;
+  zones: string[];
+  addedAt: string;
+  /** null until the first health check after the config process started. */
+  reachable: boolean | null;
+  lastSeenAt: string | null;
+  lastError: string | null;
+}
+
+export const routerPingRequestSchema = z.strictObject({
+  id: z.string().min(1).max(200),
+  url: nodeUrlSchema,
+  version: z.string().min(1).max(50),
+  startedAt: z.iso.datetime(),
+});
+export type RouterPingRequest = z.input<typeof routerPingRequestSchema>;
+
+/** A router (mongos) registered with the config server. */
+export interface RouterDescription {
+  id: string;
+  url: string;
+  version: string;
+  startedAt: string;
+  lastPingAt: string;
+}
+
+/** Identity of the cluster, answered to every registered router. */
+export interface ClusterInfo {
+  clusterId: string;
+}
+
+/**
+ * What makes a shard a member of a cluster (MongoDB's shardIdentity document): set once by the
+ * config server's addShard, refused if the shard already belongs to another cluster.
+ */
+export const shardIdentitySchema = z.strictObject({
+  clusterId: z.string().min(1).max(100),
+  shardName: shardNameSchema,
+  configUrl: nodeUrlSchema,
+});
+export type ShardIdentity = z.output<typeof shardIdentitySchema>;
+
+export interface ShardIdentityResponse {
+  identity: ShardIdentity | null;
+}

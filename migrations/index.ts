@@ -1,0 +1,2 @@
+export { configMigrations } from './config/index.js';
+export { shardMigrations } from './shard/index.js';

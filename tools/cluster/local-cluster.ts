@@ -1,0 +1,284 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, existsSync, readFileSync, type WriteStream } from 'node:fs';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Agent } from 'undici';
+import { ConfigClient } from '@tessera/protocol';
+import { type PostgresServer, externalPostgres, startEmbeddedPostgres } from './postgres.js';
+
+export type NodeRole = 'config' | 'shard' | 'router';
+
+export interface LocalClusterOptions {
+  /** Where data, logs and the cluster key live (`.tessera` by default). */
+  rootDir: string;
+  /** Compiled output (`dist`), holding `apps/<role>/src/main.js`. */
+  distDir: string;
+  shards: number;
+  routers: number;
+  /** Use this existing Postgres (a URL allowed to create databases) instead of the embedded one. */
+  pgUrl?: string;
+  /** Embedded Postgres port. */
+  pgPort: number;
+  /** Wipe data (embedded data directory or this cluster's databases) before starting. */
+  fresh: boolean;
+  ports: { router: number; config: number; shard: number };
+  /** Prefix of database names: `<prefix>_config`, `<prefix>_shard0`, ... */
+  databasePrefix: string;
+  /** Environment added to every node (e.g. shorter intervals in tests). */
+  env?: Record<string, string>;
+  /** fsync off in the embedded Postgres: for throwaway test clusters. */
+  unsafeFastPostgres?: boolean;
+  onNodeLine?: (node: ClusterNode, line: string) => void;
+  onNodeExit?: (node: ClusterNode, code: number | null, signal: NodeJS.Signals | null) => void;
+  onProgress?: (message: string) => void;
+}
+
+export interface ClusterNode {
+  name: string;
+  role: NodeRole;
+  url: string;
+  port: number;
+  env: Record<string, string>;
+  process?: ChildProcess;
+  /** The last lines the node printed, to show when it dies. */
+  tail: string[];
+}
+
+const TAIL_LINES = 40;
+const READY_TIMEOUT_MS = 60_000;
+
+/**
+ * A whole Tessera cluster on this machine: one Postgres server (embedded, or one the user runs)
+ * with a database per node, one config server, N shards and M routers as separate OS processes.
+ * Used by `npm start` and by the end-to-end tests, so both exercise the same start-up path.
+ */
+export class LocalCluster {
+  readonly nodes: ClusterNode[] = [];
+  clusterKey = '';
+  private postgres: PostgresServer | undefined;
+  private readonly agent = new Agent({ connections: 4 });
+  private readonly logs = new Map<string, WriteStream>();
+  private stopping = false;
+
+  constructor(private readonly options: LocalClusterOptions) {}
+
+  get configUrl(): string {
+    return this.node('config').url;
+  }
+
+  get routerUrls(): string[] {
+    return this.nodes.filter((n) => n.role === 'router').map((n) => n.url);
+  }
+
+  get shardNodes(): ClusterNode[] {
+    return this.nodes.filter((n) => n.role === 'shard');
+  }
+
+  node(name: string): ClusterNode {
+    const found = this.nodes.find((n) => n.name === name);
+    if (found === undefined) throw new Error(`no node named ${name}`);
+    return found;
+  }
+
+  configClient(): ConfigClient {
+    return new ConfigClient(this.configUrl, { clusterKey: this.clusterKey, dispatcher: this.agent });
+  }
+
+  /** Starts Postgres and every node, adds the shards, and resolves when all are ready. */
+  async start(): Promise<void> {
+    const { options } = this;
+    const root = resolve(options.rootDir);
+    if (options.fresh && options.pgUrl === undefined) await rm(join(root, 'postgres'), { recursive: true, force: true });
+    await mkdir(join(root, 'logs'), { recursive: true });
+    this.clusterKey = await this.loadClusterKey(root);
+    this.plan();
+    await Promise.all(this.nodes.map((n) => assertPortFree(n.port, n.name)));
+
+    this.progress(options.pgUrl === undefined ? `starting embedded PostgreSQL on 127.0.0.1:${options.pgPort}` : 'using the PostgreSQL server at --pg-url');
+    this.postgres =
+      options.pgUrl === undefined
+        ? await startEmbeddedPostgres({ dataDir: join(root, 'postgres', 'data'), port: options.pgPort, unsafeFast: options.unsafeFastPostgres })
+        : externalPostgres(options.pgUrl);
+    for (const node of this.nodes) {
+      if (node.role === 'router') continue;
+      const database = this.databaseName(node);
+      if (options.fresh && options.pgUrl !== undefined) await this.postgres.dropDatabase(database);
+      await this.postgres.ensureDatabase(database);
+      node.env.TESSERA_DATABASE_URL = this.postgres.urlFor(database);
+    }
+
+    await this.startNodes(this.nodes.filter((n) => n.role === 'config'));
+    await this.startNodes(this.shardNodes);
+    const config = this.configClient();
+    for (const shard of this.shardNodes) await config.addShard({ name: shard.name, url: shard.url });
+    this.progress(`added ${this.shardNodes.length} shard(s)`);
+    await this.startNodes(this.nodes.filter((n) => n.role === 'router'));
+  }
+
+  /** Stops every node (routers first, config last) with SIGTERM, then Postgres. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const role of ['router', 'shard', 'config'] as const) {
+      await Promise.all(this.nodes.filter((n) => n.role === role).map((n) => this.stopNode(n.name)));
+    }
+    await this.postgres?.stop();
+    await this.agent.close();
+    for (const log of this.logs.values()) log.end();
+  }
+
+  /** Sends a signal to one node (SIGKILL for a crash) and resolves when it has exited. */
+  async kill(name: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const node = this.node(name);
+    const child = node.process;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill(signal);
+    await exited;
+  }
+
+  /** SIGTERM, then SIGKILL if the node is still running after 15 s. */
+  async stopNode(name: string): Promise<void> {
+    const node = this.node(name);
+    const child = node.process;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const force = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.kill('SIGTERM');
+    await exited;
+    clearTimeout(force);
+  }
+
+  /** Starts a node again (after kill or stopNode) and waits until it is ready. */
+  async restart(name: string): Promise<void> {
+    await this.startNodes([this.node(name)]);
+  }
+
+  private plan(): void {
+    const { options } = this;
+    const common = {
+      TESSERA_CLUSTER_KEY: this.clusterKey,
+      TESSERA_HOST: '127.0.0.1',
+      TESSERA_STOP_ON_STDIN_CLOSE: 'true',
+      ...options.env,
+    };
+    const add = (name: string, role: NodeRole, port: number, extra: Record<string, string> = {}) => {
+      this.nodes.push({
+        name,
+        role,
+        port,
+        url: `http://127.0.0.1:${port}`,
+        env: { ...common, TESSERA_PORT: String(port), TESSERA_NODE_NAME: name, ...extra },
+        tail: [],
+      });
+    };
+    add('config', 'config', options.ports.config);
+    for (let i = 0; i < options.shards; i++) add(`shard${i}`, 'shard', options.ports.shard + i);
+    for (let i = 0; i < options.routers; i++) {
+      add(`router${i}`, 'router', options.ports.router + i, { TESSERA_CONFIG_URL: `http://127.0.0.1:${options.ports.config}` });
+    }
+  }
+
+  private databaseName(node: ClusterNode): string {
+    return `${this.options.databasePrefix}_${node.name}`;
+  }
+
+  private async loadClusterKey(root: string): Promise<string> {
+    const file = join(root, 'cluster.key');
+    if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+    const key = randomBytes(32).toString('hex');
+    await writeFile(file, `${key}\n`, { mode: 0o600 });
+    return key;
+  }
+
+  private async startNodes(nodes: ClusterNode[]): Promise<void> {
+    for (const node of nodes) this.spawnNode(node);
+    await Promise.all(nodes.map((node) => this.waitReady(node)));
+    this.progress(`${nodes.map((n) => n.name).join(', ')} ready`);
+  }
+
+  private spawnNode(node: ClusterNode): void {
+    const main = join(resolve(this.options.distDir), 'apps', node.role, 'src', 'main.js');
+    if (!existsSync(main)) throw new Error(`${main} is missing: run "npm run build" first`);
+    let log = this.logs.get(node.name);
+    if (log === undefined) {
+      log = createWriteStream(join(resolve(this.options.rootDir), 'logs', `${node.name}.log`), { flags: 'a' });
+      this.logs.set(node.name, log);
+    }
+    const child = spawn(process.execPath, ['--enable-source-maps', main], {
+      env: { ...process.env, ...node.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    node.process = child;
+    node.tail = [];
+    const onLine = (line: string) => {
+      log.write(`${line}\n`);
+      node.tail.push(line);
+      if (node.tail.length > TAIL_LINES) node.tail.shift();
+      this.options.onNodeLine?.(node, line);
+    };
+    createInterface({ input: child.stdout! }).on('line', onLine);
+    createInterface({ input: child.stderr! }).on('line', onLine);
+    child.once('exit', (code, signal) => {
+      if (!this.stopping) this.options.onNodeExit?.(node, code, signal);
+    });
+  }
+
+  private async waitReady(node: ClusterNode): Promise<void> {
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    let last = 'no answer yet';
+    while (Date.now() < deadline) {
+      const child = node.process;
+      if (child?.exitCode !== null || child?.signalCode !== null) {
+        throw new NodeFailedError(node, `${node.name} exited (code ${child?.exitCode}, signal ${child?.signalCode}) before it was ready`);
+      }
+      try {
+        const response = await this.agent.request({ origin: node.url, path: '/health', method: 'GET', headersTimeout: 2_000, bodyTimeout: 2_000 });
+        last = await response.body.text();
+        if (response.statusCode === 200) return;
+      } catch (error) {
+        last = (error as Error).message;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new NodeFailedError(node, `${node.name} was not ready within ${READY_TIMEOUT_MS / 1000} s: ${last}`);
+  }
+
+  private progress(message: string): void {
+    this.options.onProgress?.(message);
+  }
+}
+
+/** A node that died or never became ready; carries its last log lines. */
+export class NodeFailedError extends Error {
+  constructor(
+    readonly node: ClusterNode,
+    message: string,
+  ) {
+    super(`${message}\n--- last lines of ${node.name} ---\n${node.tail.join('\n')}`);
+    this.name = 'NodeFailedError';
+  }
+}
+
+async function assertPortFree(port: number, name: string): Promise<void> {
+  await new Promise<void>((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', () => reject(new Error(`port ${port} for ${name} is already in use; stop whatever holds it or choose other ports`)));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolvePort()));
+  });
+}
+
+/** A port the OS says is free now (for tests that run beside other clusters). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
