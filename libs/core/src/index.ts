@@ -4,3 +4,7 @@ export * from './values/compare-values.js';
 export * from './values/utf8.js';
 export * from './values/extended-json.js';
 export * from './keys/key-encoding.js';
+export * from './versions/cluster-timestamp.js';
+export * from './versions/chunk-version.js';
+export * from './versions/database-version.js';
+export * from './versions/version-bumps.js';
