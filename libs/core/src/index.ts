@@ -8,3 +8,6 @@ export * from './versions/cluster-timestamp.js';
 export * from './versions/chunk-version.js';
 export * from './versions/database-version.js';
 export * from './versions/version-bumps.js';
+export * from './hashing/md5.js';
+export * from './hashing/hashed-value.js';
+export * from './keys/shard-key-pattern.js';
