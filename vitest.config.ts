@@ -18,6 +18,7 @@ export default defineConfig({
     include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'tools/**/*.spec.ts', 'test/**/*.spec.ts'],
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    globalSetup: ['./test/global-setup.ts'],
     pool: 'forks',
     maxWorkers: 2,
   },

@@ -17,6 +17,8 @@ export interface LocalClusterOptions {
   /** Compiled output (`dist`), holding `apps/<role>/src/main.js`. */
   distDir: string;
   shards: number;
+  /** Shards started but not added to the cluster, ready for an addShard later. */
+  spareShards?: number;
   routers: number;
   /** Use this existing Postgres (a URL allowed to create databases) instead of the embedded one. */
   pgUrl?: string;
@@ -24,7 +26,8 @@ export interface LocalClusterOptions {
   pgPort: number;
   /** Wipe data (embedded data directory or this cluster's databases) before starting. */
   fresh: boolean;
-  ports: { router: number; config: number; shard: number };
+  /** A base port (nodes of a role take consecutive ports) or one port per node. */
+  ports: { config: number; router: number | number[]; shard: number | number[] };
   /** Prefix of database names: `<prefix>_config`, `<prefix>_shard0`, ... */
   databasePrefix: string;
   /** Environment added to every node (e.g. shorter intervals in tests). */
@@ -62,6 +65,7 @@ export class LocalCluster {
   private readonly agent = new Agent({ connections: 4 });
   private readonly logs = new Map<string, WriteStream>();
   private stopping = false;
+  private stopped: Promise<void> | undefined;
 
   constructor(private readonly options: LocalClusterOptions) {}
 
@@ -73,8 +77,14 @@ export class LocalCluster {
     return this.nodes.filter((n) => n.role === 'router').map((n) => n.url);
   }
 
+  /** Every shard process, spare ones included. */
   get shardNodes(): ClusterNode[] {
     return this.nodes.filter((n) => n.role === 'shard');
+  }
+
+  /** The shards added to the cluster at start. */
+  get memberShards(): ClusterNode[] {
+    return this.shardNodes.slice(0, this.options.shards);
   }
 
   node(name: string): ClusterNode {
@@ -113,13 +123,18 @@ export class LocalCluster {
     await this.startNodes(this.nodes.filter((n) => n.role === 'config'));
     await this.startNodes(this.shardNodes);
     const config = this.configClient();
-    for (const shard of this.shardNodes) await config.addShard({ name: shard.name, url: shard.url });
-    this.progress(`added ${this.shardNodes.length} shard(s)`);
+    for (const shard of this.memberShards) await config.addShard({ name: shard.name, url: shard.url });
+    this.progress(`added ${this.memberShards.length} shard(s)`);
     await this.startNodes(this.nodes.filter((n) => n.role === 'router'));
   }
 
-  /** Stops every node (routers first, config last) with SIGTERM, then Postgres. */
-  async stop(): Promise<void> {
+  /** Stops every node (routers first, config last) with SIGTERM, then Postgres. Idempotent. */
+  stop(): Promise<void> {
+    this.stopped ??= this.stopAll();
+    return this.stopped;
+  }
+
+  private async stopAll(): Promise<void> {
     this.stopping = true;
     for (const role of ['router', 'shard', 'config'] as const) {
       await Promise.all(this.nodes.filter((n) => n.role === role).map((n) => this.stopNode(n.name)));
@@ -175,9 +190,9 @@ export class LocalCluster {
       });
     };
     add('config', 'config', options.ports.config);
-    for (let i = 0; i < options.shards; i++) add(`shard${i}`, 'shard', options.ports.shard + i);
+    for (let i = 0; i < options.shards + (options.spareShards ?? 0); i++) add(`shard${i}`, 'shard', portAt(options.ports.shard, i));
     for (let i = 0; i < options.routers; i++) {
-      add(`router${i}`, 'router', options.ports.router + i, { TESSERA_CONFIG_URL: `http://127.0.0.1:${options.ports.config}` });
+      add(`router${i}`, 'router', portAt(options.ports.router, i), { TESSERA_CONFIG_URL: `http://127.0.0.1:${options.ports.config}` });
     }
   }
 
@@ -260,6 +275,13 @@ export class NodeFailedError extends Error {
     super(`${message}\n--- last lines of ${node.name} ---\n${node.tail.join('\n')}`);
     this.name = 'NodeFailedError';
   }
+}
+
+function portAt(spec: number | number[], index: number): number {
+  if (typeof spec === 'number') return spec + index;
+  const port = spec[index];
+  if (port === undefined) throw new Error(`no port given for node ${index}`);
+  return port;
 }
 
 async function assertPortFree(port: number, name: string): Promise<void> {

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { ConfigClient } from '@tessera/protocol';
-import { HealthService, INTERNAL_AGENT, LOGGER, SETTINGS, advertisedUrl } from '@tessera/platform';
+import { HealthService, INTERNAL_AGENT, LOGGER, type Periodic, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
 import type { RouterSettings } from './router.settings.js';
 
 export const TESSERA_VERSION = '0.1.0';
@@ -21,7 +21,7 @@ export class RouterRegistrationService implements OnModuleInit, OnApplicationBoo
   private readonly url: string;
   private lastError: string | null = 'not registered yet';
   private clusterId: string | null = null;
-  private timer: NodeJS.Timeout | undefined;
+  private loop: Periodic | undefined;
 
   constructor(
     @Inject(SETTINGS) private readonly settings: RouterSettings,
@@ -44,17 +44,11 @@ export class RouterRegistrationService implements OnModuleInit, OnApplicationBoo
   }
 
   onApplicationBootstrap(): void {
-    const tick = () => {
-      this.ping().finally(() => {
-        this.timer = setTimeout(tick, this.settings.TESSERA_ROUTER_PING_INTERVAL_MS);
-        this.timer.unref();
-      });
-    };
-    tick();
+    this.loop = runPeriodically(() => this.ping(), this.settings.TESSERA_ROUTER_PING_INTERVAL_MS, () => undefined);
   }
 
   onApplicationShutdown(): void {
-    clearTimeout(this.timer);
+    this.loop?.stop();
   }
 
   get cluster(): string | null {

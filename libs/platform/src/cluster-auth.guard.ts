@@ -1,7 +1,8 @@
 import { type CanActivate, type ExecutionContext, Inject, Injectable } from '@nestjs/common';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { TesseraError } from '@tessera/core';
 import { DATE_HEADER, SIGNATURE_HEADER, verifyRequest } from '@tessera/protocol';
+import { renderError } from './error.filter.js';
 import { SETTINGS } from './tokens.js';
 
 /**
@@ -32,4 +33,17 @@ export class ClusterAuthGuard implements CanActivate {
     if (!result.ok) throw new TesseraError('UNAUTHORIZED', `internal request refused: ${result.reason}`);
     return true;
   }
+}
+
+/**
+ * Refuses internal requests that carry no signature before their body is even parsed, so an
+ * unauthenticated caller gets 401 whatever it sends. The guard then verifies the signature.
+ */
+export function rejectUnsignedInternalRequests(fastify: FastifyInstance): void {
+  fastify.addHook('onRequest', async (request, reply) => {
+    if (!request.url.startsWith('/internal/')) return;
+    if (request.headers[DATE_HEADER] !== undefined && request.headers[SIGNATURE_HEADER] !== undefined) return;
+    const error = new TesseraError('UNAUTHORIZED', `internal request refused: missing ${DATE_HEADER} or ${SIGNATURE_HEADER} header`);
+    await reply.status(401).send(renderError(error.toEnvelope(), request.url));
+  });
 }

@@ -9,3 +9,4 @@ export * from './platform.module.js';
 export * from './settings.js';
 export * from './tokens.js';
 export * from './validation.js';
+export * from './periodic.js';

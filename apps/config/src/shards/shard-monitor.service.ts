@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import type { Dispatcher } from 'undici';
-import { INTERNAL_AGENT, LOGGER, MetricsService, SETTINGS } from '@tessera/platform';
+import { INTERNAL_AGENT, LOGGER, MetricsService, type Periodic, SETTINGS, runPeriodically } from '@tessera/platform';
 import type { ConfigSettings } from '../config.settings.js';
 
 export interface ShardReachability {
@@ -23,7 +23,7 @@ const UNKNOWN: ShardReachability = { reachable: null, lastSeenAt: null, lastErro
 export class ShardMonitorService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly state = new Map<string, ShardReachability>();
   private readonly reachableGauge: Gauge<'shard'>;
-  private timer: NodeJS.Timeout | undefined;
+  private loop: Periodic | undefined;
 
   constructor(
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
@@ -41,17 +41,13 @@ export class ShardMonitorService implements OnApplicationBootstrap, OnApplicatio
   }
 
   onApplicationBootstrap(): void {
-    const tick = () => {
-      this.checkAll().finally(() => {
-        this.timer = setTimeout(tick, this.settings.TESSERA_SHARD_MONITOR_INTERVAL_MS);
-        this.timer.unref();
-      });
-    };
-    tick();
+    this.loop = runPeriodically(() => this.checkAll(), this.settings.TESSERA_SHARD_MONITOR_INTERVAL_MS, (error) =>
+      this.logger.warn({ err: error }, 'shard monitor round failed'),
+    );
   }
 
   onApplicationShutdown(): void {
-    clearTimeout(this.timer);
+    this.loop?.stop();
   }
 
   reachability(name: string): ShardReachability {
@@ -59,13 +55,7 @@ export class ShardMonitorService implements OnApplicationBootstrap, OnApplicatio
   }
 
   async checkAll(): Promise<void> {
-    let shards: Array<{ name: string; url: string }>;
-    try {
-      shards = await this.dataSource.query('SELECT name, url FROM shards');
-    } catch (error) {
-      this.logger.warn({ err: error }, 'shard monitor could not read the shard registry');
-      return;
-    }
+    const shards: Array<{ name: string; url: string }> = await this.dataSource.query('SELECT name, url FROM shards');
     await Promise.all(shards.map((shard) => this.check(shard)));
   }
 

@@ -1,0 +1,43 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { type LocalClusterOptions, LocalCluster, freePort } from '../../tools/cluster/local-cluster.js';
+
+export const repoRoot = new URL('../..', import.meta.url).pathname;
+export const distDir = join(repoRoot, 'dist');
+
+/**
+ * A local cluster of real processes on the test run's Postgres, with free ports and its own
+ * databases, so several test files can run side by side. Call `dispose` in afterAll.
+ */
+export async function startTestCluster(
+  options: Partial<Pick<LocalClusterOptions, 'shards' | 'spareShards' | 'routers' | 'env'>> = {},
+): Promise<{ cluster: LocalCluster; dispose: () => Promise<void> }> {
+  const rootDir = mkdtempSync(join(tmpdir(), 'tessera-e2e-'));
+  chmodSync(rootDir, 0o755);
+  const shardCount = (options.shards ?? 2) + (options.spareShards ?? 0);
+  const routerCount = options.routers ?? 1;
+  const ports = async (n: number) => Promise.all(Array.from({ length: n }, () => freePort()));
+  const cluster = new LocalCluster({
+    rootDir,
+    distDir,
+    shards: options.shards ?? 2,
+    spareShards: options.spareShards ?? 0,
+    routers: routerCount,
+    pgUrl: inject('pgAdminUrl'),
+    pgPort: 0,
+    fresh: true,
+    ports: { config: await freePort(), router: await ports(routerCount), shard: await ports(shardCount) },
+    databasePrefix: `e2e_${Math.random().toString(36).slice(2, 8)}`,
+    env: { TESSERA_LOG_LEVEL: 'info', ...options.env },
+  });
+  await cluster.start();
+  return {
+    cluster,
+    dispose: async () => {
+      await cluster.stop();
+      rmSync(rootDir, { recursive: true, force: true });
+    },
+  };
+}

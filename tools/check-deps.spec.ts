@@ -1,0 +1,56 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+const script = new URL('./check-deps.mjs', import.meta.url).pathname;
+let tree: string | undefined;
+
+function checkTree(files: Record<string, string>): { status: number | null; output: string } {
+  tree = mkdtempSync(join(tmpdir(), 'tessera-deps-'));
+  mkdirSync(join(tree, 'apps'));
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(tree, path)), { recursive: true });
+    writeFileSync(join(tree, path), text);
+  }
+  const run = spawnSync(process.execPath, [script, tree], { encoding: 'utf8' });
+  return { status: run.status, output: run.stdout + run.stderr };
+}
+
+afterEach(() => {
+  if (tree !== undefined) rmSync(tree, { recursive: true, force: true });
+});
+
+describe('the dependency rule check', () => {
+  it('accepts a pure core that imports itself and bson', () => {
+    const result = checkTree({ 'libs/core/src/a.ts': "import { b } from './b.js';\nimport { EJSON } from 'bson';\n", 'libs/core/src/b.ts': 'export const b = 1;\n' });
+    expect(result.status).toBe(0);
+  });
+
+  it.each([
+    ["import { Injectable } from '@nestjs/common';", 'may not import "@nestjs/common"'],
+    ["import { DataSource } from 'typeorm';", 'may not import "typeorm"'],
+    ["import { readFileSync } from 'node:fs';", 'may not import "node:fs"'],
+    ['export const port = process.env.PORT;', 'reads process.env'],
+    ['export const now = () => Date.now();', 'reads the clock'],
+    ['export const roll = () => Math.random();', 'uses Math.random'],
+  ])('refuses core code with %s', (line, message) => {
+    const result = checkTree({ 'libs/core/src/bad.ts': `${line}\n` });
+    expect(result.status).toBe(1);
+    expect(result.output).toContain('libs/core/src/bad.ts:1');
+    expect(result.output).toContain(message);
+  });
+
+  it('refuses a router that reaches into the config server by relative path', () => {
+    const result = checkTree({ 'apps/router/src/a.ts': "import { x } from '../../config/src/x.js';\n" });
+    expect(result.status).toBe(1);
+    expect(result.output).toContain('leaves apps/router/');
+  });
+
+  it('refuses deep imports into a lib', () => {
+    const result = checkTree({ 'apps/shard/src/a.ts': "import { x } from '@tessera/core/src/x.js';\n" });
+    expect(result.status).toBe(1);
+    expect(result.output).toContain('apps/shard/src/a.ts:1: apps/ may not import "@tessera/core/src/x.js"');
+  });
+});
