@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { DATE_HEADER, MAX_CLOCK_SKEW_MS, SIGNATURE_HEADER, signRequest, verifyRequest } from './cluster-auth.js';
+
+const key = 'k'.repeat(64);
+const now = 1_800_000_000_000;
+
+function signed(overrides: Partial<{ method: string; pathWithQuery: string; body: string }> = {}, signedWith = key) {
+  const request = { method: 'POST', pathWithQuery: '/internal/shards?x=1', body: '{"name":"a"}', ...overrides };
+  const headers = signRequest(signedWith, 'POST', '/internal/shards?x=1', '{"name":"a"}', now);
+  return { ...request, date: headers[DATE_HEADER], signature: headers[SIGNATURE_HEADER] };
+}
+
+describe('internal request signatures', () => {
+  it('accept the request exactly as it was signed', () => {
+    expect(verifyRequest(key, signed(), now + 1_000)).toEqual({ ok: true });
+  });
+
+  it.each([
+    ['another method', { method: 'DELETE' }],
+    ['another path', { pathWithQuery: '/internal/shards?x=2' }],
+    ['another body', { body: '{"name":"b"}' }],
+  ])('refuse %s than was signed', (_, change) => {
+    expect(verifyRequest(key, signed(change), now)).toMatchObject({ ok: false, reason: expect.stringContaining('signature does not match') });
+  });
+
+  it('refuse a signature made with another key', () => {
+    expect(verifyRequest(key, signed({}, 'o'.repeat(64)), now).ok).toBe(false);
+  });
+
+  it('refuse a request older or newer than the allowed clock skew', () => {
+    expect(verifyRequest(key, signed(), now + MAX_CLOCK_SKEW_MS + 1)).toMatchObject({ ok: false, reason: expect.stringContaining(DATE_HEADER) });
+    expect(verifyRequest(key, signed(), now - MAX_CLOCK_SKEW_MS - 1).ok).toBe(false);
+  });
+
+  it('refuse a request without the headers, or with a malformed signature', () => {
+    expect(verifyRequest(key, { method: 'GET', pathWithQuery: '/', body: '' }, now)).toMatchObject({ ok: false, reason: expect.stringContaining('missing') });
+    expect(verifyRequest(key, { ...signed(), signature: 'zz' }, now).ok).toBe(false);
+  });
+});
