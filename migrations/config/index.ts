@@ -1,4 +1,5 @@
 import { Registry1763900000000 } from './1763900000000-registry.js';
+import { Catalog1763900100000 } from './1763900100000-catalog.js';
 
 /** The config database's migrations, in order. Listed explicitly: globs do not load under ESM. */
-export const configMigrations = [Registry1763900000000];
+export const configMigrations = [Registry1763900000000, Catalog1763900100000];
