@@ -32,8 +32,6 @@ export class Catalog1763900100000 implements MigrationInterface {
         primary_shard text NOT NULL REFERENCES shards (name),
         version_uuid uuid NOT NULL,
         version_last_mod integer NOT NULL,
-        version_timestamp_t bigint NOT NULL,
-        version_timestamp_i bigint NOT NULL,
         created_at timestamptz NOT NULL DEFAULT now()
       )`);
 

@@ -99,6 +99,39 @@ describe('a local cluster of real processes', () => {
   });
 });
 
+describe('the vector clock', () => {
+  type Ts = { t: number; i: number };
+  const zero: Ts = { t: 0, i: 0 };
+  function observer(send: { configTime: Ts; topologyTime: Ts }) {
+    const seen = { configTime: zero, topologyTime: zero };
+    return { seen, gossip: { now: () => send, advance: (time: Partial<typeof seen>) => Object.assign(seen, time) } };
+  }
+
+  it('ticks TopologyTime on addShard, and a node advances from gossip but never moves backwards', async () => {
+    const fromConfig = observer({ configTime: zero, topologyTime: zero });
+    await new ConfigClient(cluster.configUrl, { clusterKey: cluster.clusterKey, dispatcher: agent, gossip: fromConfig.gossip }).listShards();
+    const { configTime, topologyTime } = fromConfig.seen;
+    expect(topologyTime.t).toBeGreaterThan(1_700_000_000);
+    expect(configTime.t * 2 ** 32 + configTime.i).toBeGreaterThanOrEqual(topologyTime.t * 2 ** 32 + topologyTime.i);
+
+    const ahead = { configTime: { t: configTime.t + 5, i: 1 }, topologyTime: { t: topologyTime.t + 5, i: 1 } };
+    const first = observer(ahead);
+    await new ShardClient(cluster.node('shard1').url, { clusterKey: cluster.clusterKey, dispatcher: agent, gossip: first.gossip }).getIdentity();
+    expect(first.seen).toEqual(ahead);
+    const second = observer({ configTime: zero, topologyTime: zero });
+    await new ShardClient(cluster.node('shard1').url, { clusterKey: cluster.clusterKey, dispatcher: agent, gossip: second.gossip }).getIdentity();
+    expect(second.seen).toEqual(ahead);
+  });
+
+  it('is not advanced by a request that fails authentication', async () => {
+    const forged = observer({ configTime: { t: 4_000_000_000, i: 1 }, topologyTime: { t: 4_000_000_000, i: 1 } });
+    await errorOf(new ShardClient(cluster.node('shard0').url, { clusterKey: 'f'.repeat(64), dispatcher: agent, gossip: forged.gossip }).getIdentity());
+    const honest = observer({ configTime: zero, topologyTime: zero });
+    await new ShardClient(cluster.node('shard0').url, { clusterKey: cluster.clusterKey, dispatcher: agent, gossip: honest.gossip }).getIdentity();
+    expect(honest.seen.configTime.t).toBeLessThan(4_000_000_000);
+  });
+});
+
 describe('internal calls must prove the cluster key', () => {
   it('refuses an unsigned request with 401 and does nothing', async () => {
     const response = await request(`${cluster.configUrl}/internal/shards`, {

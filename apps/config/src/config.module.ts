@@ -1,6 +1,8 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
+import { ChangelogService } from './changelog/changelog.service.js';
+import { ConfigClockService } from './clock/config-clock.service.js';
 import { ClusterIdentityService } from './cluster-identity.service.js';
 import type { ConfigSettings } from './config.settings.js';
 import { RouterRegistryService } from './routers/router-registry.service.js';
@@ -21,7 +23,7 @@ export class ConfigServerModule {
         DatabaseModule.forRoot({ url: settings.TESSERA_DATABASE_URL, poolSize: settings.TESSERA_DATABASE_POOL_SIZE, entities: [ShardEntity] }),
       ],
       controllers: [ShardsController, RoutersController],
-      providers: [ClusterIdentityService, ShardMonitorService, ShardRegistryService, RouterRegistryService],
+      providers: [ClusterIdentityService, ConfigClockService, ChangelogService, ShardMonitorService, ShardRegistryService, RouterRegistryService],
     };
   }
 }

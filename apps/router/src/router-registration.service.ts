@@ -1,9 +1,8 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
-import type { Dispatcher } from 'undici';
-import { ConfigClient } from '@tessera/protocol';
-import { HealthService, INTERNAL_AGENT, LOGGER, type Periodic, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
+import type { ConfigClient } from '@tessera/protocol';
+import { HealthService, InternalClients, LOGGER, type Periodic, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
 import type { RouterSettings } from './router.settings.js';
 
 export const TESSERA_VERSION = '0.1.0';
@@ -25,11 +24,11 @@ export class RouterRegistrationService implements OnModuleInit, OnApplicationBoo
 
   constructor(
     @Inject(SETTINGS) private readonly settings: RouterSettings,
-    @Inject(INTERNAL_AGENT) agent: Dispatcher,
     @Inject(LOGGER) private readonly logger: Logger,
     private readonly health: HealthService,
+    clients: InternalClients,
   ) {
-    this.config = new ConfigClient(settings.TESSERA_CONFIG_URL, { clusterKey: settings.TESSERA_CLUSTER_KEY, dispatcher: agent, timeoutMs: 5_000 });
+    this.config = clients.config(settings.TESSERA_CONFIG_URL, 5_000);
     this.url = advertisedUrl(settings);
     this.id = `${hostname()}:${settings.TESSERA_PORT}`;
   }

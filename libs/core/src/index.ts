@@ -15,3 +15,4 @@ export * from './ranges/chunk-range.js';
 export * from './routing/chunk.js';
 export * from './routing/chunk-operations.js';
 export * from './routing/routing-table.js';
+export * from './versions/vector-time.js';

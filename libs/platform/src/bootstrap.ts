@@ -6,12 +6,13 @@ import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fa
 import { LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
-import { rejectUnsignedInternalRequests } from './cluster-auth.guard.js';
+import { guardInternalRoutes } from './cluster-auth.guard.js';
 import { HealthService } from './health.js';
 import { PinoNestLogger, createLogger } from './logger.js';
 import { MetricsService } from './metrics.js';
 import { TesseraExceptionFilter } from './error.filter.js';
 import { SettingsError, advertisedUrl, loadSettings } from './settings.js';
+import { VectorClockService } from './vector-clock.service.js';
 
 /** sysexits.h EX_CONFIG: the process refused to start because of its configuration. */
 export const EXIT_BAD_CONFIG = 78;
@@ -80,7 +81,7 @@ export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<
     });
     app.useGlobalFilters(new TesseraExceptionFilter(logger));
     instrument(app, app.get(MetricsService));
-    rejectUnsignedInternalRequests(app.getHttpAdapter().getInstance());
+    guardInternalRoutes(app.getHttpAdapter().getInstance(), app.get(VectorClockService));
     await app.listen({ port: common.TESSERA_PORT, host: common.TESSERA_HOST });
     logger.info({ url, role: definition.role }, `tessera ${definition.role} listening on ${url}`);
     handleSignals(app, logger, common.TESSERA_SHUTDOWN_TIMEOUT_MS, common.TESSERA_STOP_ON_STDIN_CLOSE);

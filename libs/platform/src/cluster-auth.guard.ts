@@ -1,17 +1,22 @@
 import { type CanActivate, type ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { TesseraError } from '@tessera/core';
-import { DATE_HEADER, SIGNATURE_HEADER, verifyRequest } from '@tessera/protocol';
+import { DATE_HEADER, SIGNATURE_HEADER, vectorTimeFromHeaders, vectorTimeHeaders, verifyRequest } from '@tessera/protocol';
 import { renderError } from './error.filter.js';
 import { SETTINGS } from './tokens.js';
+import { VectorClockService } from './vector-clock.service.js';
 
 /**
  * Guards internal routes: the request must carry a valid HMAC of itself made with the cluster
- * key. Anything else is refused with 401 `UNAUTHORIZED` before the handler runs.
+ * key. Anything else is refused with 401 `UNAUTHORIZED` before the handler runs. Only a
+ * verified request may advance this node's vector clock.
  */
 @Injectable()
 export class ClusterAuthGuard implements CanActivate {
-  constructor(@Inject(SETTINGS) private readonly settings: { TESSERA_CLUSTER_KEY: string }) {}
+  constructor(
+    @Inject(SETTINGS) private readonly settings: { TESSERA_CLUSTER_KEY: string },
+    private readonly clock: VectorClockService,
+  ) {}
 
   canActivate(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<FastifyRequest & { rawBody?: Buffer }>();
@@ -31,15 +36,21 @@ export class ClusterAuthGuard implements CanActivate {
       Date.now(),
     );
     if (!result.ok) throw new TesseraError('UNAUTHORIZED', `internal request refused: ${result.reason}`);
+    this.clock.advance(vectorTimeFromHeaders(request.headers));
     return true;
   }
 }
 
 /**
  * Refuses internal requests that carry no signature before their body is even parsed, so an
- * unauthenticated caller gets 401 whatever it sends. The guard then verifies the signature.
+ * unauthenticated caller gets 401 whatever it sends (the guard then verifies the signature),
+ * and puts this node's vector time on every internal response.
  */
-export function rejectUnsignedInternalRequests(fastify: FastifyInstance): void {
+export function guardInternalRoutes(fastify: FastifyInstance, clock: VectorClockService): void {
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    if (request.url.startsWith('/internal/')) void reply.headers(vectorTimeHeaders(clock.now()));
+    return payload;
+  });
   fastify.addHook('onRequest', async (request, reply) => {
     if (!request.url.startsWith('/internal/')) return;
     if (request.headers[DATE_HEADER] !== undefined && request.headers[SIGNATURE_HEADER] !== undefined) return;

@@ -10,3 +10,5 @@ export * from './settings.js';
 export * from './tokens.js';
 export * from './validation.js';
 export * from './periodic.js';
+export * from './internal-clients.js';
+export * from './vector-clock.service.js';

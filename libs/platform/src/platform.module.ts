@@ -4,7 +4,9 @@ import type { Agent } from 'undici';
 import { createInternalAgent } from '@tessera/protocol';
 import { HealthController, HealthService } from './health.js';
 import { MetricsController, MetricsService } from './metrics.js';
+import { InternalClients } from './internal-clients.js';
 import { INTERNAL_AGENT, LOGGER, SETTINGS } from './tokens.js';
+import { VectorClockService } from './vector-clock.service.js';
 
 class InternalAgentCloser implements OnApplicationShutdown {
   constructor(@Inject(INTERNAL_AGENT) private readonly agent: Agent) {}
@@ -14,7 +16,7 @@ class InternalAgentCloser implements OnApplicationShutdown {
   }
 }
 
-/** What every node has: settings, logger, health, metrics and the internal connection pool. */
+/** What every node has: settings, logger, health, metrics, the vector clock and internal clients. */
 @Global()
 @Module({})
 export class PlatformModule {
@@ -29,8 +31,10 @@ export class PlatformModule {
         InternalAgentCloser,
         HealthService,
         MetricsService,
+        VectorClockService,
+        InternalClients,
       ],
-      exports: [SETTINGS, LOGGER, INTERNAL_AGENT, HealthService, MetricsService],
+      exports: [SETTINGS, LOGGER, INTERNAL_AGENT, HealthService, MetricsService, VectorClockService, InternalClients],
     };
   }
 }

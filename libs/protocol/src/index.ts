@@ -4,3 +4,4 @@ export * from './http-status.js';
 export * from './internal-http-client.js';
 export * from './messages.js';
 export * from './shard-client.js';
+export * from './clock-gossip.js';

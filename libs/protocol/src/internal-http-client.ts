@@ -1,6 +1,7 @@
 import { Agent, type Dispatcher, errors as undiciErrors } from 'undici';
 import { TesseraError, isErrorEnvelope } from '@tessera/core';
 import { signRequest } from './cluster-auth.js';
+import { type ClockGossip, vectorTimeFromHeaders, vectorTimeHeaders } from './clock-gossip.js';
 
 export interface InternalClientOptions {
   /** The shared cluster secret that signs every request. */
@@ -12,6 +13,8 @@ export interface InternalClientOptions {
   /** Request id forwarded in `x-request-id`, so one operation can be followed across nodes. */
   requestId?: () => string | undefined;
   now?: () => number;
+  /** The node's vector clock: sent on every request, advanced from every response. */
+  gossip?: ClockGossip;
 }
 
 /** A keep-alive connection pool for internal traffic; close it at shutdown. */
@@ -52,6 +55,7 @@ export class InternalHttpClient {
       accept: 'application/json',
     };
     if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.options.gossip !== undefined) Object.assign(headers, vectorTimeHeaders(this.options.gossip.now()));
     const requestId = this.options.requestId?.();
     if (requestId !== undefined) headers['x-request-id'] = requestId;
 
@@ -69,6 +73,7 @@ export class InternalHttpClient {
     } catch (error) {
       throw this.transportError(method, path, error);
     }
+    this.options.gossip?.advance(vectorTimeFromHeaders(response.headers));
     const text = await response.body.text();
     const parsed: unknown = text === '' ? undefined : safeJsonParse(text);
     if (response.statusCode >= 200 && response.statusCode < 300) return parsed as T;

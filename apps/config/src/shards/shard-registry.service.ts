@@ -1,10 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import type { Dispatcher } from 'undici';
 import { TesseraError } from '@tessera/core';
-import { type AddShardRequest, type ShardDescription, ShardClient, addShardRequestSchema } from '@tessera/protocol';
-import { INTERNAL_AGENT, LOGGER, SETTINGS, advertisedUrl, parseWith } from '@tessera/platform';
+import { type AddShardRequest, type ShardDescription, addShardRequestSchema } from '@tessera/protocol';
+import { InternalClients, LOGGER, SETTINGS, advertisedUrl, parseWith } from '@tessera/platform';
+import { ChangelogService } from '../changelog/changelog.service.js';
+import { ConfigClockService } from '../clock/config-clock.service.js';
 import { ClusterIdentityService } from '../cluster-identity.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { ShardEntity } from './shard.entity.js';
@@ -21,8 +22,10 @@ export class ShardRegistryService {
     private readonly identity: ClusterIdentityService,
     private readonly monitor: ShardMonitorService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
-    @Inject(INTERNAL_AGENT) private readonly agent: Dispatcher,
     @Inject(LOGGER) private readonly logger: Logger,
+    private readonly clients: InternalClients,
+    private readonly clock: ConfigClockService,
+    private readonly changelog: ChangelogService,
   ) {}
 
   /**
@@ -44,7 +47,10 @@ export class ShardRegistryService {
         throw new TesseraError('ILLEGAL_OPERATION', `${url} is already in the cluster as shard "${byUrl.name}"`, { details: { name: byUrl.name, url } });
       }
       await this.claimShard(name, url);
-      return manager.save(manager.create(ShardEntity, { name, url, state: 'active', zones: [], addedAt: new Date() }));
+      const saved = await manager.save(manager.create(ShardEntity, { name, url, state: 'active', zones: [], addedAt: new Date() }));
+      const time = await this.clock.tick(manager, { topology: true });
+      await this.changelog.record(manager, { what: 'addShard', shard: name, details: { url, topologyTime: time.topologyTime } });
+      return saved;
     });
     await this.monitor.check(entity);
     this.logger.info({ shard: name, url }, `shard ${name} at ${url} is in the cluster`);
@@ -57,7 +63,7 @@ export class ShardRegistryService {
   }
 
   private async claimShard(name: string, url: string): Promise<void> {
-    const client = new ShardClient(url, { clusterKey: this.settings.TESSERA_CLUSTER_KEY, dispatcher: this.agent, timeoutMs: 5_000 });
+    const client = this.clients.shard(url, 5_000);
     try {
       await client.setIdentity({ clusterId: this.identity.clusterId, shardName: name, configUrl: advertisedUrl(this.settings) });
     } catch (error) {

@@ -1,0 +1,57 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import { type ClusterTimestamp, type VectorTime, laterClusterTime, tickClusterTime } from '@tessera/core';
+import { VectorClockService } from '@tessera/platform';
+
+interface ClockRow {
+  config_time_t: string;
+  config_time_i: string;
+  topology_time_t: string;
+  topology_time_i: string;
+}
+
+/**
+ * The config server ticks the vector clock: ConfigTime on every catalog write and TopologyTime,
+ * set to that write's ConfigTime, when a shard is added or removed. The clock row is locked by
+ * the writing transaction, so ticks are strictly increasing across config processes and a write
+ * and its tick commit or roll back together.
+ */
+@Injectable()
+export class ConfigClockService implements OnModuleInit {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly clock: VectorClockService,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    const rows: ClockRow[] = await this.dataSource.query('SELECT * FROM vector_clock');
+    if (rows[0] !== undefined) this.clock.advance(timeOf(rows[0]));
+  }
+
+  /**
+   * Ticks ConfigTime (and TopologyTime when `topology`) inside `manager`'s transaction and
+   * returns the new vector time; the commit's ConfigTime is `configTime`.
+   */
+  async tick(manager: EntityManager, options: { topology?: boolean } = {}): Promise<VectorTime> {
+    const rows: ClockRow[] = await manager.query('SELECT * FROM vector_clock FOR UPDATE');
+    const stored = timeOf(rows[0]!);
+    const configTime = tickClusterTime(laterClusterTime(stored.configTime, this.clock.now().configTime), Date.now() / 1000);
+    const topologyTime = options.topology ? configTime : stored.topologyTime;
+    await manager.query(
+      'UPDATE vector_clock SET config_time_t = $1, config_time_i = $2, topology_time_t = $3, topology_time_i = $4',
+      [configTime.t, configTime.i, topologyTime.t, topologyTime.i],
+    );
+    const time = { configTime, topologyTime };
+    this.clock.advance(time);
+    return time;
+  }
+
+  now(): VectorTime {
+    return this.clock.now();
+  }
+}
+
+function timeOf(row: ClockRow): VectorTime {
+  const ts = (t: string, i: string): ClusterTimestamp => ({ t: Number(t), i: Number(i) });
+  return { configTime: ts(row.config_time_t, row.config_time_i), topologyTime: ts(row.topology_time_t, row.topology_time_i) };
+}
