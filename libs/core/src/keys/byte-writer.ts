@@ -10,6 +10,11 @@ export class ByteWriter {
     this.view = new DataView(this.bytes.buffer);
   }
 
+  /** Forgets the bytes written so far, keeping the capacity. Throws nothing. */
+  reset(): void {
+    this.length = 0;
+  }
+
   /** Appends one byte (0-255). Throws nothing. */
   byte(value: number): void {
     this.reserve(1);
@@ -56,13 +61,14 @@ export class ByteWriter {
     return this.bytes.slice(0, this.length);
   }
 
+  /** Returns the underlying buffer, whose first `length` bytes are those written (not a copy). Throws nothing. */
+  buffer(): Uint8Array {
+    return this.bytes;
+  }
+
   /** Returns the bytes written so far as a binary string (one char per byte). Throws nothing. */
   toBinaryString(): string {
-    let out = '';
-    for (let i = 0; i < this.length; i += 4096) {
-      out += String.fromCharCode.apply(null, Array.from(this.bytes.subarray(i, Math.min(this.length, i + 4096))));
-    }
-    return out;
+    return bytesToLatin1(this.bytes, this.length);
   }
 
   private reserve(extra: number): void {
@@ -72,4 +78,13 @@ export class ByteWriter {
     this.bytes = next;
     this.view = new DataView(next.buffer);
   }
+}
+
+/** Returns the first `length` bytes as a binary string (one char per byte). Throws nothing. */
+export function bytesToLatin1(bytes: Uint8Array, length: number = bytes.length): string {
+  // apply() takes the typed array directly; chunks keep the argument count below engine limits.
+  if (length <= 4096) return String.fromCharCode.apply(null, bytes.subarray(0, length) as unknown as number[]);
+  let out = '';
+  for (let i = 0; i < length; i += 4096) out += String.fromCharCode.apply(null, bytes.subarray(i, Math.min(length, i + 4096)) as unknown as number[]);
+  return out;
 }

@@ -16,7 +16,7 @@ import { TesseraError } from '../errors.js';
 import { binaryBytes, numericValueOf, regexParts, typeBracketOf } from '../values/value.js';
 import type { TypeBracket, Value, ValueArray, ValueObject } from '../values/value.js';
 import { decodeUtf8, encodeUtf8 } from '../values/utf8.js';
-import { ByteWriter } from './byte-writer.js';
+import { ByteWriter, bytesToLatin1 } from './byte-writer.js';
 import { readNumber, writeNumber } from './number-encoding.js';
 
 /** Tag bytes: MongoDB's canonical type numbers, with MinKey moved from -1 to 1 (0 ends objects). */
@@ -43,7 +43,7 @@ const BIAS_64 = 1n << 63n;
  * Returns a new byte array. Throws `BAD_VALUE` for unsupported types (see `typeBracketOf`).
  */
 export function encodeKey(values: readonly Value[]): Uint8Array {
-  const out = new ByteWriter();
+  const out = scratchWriter();
   for (const value of values) writeValue(out, value);
   return out.toBytes();
 }
@@ -54,18 +54,42 @@ export function encodeKey(values: readonly Value[]): Uint8Array {
  * Throws as `encodeKey`.
  */
 export function encodeKeyToBinaryString(values: readonly Value[]): string {
-  const out = new ByteWriter();
+  const out = scratchWriter();
   for (const value of values) writeValue(out, value);
   return out.toBinaryString();
 }
 
+/** Encoded key bytes `bytes[0, length)` in a shared buffer (see `encodeKeyTransient`). */
+export interface TransientKey {
+  readonly bytes: Uint8Array;
+  readonly length: number;
+}
+
+/**
+ * Encodes a key like `encodeKey` into a shared buffer, without copying: the result is valid
+ * only until the next call of any encode function of this module. For hot lookups that only
+ * compare the bytes. Throws as `encodeKey`.
+ */
+export function encodeKeyTransient(values: readonly Value[]): TransientKey {
+  const out = scratchWriter();
+  for (let i = 0; i < values.length; i++) writeValue(out, values[i] as Value);
+  return { bytes: out.buffer(), length: out.length };
+}
+
+/**
+ * One writer reused by every encode (encoding is synchronous and never re-enters itself), so
+ * a lookup allocates nothing but its result.
+ */
+const SCRATCH = new ByteWriter(256);
+
+function scratchWriter(): ByteWriter {
+  SCRATCH.reset();
+  return SCRATCH;
+}
+
 /** Converts encoded key bytes into the equivalent binary string. Throws nothing. */
 export function bytesToBinaryString(bytes: Uint8Array): string {
-  let out = '';
-  for (let i = 0; i < bytes.length; i += 4096) {
-    out += String.fromCharCode.apply(null, Array.from(bytes.subarray(i, Math.min(bytes.length, i + 4096))));
-  }
-  return out;
+  return bytesToLatin1(bytes);
 }
 
 /** Converts a binary string (chars 0-255) back into bytes. Throws nothing (higher chars are truncated to 8 bits). */

@@ -10,7 +10,7 @@
  * touched blocks + N / B), not O(N).
  */
 import { TesseraError } from '../errors.js';
-import { bytesToBinaryString, encodeKeyToBinaryString } from '../keys/key-encoding.js';
+import { encodeKeyToBinaryString, encodeKeyTransient } from '../keys/key-encoding.js';
 import type { ShardKey } from '../keys/shard-key-pattern.js';
 import type { ChunkRange } from '../ranges/chunk-range.js';
 import { chunkRangeToString } from '../ranges/chunk-range.js';
@@ -19,6 +19,8 @@ import { chunkVersionToString, compareChunkVersions, generationOf, isSameGenerat
 import type { ClusterTimestamp } from '../versions/cluster-timestamp.js';
 import { BlockList, DEFAULT_BLOCK_SIZE } from './block-list.js';
 import type { BlockEdit } from './block-list.js';
+import type { KeyProbe } from './key-probe.js';
+import { compareKeyToProbe, probeFromBytes, probeFromString } from './key-probe.js';
 import type { Chunk, ShardId } from './chunk.js';
 import { shardAtClusterTime } from './chunk.js';
 
@@ -106,8 +108,8 @@ export class RoutingTable {
    * does not reach back to `atClusterTime`.
    */
   chunkFor(key: ShardKey | Uint8Array, atClusterTime?: ClusterTimestamp): Chunk {
-    const encoded = this.encodeLookupKey(key);
-    const chunk = encoded < this.maxKey ? this.list.floorItem(encoded) : undefined;
+    const probe = this.probeFor(key);
+    const chunk = compareKeyToProbe(this.maxKey, probe) > 0 ? this.list.floorItem(probe) : undefined;
     if (chunk === undefined) {
       throw new TesseraError('SHARD_KEY_NOT_FOUND', 'No chunk contains the given shard key.', { details: { collectionVersion: this.collectionVersion } });
     }
@@ -126,11 +128,13 @@ export class RoutingTable {
    * O(log N + result). Throws `BAD_VALUE` when the bounds have the wrong number of fields.
    */
   chunksOverlapping(range: ChunkRange): Chunk[] {
-    const min = this.encodeLookupKey(range.min);
-    const max = this.encodeLookupKey(range.max);
+    this.checkArity(range.min);
+    this.checkArity(range.max);
+    const min = encodeKeyToBinaryString(range.min);
+    const max = encodeKeyToBinaryString(range.max);
     const result: Chunk[] = [];
     if (min >= max) return result;
-    for (const [key, chunk] of this.list.entries(Math.max(0, this.list.floorPosition(min)))) {
+    for (const [key, chunk] of this.list.entries(Math.max(0, this.list.floorPosition(probeFromString(min))))) {
       if (key >= max) break;
       result.push(chunk);
     }
@@ -203,9 +207,9 @@ export class RoutingTable {
       const next = entries[i + 1];
       if (next !== undefined && last.max > next.min) throw coverage('overlap', `Changed chunks ${chunkRangeToString(last.chunk.range)} and ${chunkRangeToString(next.chunk.range)} overlap.`, next.chunk);
       i++;
-      const start = this.list.exactPosition(first.min);
+      const start = this.list.exactPosition(probeFromString(first.min));
       if (start < 0) throw coverage('gap', `Changed chunk ${chunkRangeToString(first.chunk.range)} starts inside an existing chunk.`, first.chunk);
-      const end = last.max === this.maxKey ? this.list.size : this.list.exactPosition(last.max);
+      const end = last.max === this.maxKey ? this.list.size : this.list.exactPosition(probeFromString(last.max));
       if (end < 0) throw coverage('gap', `Changed chunk ${chunkRangeToString(last.chunk.range)} ends inside an existing chunk.`, last.chunk);
       const run = entries.slice(runStart, i);
       edits.push({ start, end, keys: run.map((e) => e.min), items: run.map((e) => e.chunk) });
@@ -253,14 +257,19 @@ export class RoutingTable {
     return version;
   }
 
-  private encodeLookupKey(key: ShardKey | Uint8Array): string {
-    if (key instanceof Uint8Array) return bytesToBinaryString(key);
+  private probeFor(key: ShardKey | Uint8Array): KeyProbe {
+    if (key instanceof Uint8Array) return probeFromBytes(key);
+    this.checkArity(key);
+    const encoded = encodeKeyTransient(key);
+    return probeFromBytes(encoded.bytes, encoded.length);
+  }
+
+  private checkArity(key: ShardKey): void {
     if (key.length !== this.keyArity) {
       throw new TesseraError('BAD_VALUE', `A shard key of this collection has ${this.keyArity} fields, got ${key.length}.`, {
         details: { expected: this.keyArity, actual: key.length },
       });
     }
-    return encodeKeyToBinaryString(key);
   }
 }
 
