@@ -117,6 +117,14 @@ describe('RoutingTable.applyChanges', () => {
     expect(after.shardIds()).toEqual(['B']);
   });
 
+  it('gives an equal table when an incremental refresh re-sends unchanged chunks, the top chunk included', () => {
+    const table = buildTable({ points: [10, 20, 30], shards: ['A', 'B'] });
+    const next = table.applyChanges(table.chunks().slice(2));
+    expect(next.chunks()).toEqual(table.chunks());
+    expect(next.shardVersions()).toEqual(table.shardVersions());
+    expect(next.collectionVersion).toEqual(table.collectionVersion);
+  });
+
   it('refuses chunks of another epoch with STALE_EPOCH', () => {
     const table = buildTable({ points: [10] });
     const foreign = { ...table.chunkFor([5]), version: { ...OTHER_GEN, major: 5, minor: 0 } };

@@ -220,7 +220,12 @@ export class RoutingTable {
     return new RoutingTable(this.list.replace(edits), stats, this.generation, collectionVersion, this.keyArity, this.maxKey);
   }
 
-  /** Per-shard counts and versions after the edits; rescans a shard only if its highest chunk left without a newer one arriving. */
+  /**
+   * Per-shard counts and versions after the edits. A shard whose highest chunk was replaced is
+   * rescanned (O(N)) only when no added chunk on it is at least as new, which valid operations
+   * never cause: a move bumps the donor's control chunk, a split or merge adds newer chunks, and
+   * an incremental refresh re-sends the top chunk itself.
+   */
   private updatedStats(edits: readonly BlockEdit<Chunk>[]): Map<ShardId, ShardStats> {
     const stats = new Map(this.stats);
     const lostTop = new Map<ShardId, ShardVersion>();
@@ -231,16 +236,19 @@ export class RoutingTable {
         stats.set(removed.shard, { count: s.count - 1, version: s.version });
       }
     }
+    const restored = new Set<ShardId>();
     for (const edit of edits) {
       for (const added of edit.items) {
         const s = stats.get(added.shard);
         stats.set(added.shard, { count: (s?.count ?? 0) + 1, version: newer(s?.version, added.version) });
+        const top = lostTop.get(added.shard);
+        if (top !== undefined && compareChunkVersions(added.version, top) !== 'older') restored.add(added.shard);
       }
     }
-    for (const [shard, top] of lostTop) {
+    for (const shard of lostTop.keys()) {
       const s = stats.get(shard) as ShardStats;
       if (s.count === 0) stats.set(shard, { count: 0, version: zeroVersionOf(this.generation) });
-      else if (compareChunkVersions(s.version, top) !== 'newer') stats.set(shard, { count: s.count, version: this.rescanShardVersion(shard, edits) });
+      else if (!restored.has(shard)) stats.set(shard, { count: s.count, version: this.rescanShardVersion(shard, edits) });
     }
     return stats;
   }
