@@ -51,7 +51,8 @@ const arbScalar: fc.Arbitrary<Value> = fc.oneof(
   fc.boolean(),
   fc.integer({ min: -8_640_000_000_000_000, max: 8_640_000_000_000_000 }).map((ms) => new Date(ms)),
   fc.uint8Array({ minLength: 12, maxLength: 12 }).map((b) => new ObjectId(b)),
-  fc.tuple(fc.uint8Array({ maxLength: 4 }), fc.constantFrom(0, 4, 128)).map(([b, t]) => new Binary(b, t)),
+  fc.tuple(fc.uint8Array({ maxLength: 4 }), fc.constantFrom(0, 128)).map(([b, t]) => new Binary(b, t)),
+  fc.uint8Array({ minLength: 16, maxLength: 16 }).map((b) => new Binary(b, 4)), // UUIDs are 16 bytes
   fc.tuple(fc.nat({ max: 0xffffffff }), fc.nat({ max: 0xffffffff })).map(([t, i]) => new Timestamp({ t, i })),
   fc.tuple(fc.constantFrom('a', 'a.*', ''), fc.constantFrom('', 'i', 'im')).map(([p, f]) => new BSONRegExp(p, f)),
 );
@@ -62,7 +63,7 @@ export const arbValue: fc.Arbitrary<Value> = fc.letrec<{ value: Value }>((tie) =
     { depthSize: 'small', withCrossShrink: true },
     arbScalar,
     fc.array(tie('value'), { maxLength: 3 }),
-    fc.dictionary(fc.constantFrom('a', 'b', 'a\u0000', 'é', 'z'), tie('value'), { maxKeys: 3 }),
+    fc.dictionary(fc.constantFrom('a', 'b', 'ab', 'é', 'z', '1'), tie('value'), { maxKeys: 3 }),
   ),
 })).value;
 

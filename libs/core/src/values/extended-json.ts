@@ -52,14 +52,20 @@ export function toExtendedJsonObject(value: Value): unknown {
 
 function protectLargeIntegers(value: unknown): unknown {
   if (typeof value === 'bigint') return isSafe(value) ? Number(value) : { $numberLong: value.toString() };
-  if (value instanceof Long) return isSafe(value.toBigInt()) ? value.toNumber() : { $numberLong: value.toString() };
+  // Not `instanceof Long`: a Timestamp is a subclass of Long in the bson package.
+  if (value instanceof Long && value._bsontype === 'Long') return isSafe(value.toBigInt()) ? value.toNumber() : { $numberLong: value.toString() };
   if (Array.isArray(value)) return value.map(protectLargeIntegers);
-  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+  if (value !== null && typeof value === 'object' && isPlainObject(value)) {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) out[k] = protectLargeIntegers(v);
     return out;
   }
   return value;
+}
+
+function isPlainObject(value: object): boolean {
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
 }
 
 function isSafe(n: bigint): boolean {
