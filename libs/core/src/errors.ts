@@ -67,6 +67,7 @@ export class TesseraError extends Error {
    * @param code one of `ERROR_CODES`.
    * @param message a sentence saying what was wrong and where.
    * @param options `details` for structured context; `retryable` to override the code's default.
+   * Throws nothing.
    */
   constructor(code: ErrorCode, message: string, options: { details?: ErrorDetails; retryable?: boolean; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -89,6 +90,7 @@ export class TesseraError extends Error {
   /**
    * Rebuilds an error from its wire envelope, so that an error raised on one node is the same
    * error on the node that called it. An envelope with an unknown code becomes `INTERNAL`.
+   * Throws nothing.
    */
   static fromEnvelope(envelope: ErrorEnvelope): TesseraError {
     const code: ErrorCode = isErrorCode(envelope.code) ? envelope.code : 'INTERNAL';
@@ -96,12 +98,12 @@ export class TesseraError extends Error {
   }
 }
 
-/** True when `value` is one of the closed set of error codes. */
+/** True when `value` is one of the closed set of error codes. Throws nothing. */
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
 }
 
-/** True when `value` has the shape of an error envelope (as parsed from JSON). */
+/** True when `value` has the shape of an error envelope (as parsed from JSON). Throws nothing. */
 export function isErrorEnvelope(value: unknown): value is ErrorEnvelope {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;

@@ -182,9 +182,18 @@ function writePayload(out: ByteWriter, bracket: TypeBracket, value: Value): void
 function writeString(out: ByteWriter, text: string): void {
   // Escaping 0x00 as 0x00 0xFF and terminating with 0x00 0x00 keeps byte order equal to string
   // order (a prefix sorts first) with embedded NULs, and no string is a prefix of another's encoding.
-  for (const b of encodeUtf8(text)) {
-    out.byte(b);
-    if (b === 0) out.byte(0xff);
+  let i = 0;
+  for (; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0x80) break; // ASCII fast path; the rest goes through the UTF-8 encoder
+    out.byte(unit);
+    if (unit === 0) out.byte(0xff);
+  }
+  if (i < text.length) {
+    for (const b of encodeUtf8(text.slice(i))) {
+      out.byte(b);
+      if (b === 0) out.byte(0xff);
+    }
   }
   out.byte(0);
   out.byte(0);

@@ -94,7 +94,7 @@ export class RoutingTable {
     return new RoutingTable(list, stats, generation, collectionVersion, arity, keySpaceMax);
   }
 
-  /** Number of chunks. */
+  /** Returns the number of chunks. O(1). Throws nothing. */
   get size(): number {
     return this.list.size;
   }
