@@ -7,8 +7,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * coordinators' state documents.
  *
  * Shard keys are stored twice: as the order-preserving encoding of libs/core (`bytea`, compared
- * by the btree with memcmp, so ranges are plain byte ranges) and as canonical Extended JSON for
- * people and for decoding without guessing.
+ * by the btree with memcmp, so ranges are plain byte ranges; decoding it gives the exact values)
+ * and as Extended JSON for people. Key patterns and DDL requests are `json`, not `jsonb`: jsonb
+ * reorders object keys, and a shard key's field order is its meaning.
  */
 export class Catalog1763900100000 implements MigrationInterface {
   name = 'Catalog1763900100000';
@@ -43,7 +44,7 @@ export class Catalog1763900100000 implements MigrationInterface {
         epoch text NOT NULL,
         timestamp_t bigint NOT NULL,
         timestamp_i bigint NOT NULL,
-        key_pattern jsonb NOT NULL,
+        key_pattern json NOT NULL,
         is_unique boolean NOT NULL DEFAULT false,
         max_chunk_size_bytes bigint,
         balancing_enabled boolean NOT NULL DEFAULT true,
@@ -120,6 +121,7 @@ export class Catalog1763900100000 implements MigrationInterface {
       CREATE TABLE locks (
         resource text PRIMARY KEY,
         process text NOT NULL,
+        operation text NOT NULL,
         why text NOT NULL,
         acquired_at timestamptz NOT NULL DEFAULT now()
       )`);
@@ -142,9 +144,10 @@ export class Catalog1763900100000 implements MigrationInterface {
         kind text NOT NULL,
         resource text NOT NULL,
         phase text NOT NULL,
-        request jsonb NOT NULL,
-        state jsonb NOT NULL DEFAULT '{}',
+        request json NOT NULL,
+        state json NOT NULL DEFAULT '{}',
         error jsonb,
+        leader_term bigint NOT NULL,
         created_at timestamptz NOT NULL DEFAULT now(),
         updated_at timestamptz NOT NULL DEFAULT now()
       )`);

@@ -1,4 +1,5 @@
 import { Identity1763900000000 } from './1763900000000-identity.js';
+import { Collections1763900100000 } from './1763900100000-collections.js';
 
 /** A shard database's migrations, in order. */
-export const shardMigrations = [Identity1763900000000];
+export const shardMigrations = [Identity1763900000000, Collections1763900100000];

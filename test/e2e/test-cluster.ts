@@ -12,7 +12,7 @@ export const distDir = join(repoRoot, 'dist');
  * databases, so several test files can run side by side. Call `dispose` in afterAll.
  */
 export async function startTestCluster(
-  options: Partial<Pick<LocalClusterOptions, 'shards' | 'spareShards' | 'routers' | 'env'>> = {},
+  options: Partial<Pick<LocalClusterOptions, 'shards' | 'spareShards' | 'routers' | 'configs' | 'env' | 'nodeEnv'>> = {},
 ): Promise<{ cluster: LocalCluster; dispose: () => Promise<void> }> {
   const rootDir = mkdtempSync(join(tmpdir(), 'tessera-e2e-'));
   chmodSync(rootDir, 0o755);
@@ -28,7 +28,9 @@ export async function startTestCluster(
     pgUrl: inject('pgAdminUrl'),
     pgPort: 0,
     fresh: true,
-    ports: { config: await freePort(), router: await ports(routerCount), shard: await ports(shardCount) },
+    configs: options.configs ?? 1,
+    nodeEnv: options.nodeEnv,
+    ports: { config: await ports(options.configs ?? 1), router: await ports(routerCount), shard: await ports(shardCount) },
     databasePrefix: `e2e_${Math.random().toString(36).slice(2, 8)}`,
     env: { TESSERA_LOG_LEVEL: 'info', ...options.env },
   });

@@ -20,6 +20,8 @@ export interface LocalClusterOptions {
   /** Shards started but not added to the cluster, ready for an addShard later. */
   spareShards?: number;
   routers: number;
+  /** Config server processes sharing the config database (default 1): `config`, `config1`, ... */
+  configs?: number;
   /** Use this existing Postgres (a URL allowed to create databases) instead of the embedded one. */
   pgUrl?: string;
   /** Embedded Postgres port. */
@@ -27,11 +29,13 @@ export interface LocalClusterOptions {
   /** Wipe data (embedded data directory or this cluster's databases) before starting. */
   fresh: boolean;
   /** A base port (nodes of a role take consecutive ports) or one port per node. */
-  ports: { config: number; router: number | number[]; shard: number | number[] };
+  ports: { config: number | number[]; router: number | number[]; shard: number | number[] };
   /** Prefix of database names: `<prefix>_config`, `<prefix>_shard0`, ... */
   databasePrefix: string;
   /** Environment added to every node (e.g. shorter intervals in tests). */
   env?: Record<string, string>;
+  /** Environment added to one node, by name (e.g. a failpoint on `config`). */
+  nodeEnv?: Record<string, Record<string, string>>;
   /** fsync off in the embedded Postgres: for throwaway test clusters. */
   unsafeFastPostgres?: boolean;
   onNodeLine?: (node: ClusterNode, line: string) => void;
@@ -114,13 +118,17 @@ export class LocalCluster {
         : externalPostgres(options.pgUrl);
     for (const node of this.nodes) {
       if (node.role === 'router') continue;
-      const database = this.databaseName(node);
-      if (options.fresh && options.pgUrl !== undefined) await this.postgres.dropDatabase(database);
-      await this.postgres.ensureDatabase(database);
+      // Every config process shares the one config database.
+      const database = this.databaseName(node.role === 'config' ? this.node('config') : node);
+      if (options.fresh && options.pgUrl !== undefined && (node.role !== 'config' || node.name === 'config')) await this.postgres.dropDatabase(database);
+      if (node.role !== 'config' || node.name === 'config') await this.postgres.ensureDatabase(database);
       node.env.TESSERA_DATABASE_URL = this.postgres.urlFor(database);
     }
 
-    await this.startNodes(this.nodes.filter((n) => n.role === 'config'));
+    // The first config server starts alone, so it is the leader when the others join.
+    const [firstConfig, ...otherConfigs] = this.nodes.filter((n) => n.role === 'config');
+    await this.startNodes([firstConfig!]);
+    if (otherConfigs.length > 0) await this.startNodes(otherConfigs);
     await this.startNodes(this.shardNodes);
     const config = this.configClient();
     for (const shard of this.memberShards) await config.addShard({ name: shard.name, url: shard.url });
@@ -185,14 +193,14 @@ export class LocalCluster {
         role,
         port,
         url: `http://127.0.0.1:${port}`,
-        env: { ...common, TESSERA_PORT: String(port), TESSERA_NODE_NAME: name, ...extra },
+        env: { ...common, TESSERA_PORT: String(port), TESSERA_NODE_NAME: name, ...extra, ...options.nodeEnv?.[name] },
         tail: [],
       });
     };
-    add('config', 'config', options.ports.config);
+    for (let i = 0; i < (options.configs ?? 1); i++) add(i === 0 ? 'config' : `config${i}`, 'config', portAt(options.ports.config, i));
     for (let i = 0; i < options.shards + (options.spareShards ?? 0); i++) add(`shard${i}`, 'shard', portAt(options.ports.shard, i));
     for (let i = 0; i < options.routers; i++) {
-      add(`router${i}`, 'router', portAt(options.ports.router, i), { TESSERA_CONFIG_URL: `http://127.0.0.1:${options.ports.config}` });
+      add(`router${i}`, 'router', portAt(options.ports.router, i), { TESSERA_CONFIG_URL: `http://127.0.0.1:${portAt(options.ports.config, 0)}` });
     }
   }
 

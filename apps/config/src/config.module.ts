@@ -4,6 +4,15 @@ import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { ChangelogService } from './changelog/changelog.service.js';
 import { ConfigClockService } from './clock/config-clock.service.js';
 import { ClusterIdentityService } from './cluster-identity.service.js';
+import { CollectionDdlService } from './ddl/collection-ddl.service.js';
+import { CollectionDropper } from './ddl/collection-dropper.js';
+import { DatabaseDdlService } from './ddl/database-ddl.service.js';
+import { DdlController, LeaderController } from './ddl/ddl.controller.js';
+import { DdlCoordinatorService } from './ddl/ddl-coordinator.service.js';
+import { Failpoints } from './ddl/failpoints.js';
+import { LeaderService } from './leader/leader.service.js';
+import { DistLockService } from './locks/dist-lock.service.js';
+import { ZonesService } from './zones/zones.service.js';
 import type { ConfigSettings } from './config.settings.js';
 import { RouterRegistryService } from './routers/router-registry.service.js';
 import { RoutersController } from './routers/routers.controller.js';
@@ -20,10 +29,29 @@ export class ConfigServerModule {
       module: ConfigServerModule,
       imports: [
         PlatformModule.forRoot(settings, logger),
-        DatabaseModule.forRoot({ url: settings.TESSERA_DATABASE_URL, poolSize: settings.TESSERA_DATABASE_POOL_SIZE, entities: [ShardEntity] }),
+        DatabaseModule.forRoot({
+          url: settings.TESSERA_DATABASE_URL,
+          poolSize: settings.TESSERA_DATABASE_POOL_SIZE,
+          entities: [ShardEntity],
+        }),
       ],
-      controllers: [ShardsController, RoutersController],
-      providers: [ClusterIdentityService, ConfigClockService, ChangelogService, ShardMonitorService, ShardRegistryService, RouterRegistryService],
+      controllers: [ShardsController, RoutersController, DdlController, LeaderController],
+      providers: [
+        ClusterIdentityService,
+        ConfigClockService,
+        ChangelogService,
+        ShardMonitorService,
+        ShardRegistryService,
+        RouterRegistryService,
+        DistLockService,
+        LeaderService,
+        Failpoints,
+        DdlCoordinatorService,
+        CollectionDropper,
+        DatabaseDdlService,
+        CollectionDdlService,
+        ZonesService,
+      ],
     };
   }
 }

@@ -1,6 +1,8 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
+import { CollectionStorageService } from './collections/collection-storage.service.js';
+import { CollectionsController } from './collections/collections.controller.js';
 import { IdentityController } from './identity/identity.controller.js';
 import { ShardIdentityService } from './identity/shard-identity.service.js';
 import type { ShardSettings } from './shard.settings.js';
@@ -15,8 +17,8 @@ export class ShardModule {
         PlatformModule.forRoot(settings, logger),
         DatabaseModule.forRoot({ url: settings.TESSERA_DATABASE_URL, poolSize: settings.TESSERA_DATABASE_POOL_SIZE, entities: [] }),
       ],
-      controllers: [IdentityController],
-      providers: [ShardIdentityService],
+      controllers: [IdentityController, CollectionsController],
+      providers: [ShardIdentityService, CollectionStorageService],
     };
   }
 }

@@ -78,3 +78,18 @@ export class DatabaseModule {
     };
   }
 }
+
+/** Anything that runs SQL the TypeORM way: a DataSource, an EntityManager or a QueryRunner. */
+export interface Queryable {
+  query(sql: string, parameters?: unknown[]): Promise<unknown>;
+}
+
+/**
+ * The rows a statement returns. TypeORM answers `[rows, rowCount]` for UPDATE and DELETE (with
+ * or without RETURNING) but plain rows for everything else; this gives rows for all of them.
+ */
+export async function queryRows<T>(db: Queryable, sql: string, parameters: unknown[] = []): Promise<T[]> {
+  const result = await db.query(sql, parameters);
+  if (/^\s*(UPDATE|DELETE)\b/i.test(sql)) return (result as [T[], number])[0];
+  return result as T[];
+}

@@ -22,6 +22,11 @@ export class InternalClients {
   }
 
   private options(timeoutMs: number | undefined): InternalClientOptions {
-    return { clusterKey: this.settings.TESSERA_CLUSTER_KEY, dispatcher: this.agent, gossip: this.clock, ...(timeoutMs ? { timeoutMs } : {}) };
+    return {
+      clusterKey: this.settings.TESSERA_CLUSTER_KEY,
+      dispatcher: this.agent,
+      gossip: this.clock,
+      ...(timeoutMs ? { timeoutMs } : {}),
+    };
   }
 }

@@ -30,7 +30,12 @@ describe('loadSettings', () => {
   });
 
   it('reads numbers and booleans from their text', () => {
-    const settings = loadSettings(schema, { TESSERA_CLUSTER_KEY: key, TESSERA_PORT: '8000', TESSERA_STOP_ON_STDIN_CLOSE: 'true', TESSERA_INTERVAL_MS: '250' });
+    const settings = loadSettings(schema, {
+      TESSERA_CLUSTER_KEY: key,
+      TESSERA_PORT: '8000',
+      TESSERA_STOP_ON_STDIN_CLOSE: 'true',
+      TESSERA_INTERVAL_MS: '250',
+    });
     expect([settings.TESSERA_PORT, settings.TESSERA_STOP_ON_STDIN_CLOSE, settings.TESSERA_INTERVAL_MS]).toEqual([8000, true, 250]);
   });
 
@@ -57,6 +62,8 @@ describe('loadSettings', () => {
 describe('advertisedUrl', () => {
   it('is the host and port unless an advertised URL is set', () => {
     expect(advertisedUrl({ TESSERA_HOST: '127.0.0.1', TESSERA_PORT: 7101 })).toBe('http://127.0.0.1:7101');
-    expect(advertisedUrl({ TESSERA_HOST: '0.0.0.0', TESSERA_PORT: 7101, TESSERA_ADVERTISE_URL: 'http://shard0:7101/' })).toBe('http://shard0:7101');
+    expect(advertisedUrl({ TESSERA_HOST: '0.0.0.0', TESSERA_PORT: 7101, TESSERA_ADVERTISE_URL: 'http://shard0:7101/' })).toBe(
+      'http://shard0:7101',
+    );
   });
 });

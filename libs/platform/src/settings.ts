@@ -63,7 +63,11 @@ export function loadSettings<S extends z.ZodObject>(schema: S, env: NodeJS.Proce
 }
 
 /** The URL other nodes use to reach this node. */
-export function advertisedUrl(settings: { TESSERA_HOST: string; TESSERA_PORT: number; TESSERA_ADVERTISE_URL?: string | undefined }): string {
+export function advertisedUrl(settings: {
+  TESSERA_HOST: string;
+  TESSERA_PORT: number;
+  TESSERA_ADVERTISE_URL?: string | undefined;
+}): string {
   if (settings.TESSERA_ADVERTISE_URL !== undefined) return new URL(settings.TESSERA_ADVERTISE_URL).origin;
   const host = settings.TESSERA_HOST === '0.0.0.0' ? '127.0.0.1' : settings.TESSERA_HOST;
   return `http://${host}:${settings.TESSERA_PORT}`;

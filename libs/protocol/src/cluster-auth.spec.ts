@@ -20,7 +20,10 @@ describe('internal request signatures', () => {
     ['another path', { pathWithQuery: '/internal/shards?x=2' }],
     ['another body', { body: '{"name":"b"}' }],
   ])('refuse %s than was signed', (_, change) => {
-    expect(verifyRequest(key, signed(change), now)).toMatchObject({ ok: false, reason: expect.stringContaining('signature does not match') });
+    expect(verifyRequest(key, signed(change), now)).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('signature does not match'),
+    });
   });
 
   it('refuse a signature made with another key', () => {
@@ -28,12 +31,18 @@ describe('internal request signatures', () => {
   });
 
   it('refuse a request older or newer than the allowed clock skew', () => {
-    expect(verifyRequest(key, signed(), now + MAX_CLOCK_SKEW_MS + 1)).toMatchObject({ ok: false, reason: expect.stringContaining(DATE_HEADER) });
+    expect(verifyRequest(key, signed(), now + MAX_CLOCK_SKEW_MS + 1)).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining(DATE_HEADER),
+    });
     expect(verifyRequest(key, signed(), now - MAX_CLOCK_SKEW_MS - 1).ok).toBe(false);
   });
 
   it('refuse a request without the headers, or with a malformed signature', () => {
-    expect(verifyRequest(key, { method: 'GET', pathWithQuery: '/', body: '' }, now)).toMatchObject({ ok: false, reason: expect.stringContaining('missing') });
+    expect(verifyRequest(key, { method: 'GET', pathWithQuery: '/', body: '' }, now)).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('missing'),
+    });
     expect(verifyRequest(key, { ...signed(), signature: 'zz' }, now).ok).toBe(false);
   });
 });

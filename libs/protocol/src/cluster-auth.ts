@@ -23,15 +23,11 @@ function canonicalString(method: string, pathWithQuery: string, date: string, bo
 }
 
 /** Returns the headers that authenticate one internal request. */
-export function signRequest(
-  key: string,
-  method: string,
-  pathWithQuery: string,
-  body: Uint8Array | string,
-  nowMs: number,
-): SignedHeaders {
+export function signRequest(key: string, method: string, pathWithQuery: string, body: Uint8Array | string, nowMs: number): SignedHeaders {
   const date = String(nowMs);
-  const signature = createHmac('sha256', key).update(canonicalString(method, pathWithQuery, date, body)).digest('hex');
+  const signature = createHmac('sha256', key)
+    .update(canonicalString(method, pathWithQuery, date, body))
+    .digest('hex');
   return { [DATE_HEADER]: date, [SIGNATURE_HEADER]: signature };
 }
 

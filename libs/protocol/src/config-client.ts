@@ -1,5 +1,20 @@
 import type { InternalClientOptions } from './internal-http-client.js';
 import { InternalHttpClient } from './internal-http-client.js';
+import type {
+  DatabaseDescription,
+  DropCollectionRequest,
+  DropDatabaseRequest,
+  DropResult,
+  EnableShardingRequest,
+  MovePrimaryRequest,
+  RefineShardKeyRequest,
+  RemoveShardRequest,
+  RemoveShardResult,
+  ShardCollectionRequest,
+  ShardCollectionResult,
+  ShardZoneRequest,
+  UpdateZoneKeyRangeRequest,
+} from './ddl-messages.js';
 import type { AddShardRequest, ClusterInfo, RouterDescription, RouterPingRequest, ShardDescription } from './messages.js';
 
 /** Typed client of the config server's internal API. */
@@ -12,6 +27,57 @@ export class ConfigClient {
 
   get url(): string {
     return this.http.baseUrl;
+  }
+
+  /** Creates a database (if missing) on `primaryShard` or the least loaded shard. */
+  enableSharding(request: EnableShardingRequest): Promise<DatabaseDescription> {
+    return this.http.call('POST', '/internal/ddl/enableSharding', request);
+  }
+
+  shardCollection(request: ShardCollectionRequest): Promise<ShardCollectionResult> {
+    return this.http.call('POST', '/internal/ddl/shardCollection', request);
+  }
+
+  refineCollectionShardKey(request: RefineShardKeyRequest): Promise<ShardCollectionResult> {
+    return this.http.call('POST', '/internal/ddl/refineCollectionShardKey', request);
+  }
+
+  dropCollection(request: DropCollectionRequest): Promise<DropResult> {
+    return this.http.call('POST', '/internal/ddl/dropCollection', request);
+  }
+
+  dropDatabase(request: DropDatabaseRequest): Promise<DropResult> {
+    return this.http.call('POST', '/internal/ddl/dropDatabase', request);
+  }
+
+  movePrimary(request: MovePrimaryRequest): Promise<DatabaseDescription> {
+    return this.http.call('POST', '/internal/ddl/movePrimary', request);
+  }
+
+  /** Starts draining a shard, reports progress, and removes it when empty (call repeatedly). */
+  removeShard(request: RemoveShardRequest): Promise<RemoveShardResult> {
+    return this.http.call('POST', '/internal/ddl/removeShard', request);
+  }
+
+  addShardToZone(request: ShardZoneRequest): Promise<{ zones: string[] }> {
+    return this.http.call('POST', '/internal/ddl/addShardToZone', request);
+  }
+
+  removeShardFromZone(request: ShardZoneRequest): Promise<{ zones: string[] }> {
+    return this.http.call('POST', '/internal/ddl/removeShardFromZone', request);
+  }
+
+  /** Assigns `[min, max)` of `ns` to `zone`, or removes the range when `zone` is null. */
+  updateZoneKeyRange(request: UpdateZoneKeyRangeRequest): Promise<{ ok: 1 }> {
+    return this.http.call('POST', '/internal/ddl/updateZoneKeyRange', request);
+  }
+
+  /** Who leads the config servers. */
+  leader(): Promise<{
+    leader: { holder: string; url: string; term: number; expiresAt: string } | null;
+    self: { id: string; isLeader: boolean };
+  }> {
+    return this.http.call('GET', '/internal/leader');
   }
 
   /** Adds a shard to the cluster; idempotent for the same name and URL. */

@@ -13,6 +13,11 @@ describe('error codes over HTTP', () => {
     const original = new TesseraError('STALE_CONFIG', 'shard version mismatch', { details: { received: '1|0', wanted: '2|0' } });
     const rebuilt = TesseraError.fromEnvelope(JSON.parse(JSON.stringify(original.toEnvelope())));
     expect(rebuilt).toBeInstanceOf(TesseraError);
-    expect([rebuilt.code, rebuilt.message, rebuilt.retryable, rebuilt.details]).toEqual(['STALE_CONFIG', 'shard version mismatch', true, { received: '1|0', wanted: '2|0' }]);
+    expect([rebuilt.code, rebuilt.message, rebuilt.retryable, rebuilt.details]).toEqual([
+      'STALE_CONFIG',
+      'shard version mismatch',
+      true,
+      { received: '1|0', wanted: '2|0' },
+    ]);
   });
 });

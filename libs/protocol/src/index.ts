@@ -5,3 +5,4 @@ export * from './internal-http-client.js';
 export * from './messages.js';
 export * from './shard-client.js';
 export * from './clock-gossip.js';
+export * from './ddl-messages.js';

@@ -88,7 +88,10 @@ export class InternalHttpClient {
     const code = (error as { code?: string }).code ?? '';
     const where = `${method} ${this.baseUrl}${path}`;
     if (TIMEOUT_CODES.has(code) || error instanceof undiciErrors.HeadersTimeoutError) {
-      return new TesseraError('NETWORK_TIMEOUT', `${where} timed out after ${this.timeoutMs} ms`, { details: { url: this.baseUrl }, cause: error });
+      return new TesseraError('NETWORK_TIMEOUT', `${where} timed out after ${this.timeoutMs} ms`, {
+        details: { url: this.baseUrl },
+        cause: error,
+      });
     }
     const reason = UNREACHABLE_CODES.has(code) ? code : (error as Error).message;
     return new TesseraError('HOST_UNREACHABLE', `${where} failed: ${reason}`, { details: { url: this.baseUrl, reason }, cause: error });

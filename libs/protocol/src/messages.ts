@@ -6,9 +6,7 @@ import { z } from 'zod';
  */
 
 /** A shard's name: letters, digits, `_` and `-`, as MongoDB's shard ids. */
-export const shardNameSchema = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, "_" or "-"');
+export const shardNameSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, "_" or "-"');
 
 /** An http(s) base URL without a path, query or fragment. */
 export const nodeUrlSchema = z
@@ -72,4 +70,38 @@ export type ShardIdentity = z.output<typeof shardIdentitySchema>;
 
 export interface ShardIdentityResponse {
   identity: ShardIdentity | null;
+}
+
+/** A database name as MongoDB allows it: no `/\. "$*<>:|?`, 1-63 bytes. */
+export const databaseNameSchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(63, 'must be at most 63 characters')
+  .regex(/^[^/\\. "$*<>:|?\0]+$/, 'must not contain / \\ . space " $ * < > : | ? or NUL');
+
+/** `db.collection`: a valid database name, a dot, and a collection name not starting with `system.` or holding `$`. */
+export const namespaceSchema = z
+  .string()
+  .max(255, 'must be at most 255 characters')
+  .regex(
+    /^[^/\\. "$*<>:|?\0]{1,63}\.[^$\0]+$/,
+    'must be "database.collection" with a valid database name and no "$" in the collection name',
+  )
+  .refine((ns) => !ns.slice(ns.indexOf('.') + 1).startsWith('system.'), 'must not name a system collection');
+
+/** A shard key pattern `{ field: 1 | "hashed", ... }` (fully checked by libs/core's parser). */
+export const keyPatternSchema = z.record(z.string(), z.union([z.literal(1), z.literal('hashed')]));
+
+/** What a shard needs to store a collection: its uuid, namespace and shard key. */
+export const shardCollectionSpecSchema = z.strictObject({
+  ns: namespaceSchema,
+  keyPattern: keyPatternSchema,
+  unique: z.boolean().default(false),
+});
+export type ShardCollectionSpec = z.input<typeof shardCollectionSpecSchema>;
+
+/** A shard's size figures, for choosing primary shards and (later) balancing. */
+export interface ShardStats {
+  dataSizeBytes: number;
+  collections: number;
 }

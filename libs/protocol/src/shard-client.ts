@@ -1,6 +1,6 @@
 import type { InternalClientOptions } from './internal-http-client.js';
 import { InternalHttpClient } from './internal-http-client.js';
-import type { ShardIdentity, ShardIdentityResponse } from './messages.js';
+import type { ShardCollectionSpec, ShardIdentity, ShardIdentityResponse, ShardStats } from './messages.js';
 
 /** Typed client of a shard's internal API. */
 export class ShardClient {
@@ -21,5 +21,29 @@ export class ShardClient {
   /** Makes the shard a member of a cluster; refused if it belongs to another one. */
   setIdentity(identity: ShardIdentity): Promise<ShardIdentityResponse> {
     return this.http.call('PUT', '/internal/identity', identity);
+  }
+
+  /** Creates a collection's table and shard key index on the shard (idempotent). */
+  async createCollection(uuid: string, spec: ShardCollectionSpec): Promise<void> {
+    await this.http.call('PUT', `/internal/collections/${uuid}`, spec);
+  }
+
+  /** Drops a collection's table (idempotent). */
+  async dropCollection(uuid: string): Promise<void> {
+    await this.http.call('DELETE', `/internal/collections/${uuid}`);
+  }
+
+  /** Re-keys a collection's documents for a refined shard key. */
+  refineShardKey(uuid: string, keyPattern: Record<string, 1 | 'hashed'>): Promise<{ rekeyed: number }> {
+    return this.http.call('POST', `/internal/collections/${uuid}/refine`, { keyPattern });
+  }
+
+  /** Drops every collection of a database on the shard (idempotent). */
+  dropDatabase(db: string): Promise<{ dropped: number }> {
+    return this.http.call('DELETE', `/internal/databases/${encodeURIComponent(db)}`);
+  }
+
+  stats(): Promise<ShardStats> {
+    return this.http.call('GET', '/internal/stats');
   }
 }

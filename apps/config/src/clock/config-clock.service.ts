@@ -37,10 +37,12 @@ export class ConfigClockService implements OnModuleInit {
     const stored = timeOf(rows[0]!);
     const configTime = tickClusterTime(laterClusterTime(stored.configTime, this.clock.now().configTime), Date.now() / 1000);
     const topologyTime = options.topology ? configTime : stored.topologyTime;
-    await manager.query(
-      'UPDATE vector_clock SET config_time_t = $1, config_time_i = $2, topology_time_t = $3, topology_time_i = $4',
-      [configTime.t, configTime.i, topologyTime.t, topologyTime.i],
-    );
+    await manager.query('UPDATE vector_clock SET config_time_t = $1, config_time_i = $2, topology_time_t = $3, topology_time_i = $4', [
+      configTime.t,
+      configTime.i,
+      topologyTime.t,
+      topologyTime.i,
+    ]);
     const time = { configTime, topologyTime };
     this.clock.advance(time);
     return time;

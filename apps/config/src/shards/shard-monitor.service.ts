@@ -41,8 +41,10 @@ export class ShardMonitorService implements OnApplicationBootstrap, OnApplicatio
   }
 
   onApplicationBootstrap(): void {
-    this.loop = runPeriodically(() => this.checkAll(), this.settings.TESSERA_SHARD_MONITOR_INTERVAL_MS, (error) =>
-      this.logger.warn({ err: error }, 'shard monitor round failed'),
+    this.loop = runPeriodically(
+      () => this.checkAll(),
+      this.settings.TESSERA_SHARD_MONITOR_INTERVAL_MS,
+      (error) => this.logger.warn({ err: error }, 'shard monitor round failed'),
     );
   }
 
@@ -64,7 +66,13 @@ export class ShardMonitorService implements OnApplicationBootstrap, OnApplicatio
     const timeout = Math.min(2_000, this.settings.TESSERA_SHARD_MONITOR_INTERVAL_MS);
     let error: string | null = null;
     try {
-      const response = await this.agent.request({ origin: shard.url, path: '/health', method: 'GET', headersTimeout: timeout, bodyTimeout: timeout });
+      const response = await this.agent.request({
+        origin: shard.url,
+        path: '/health',
+        method: 'GET',
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      });
       const text = await response.body.text();
       if (response.statusCode !== 200) error = `health answered HTTP ${response.statusCode}: ${text.slice(0, 300)}`;
     } catch (e) {

@@ -1,18 +1,31 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { TesseraError } from '@tessera/core';
-import { type AddShardRequest, type ShardDescription, addShardRequestSchema } from '@tessera/protocol';
+import {
+  type AddShardRequest,
+  type RemoveShardRequest,
+  type RemoveShardResult,
+  type ShardDescription,
+  type ShardState,
+  addShardRequestSchema,
+  removeShardRequestSchema,
+} from '@tessera/protocol';
 import { InternalClients, LOGGER, SETTINGS, advertisedUrl, parseWith } from '@tessera/platform';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { ClusterIdentityService } from '../cluster-identity.service.js';
 import type { ConfigSettings } from '../config.settings.js';
+import { DistLockService } from '../locks/dist-lock.service.js';
+import { LeaderService } from '../leader/leader.service.js';
 import { ShardEntity } from './shard.entity.js';
 import { ShardMonitorService } from './shard-monitor.service.js';
 
 /** Serialises addShard across config processes sharing one database. */
 const ADD_SHARD_LOCK = 0x5a4dd;
+/** The distributed lock that serialises changes to the shard registry (MongoDB's config.shards mutex). */
+export const SHARDS_RESOURCE = 'config.shards';
 
 /** The shard registry (MongoDB's config.shards): adding shards and listing them. */
 @Injectable()
@@ -26,6 +39,8 @@ export class ShardRegistryService {
     private readonly clients: InternalClients,
     private readonly clock: ConfigClockService,
     private readonly changelog: ChangelogService,
+    private readonly leader: LeaderService,
+    private readonly locks: DistLockService,
   ) {}
 
   /**
@@ -40,11 +55,15 @@ export class ShardRegistryService {
       const byName = await manager.findOneBy(ShardEntity, { name });
       if (byName !== null) {
         if (byName.url === url) return byName;
-        throw new TesseraError('ILLEGAL_OPERATION', `a shard named "${name}" already exists, at ${byName.url}`, { details: { name, url: byName.url } });
+        throw new TesseraError('ILLEGAL_OPERATION', `a shard named "${name}" already exists, at ${byName.url}`, {
+          details: { name, url: byName.url },
+        });
       }
       const byUrl = await manager.findOneBy(ShardEntity, { url });
       if (byUrl !== null) {
-        throw new TesseraError('ILLEGAL_OPERATION', `${url} is already in the cluster as shard "${byUrl.name}"`, { details: { name: byUrl.name, url } });
+        throw new TesseraError('ILLEGAL_OPERATION', `${url} is already in the cluster as shard "${byUrl.name}"`, {
+          details: { name: byUrl.name, url },
+        });
       }
       await this.claimShard(name, url);
       const saved = await manager.save(manager.create(ShardEntity, { name, url, state: 'active', zones: [], addedAt: new Date() }));
@@ -55,6 +74,50 @@ export class ShardRegistryService {
     await this.monitor.check(entity);
     this.logger.info({ shard: name, url }, `shard ${name} at ${url} is in the cluster`);
     return this.describe(entity);
+  }
+
+  /**
+   * removeShard, as MongoDB's: the first call marks the shard draining (`started`); later calls
+   * report what still lives there (`ongoing`: chunks, and databases whose primary it is, which
+   * need movePrimary); once nothing is left the shard leaves the registry (`completed`) and
+   * TopologyTime ticks. The last shard cannot be removed.
+   */
+  async removeShard(input: RemoveShardRequest): Promise<RemoveShardResult> {
+    const { name } = parseWith(removeShardRequestSchema, input, 'removeShard request');
+    await this.leader.assertLeader();
+    const operation = randomUUID();
+    const lock = await this.locks.acquire(SHARDS_RESOURCE, operation, `removeShard ${name}`);
+    try {
+      return await this.dataSource.transaction(async (manager) => {
+        const shards: Array<{ name: string; state: ShardState }> = await manager.query(
+          'SELECT name, state FROM shards ORDER BY name FOR UPDATE',
+        );
+        const shard = shards.find((s) => s.name === name);
+        if (shard === undefined) throw new TesseraError('SHARD_NOT_FOUND', `no shard named "${name}"`, { details: { shard: name } });
+        if (shards.length === 1)
+          throw new TesseraError('ILLEGAL_OPERATION', `"${name}" is the last shard and cannot be removed`, { details: { shard: name } });
+        const chunks: Array<{ n: string }> = await manager.query('SELECT count(*) AS n FROM chunks WHERE shard = $1', [name]);
+        const dbs: Array<{ name: string }> = await manager.query('SELECT name FROM databases WHERE primary_shard = $1 ORDER BY name', [
+          name,
+        ]);
+        const remaining = { chunks: Number(chunks[0]!.n), databases: dbs.length };
+        const dbsToMove = dbs.map((d) => d.name);
+        if (shard.state === 'active') {
+          await manager.query("UPDATE shards SET state = 'draining' WHERE name = $1", [name]);
+          await this.clock.tick(manager);
+          await this.changelog.record(manager, { what: 'removeShard.start', shard: name, details: remaining });
+          return { state: 'started', shard: name, remaining, dbsToMove };
+        }
+        if (remaining.chunks > 0 || remaining.databases > 0) return { state: 'ongoing', shard: name, remaining, dbsToMove };
+        await manager.query('DELETE FROM shards WHERE name = $1', [name]);
+        await this.clock.tick(manager, { topology: true });
+        await this.changelog.record(manager, { what: 'removeShard', shard: name });
+        this.logger.info({ shard: name }, `shard ${name} has left the cluster`);
+        return { state: 'completed', shard: name, remaining, dbsToMove };
+      });
+    } finally {
+      await lock.release();
+    }
   }
 
   async listShards(): Promise<ShardDescription[]> {
@@ -71,11 +134,17 @@ export class ShardRegistryService {
       switch (error.code) {
         case 'HOST_UNREACHABLE':
         case 'NETWORK_TIMEOUT':
-          throw new TesseraError(error.code, `cannot add shard "${name}": ${url} does not answer (${error.message})`, { details: { name, url } });
-        case 'UNAUTHORIZED':
-          throw new TesseraError('ILLEGAL_OPERATION', `cannot add shard "${name}": ${url} refused this cluster's key, so it is configured for another cluster`, {
+          throw new TesseraError(error.code, `cannot add shard "${name}": ${url} does not answer (${error.message})`, {
             details: { name, url },
           });
+        case 'UNAUTHORIZED':
+          throw new TesseraError(
+            'ILLEGAL_OPERATION',
+            `cannot add shard "${name}": ${url} refused this cluster's key, so it is configured for another cluster`,
+            {
+              details: { name, url },
+            },
+          );
         default:
           throw error;
       }

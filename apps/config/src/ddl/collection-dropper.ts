@@ -1,0 +1,42 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { InternalClients, queryRows } from '@tessera/platform';
+import { ChangelogService } from '../changelog/changelog.service.js';
+import { ConfigClockService } from '../clock/config-clock.service.js';
+import type { FencedTransaction } from './ddl-coordinator.js';
+
+/**
+ * Drops one sharded collection for dropCollection and dropDatabase: migrations are blocked
+ * first (`allow_migrations`), the collection's table is dropped on every shard, then the catalog
+ * forgets it (chunks go with it) in one transaction. Each step is idempotent, so a resumed
+ * coordinator can repeat it. A new collection of that name later gets a new uuid and epoch.
+ */
+@Injectable()
+export class CollectionDropper {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly clock: ConfigClockService,
+    private readonly changelog: ChangelogService,
+    private readonly clients: InternalClients,
+  ) {}
+
+  /** Returns whether the collection existed. The caller holds the database and collection locks. */
+  async dropCollectionLocked(ns: string, inFencedTransaction: FencedTransaction): Promise<boolean> {
+    const rows: Array<{ uuid: string }> = await this.dataSource.query('SELECT uuid FROM collections WHERE ns = $1', [ns]);
+    const uuid = rows[0]?.uuid;
+    if (uuid === undefined) return false;
+    await inFencedTransaction((manager) =>
+      manager.query('UPDATE collections SET allow_migrations = false, updated_at = now() WHERE uuid = $1', [uuid]),
+    );
+    const shards: Array<{ url: string }> = await this.dataSource.query('SELECT url FROM shards');
+    await Promise.all(shards.map((s) => this.clients.shard(s.url).dropCollection(uuid)));
+    await inFencedTransaction(async (manager) => {
+      const deleted: Array<{ ns: string }> = await queryRows(manager, 'DELETE FROM collections WHERE uuid = $1 RETURNING ns', [uuid]);
+      if (deleted.length === 0) return;
+      await manager.query('DELETE FROM tags WHERE ns = $1', [ns]);
+      await this.clock.tick(manager);
+      await this.changelog.record(manager, { what: 'dropCollection', ns, details: { uuid } });
+    });
+    return true;
+  }
+}

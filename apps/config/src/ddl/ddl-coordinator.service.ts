@@ -1,0 +1,208 @@
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
+import type { Logger } from 'pino';
+import { DataSource, type EntityManager } from 'typeorm';
+import { TesseraError } from '@tessera/core';
+import { LOGGER, queryRows } from '@tessera/platform';
+import { DistLockService } from '../locks/dist-lock.service.js';
+import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
+import { Failpoints } from './failpoints.js';
+import type { CoordinatorDefinition, PhaseContext } from './ddl-coordinator.js';
+
+interface CoordinatorRow {
+  id: string;
+  kind: string;
+  resource: string;
+  phase: string;
+  request: unknown;
+  state: unknown;
+  error: { code: string; message: string } | null;
+  leader_term: string;
+}
+
+const DONE = 'done';
+const FAILED = 'failed';
+const MAX_BACKOFF_MS = 5_000;
+
+/** The coordinator lost its term to a newer leader: stop quietly, the new leader owns it. */
+class FencedError extends Error {}
+
+/**
+ * Runs DDL coordinators on the leader: one per resource at a time (a second identical request
+ * joins the running one; a different one is refused with `CONFLICTING_OPERATION`), under
+ * distributed locks, phase by phase with the phase persisted first. Retryable errors retry the
+ * phase with backoff for as long as this process leads; other errors fail the operation and
+ * release its locks. On election, unfinished coordinators are resumed.
+ */
+@Injectable()
+export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
+  readonly name = 'ddl-coordinators';
+  private readonly definitions = new Map<string, CoordinatorDefinition<unknown, unknown, unknown>>();
+  private readonly running = new Map<string, Promise<unknown>>();
+  private term: number | undefined;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly leader: LeaderService,
+    private readonly locks: DistLockService,
+    private readonly failpoints: Failpoints,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onModuleInit(): void {
+    this.leader.register(this);
+  }
+
+  /** Makes a kind of coordinator known, so it can be started and resumed. */
+  define<Request, State, Result>(definition: CoordinatorDefinition<Request, State, Result>): void {
+    this.definitions.set(definition.kind, definition as CoordinatorDefinition<unknown, unknown, unknown>);
+  }
+
+  async startAsLeader(term: number): Promise<void> {
+    this.term = term;
+    const rows: CoordinatorRow[] = await this.dataSource.query(
+      `SELECT * FROM ddl_coordinators WHERE phase NOT IN ('${DONE}', '${FAILED}') ORDER BY created_at`,
+    );
+    for (const row of rows) {
+      this.logger.info({ id: row.id, kind: row.kind, phase: row.phase }, `resuming ${row.kind} of ${row.resource} at phase ${row.phase}`);
+      this.track(row.id, this.drive(row.id, term));
+    }
+  }
+
+  async stopAsLeader(): Promise<void> {
+    this.term = undefined;
+  }
+
+  /**
+   * Starts (or joins) the coordinator of `kind` for `request` and resolves with its result.
+   * Throws `NOT_LEADER` off the leader, `CONFLICTING_OPERATION` if another DDL runs on the
+   * same resource, or the error that failed the operation.
+   */
+  async run<Request, Result>(kind: string, request: Request): Promise<Result> {
+    const term = await this.leader.assertLeader();
+    const definition = this.definition(kind);
+    const resource = definition.resources(request).at(-1)!;
+    for (;;) {
+      const existing: CoordinatorRow[] = await this.dataSource.query(
+        `SELECT * FROM ddl_coordinators WHERE resource = $1 AND phase NOT IN ('${DONE}', '${FAILED}')`,
+        [resource],
+      );
+      const row = existing[0];
+      if (row !== undefined) {
+        if (row.kind === kind && isDeepStrictEqual(row.request, JSON.parse(JSON.stringify(request)))) {
+          return (await (this.running.get(row.id) ?? this.track(row.id, this.drive(row.id, term)))) as Result;
+        }
+        throw new TesseraError(
+          'CONFLICTING_OPERATION',
+          `${row.kind} of ${row.resource} is in progress (phase ${row.phase}); retry when it has finished`,
+          {
+            details: { running: { id: row.id, kind: row.kind, phase: row.phase } },
+          },
+        );
+      }
+      const id = randomUUID();
+      const inserted: unknown[] = await this.dataSource.query(
+        `INSERT INTO ddl_coordinators (id, kind, resource, phase, request, state, leader_term) VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT DO NOTHING RETURNING id`,
+        [id, kind, resource, definition.phases[0], JSON.stringify(request), JSON.stringify(definition.initialState(request)), term],
+      );
+      if (inserted.length === 1) return (await this.track(id, this.drive(id, term))) as Result;
+      // Lost a race with an identical or conflicting request: look again.
+    }
+  }
+
+  private track(id: string, promise: Promise<unknown>): Promise<unknown> {
+    this.running.set(id, promise);
+    const forget = () => this.running.delete(id);
+    promise.then(forget, forget);
+    return promise;
+  }
+
+  private definition(kind: string): CoordinatorDefinition<unknown, unknown, unknown> {
+    const definition = this.definitions.get(kind);
+    if (definition === undefined) throw new TesseraError('INTERNAL', `no DDL coordinator of kind ${kind}`);
+    return definition;
+  }
+
+  private async drive(id: string, term: number): Promise<unknown> {
+    const claimed: CoordinatorRow[] = await queryRows(
+      this.dataSource,
+      'UPDATE ddl_coordinators SET leader_term = $2, updated_at = now() WHERE id = $1 AND leader_term <= $2 RETURNING *',
+      [id, term],
+    );
+    const row = claimed[0];
+    if (row === undefined) throw new TesseraError('NOT_LEADER', 'a newer leader owns this DDL operation');
+    const locks = [];
+    try {
+      const definition = this.definition(row.kind);
+      for (const resource of definition.resources(row.request)) {
+        locks.push(await this.locks.acquire(resource, id, `${row.kind} ${row.resource}`));
+      }
+      let state = row.state;
+      for (let index = definition.phases.indexOf(row.phase); index < definition.phases.length; index++) {
+        const phase = definition.phases[index]!;
+        await this.checkpoint(id, term, phase, state);
+        state = await this.runPhaseWithRetries(definition, { id, row, phase, state, term });
+      }
+      await this.checkpoint(id, term, DONE, state);
+      this.logger.info({ id, kind: row.kind, resource: row.resource }, `${row.kind} of ${row.resource} done`);
+      return definition.result(state, row.request);
+    } catch (error) {
+      if (error instanceof FencedError) {
+        throw new TesseraError('NOT_LEADER', `${row.kind} of ${row.resource} was taken over by a newer leader`, { details: { id } });
+      }
+      const envelope = error instanceof TesseraError ? error.toEnvelope() : { code: 'INTERNAL', message: (error as Error).message };
+      await this.dataSource.query(
+        'UPDATE ddl_coordinators SET phase = $2, error = $3, updated_at = now() WHERE id = $1 AND leader_term = $4',
+        [id, FAILED, JSON.stringify(envelope), term],
+      );
+      this.logger.warn({ id, kind: row.kind, err: error }, `${row.kind} of ${row.resource} failed: ${(error as Error).message}`);
+      throw error;
+    } finally {
+      for (const lock of locks.reverse()) await lock.release().catch(() => undefined);
+    }
+  }
+
+  private async runPhaseWithRetries(
+    definition: CoordinatorDefinition<unknown, unknown, unknown>,
+    run: { id: string; row: CoordinatorRow; phase: string; state: unknown; term: number },
+  ): Promise<unknown> {
+    await this.failpoints.pauseAt(`ddl.${run.row.kind}.${run.phase}`, run.row.resource);
+    const context: PhaseContext<unknown, unknown> = {
+      id: run.id,
+      request: run.row.request,
+      state: run.state,
+      inFencedTransaction: (work) =>
+        this.dataSource.transaction((manager) => this.fenced(manager, run.id, run.term).then(() => work(manager))),
+    };
+    for (let attempt = 1; ; attempt++) {
+      if (this.term !== run.term) throw new FencedError();
+      try {
+        return await definition.runPhase(run.phase, context);
+      } catch (error) {
+        if (!(error instanceof TesseraError) || !error.retryable) throw error;
+        const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt);
+        this.logger.warn(
+          { id: run.id, phase: run.phase, attempt, err: error },
+          `${run.row.kind} phase ${run.phase} will retry in ${delay} ms: ${error.message}`,
+        );
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
+  private async fenced(manager: EntityManager, id: string, term: number): Promise<void> {
+    const rows: unknown[] = await manager.query('SELECT 1 FROM ddl_coordinators WHERE id = $1 AND leader_term = $2 FOR UPDATE', [id, term]);
+    if (rows.length === 0) throw new FencedError();
+  }
+
+  private async checkpoint(id: string, term: number, phase: string, state: unknown): Promise<void> {
+    const rows: unknown[] = await queryRows(
+      this.dataSource,
+      'UPDATE ddl_coordinators SET phase = $3, state = $4, updated_at = now() WHERE id = $1 AND leader_term = $2 RETURNING id',
+      [id, term, phase, JSON.stringify(state)],
+    );
+    if (rows.length === 0) throw new FencedError();
+  }
+}

@@ -1,0 +1,41 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { LOGGER, SETTINGS } from '@tessera/platform';
+import type { ConfigSettings } from '../config.settings.js';
+
+/**
+ * Test-only pauses at named points, as MongoDB's failpoints: `TESSERA_FAILPOINTS` is a comma
+ * list of `name=milliseconds`, e.g. `ddl.shardCollection.commit=30000`, or `name@resource=ms` to
+ * pause only for one namespace, so a fault test can kill a process while it is known to be
+ * inside a phase. Empty in production.
+ */
+@Injectable()
+export class Failpoints {
+  private readonly pauses: Map<string, number>;
+
+  constructor(
+    @Inject(SETTINGS) settings: ConfigSettings,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    this.pauses = parseFailpoints(settings.TESSERA_FAILPOINTS);
+  }
+
+  async pauseAt(name: string, resource?: string): Promise<void> {
+    const ms = this.pauses.get(name) ?? (resource === undefined ? undefined : this.pauses.get(`${name}@${resource}`));
+    if (ms === undefined) return;
+    this.logger.warn({ failpoint: name, resource, ms }, `failpoint ${name}: pausing ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, ms));
+  }
+}
+
+export function parseFailpoints(text: string): Map<string, number> {
+  const pauses = new Map<string, number>();
+  for (const entry of text
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
+    const [name, ms] = entry.split('=');
+    if (name && ms && Number.isInteger(Number(ms))) pauses.set(name, Number(ms));
+  }
+  return pauses;
+}

@@ -1,0 +1,99 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { encodeKey, extractShardKey, fromExtendedJsonObject, parseShardKeyPattern, type ValueObject } from '@tessera/core';
+import { type ShardCollectionSpec, type ShardStats, shardCollectionSpecSchema } from '@tessera/protocol';
+import { parseWith } from '@tessera/platform';
+
+interface CollectionRow {
+  uuid: string;
+  ns: string;
+  table_name: string;
+  key_pattern: Record<string, 1 | 'hashed'>;
+}
+
+/** Documents re-keyed per statement when a shard key is refined. */
+const REFINE_BATCH = 1_000;
+
+/**
+ * The shard's storage of collections: one table per collection, named by its uuid, holding the
+ * encoded `_id` (primary key: `_id` is unique per shard, as in MongoDB), the encoded shard key
+ * (btree, unique for a unique shard key), the document as canonical Extended JSON, and its size.
+ * Every operation is idempotent, because DDL coordinators repeat phases after a failover.
+ */
+@Injectable()
+export class CollectionStorageService {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /** Creates the collection's table and shard key index if missing. */
+  async createCollection(uuid: string, input: ShardCollectionSpec): Promise<void> {
+    const spec = parseWith(shardCollectionSpecSchema, input, 'collection');
+    parseShardKeyPattern(spec.keyPattern);
+    const table = tableName(uuid);
+    await this.dataSource.transaction(async (manager) => {
+      await manager.query(
+        `CREATE TABLE IF NOT EXISTS ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc jsonb NOT NULL, size integer NOT NULL)`,
+      );
+      await manager.query(`CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${table}_shard_key ON ${table} (shard_key)`);
+      await manager.query(
+        `INSERT INTO collections (uuid, ns, db, key_pattern, is_unique, table_name) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (uuid) DO UPDATE SET key_pattern = EXCLUDED.key_pattern`,
+        [uuid, spec.ns, spec.ns.slice(0, spec.ns.indexOf('.')), JSON.stringify(spec.keyPattern), spec.unique, table],
+      );
+    });
+  }
+
+  /** Drops the collection's table; a collection this shard never had is not an error. */
+  async dropCollection(uuid: string): Promise<void> {
+    await this.dataSource.transaction(async (manager) => {
+      await manager.query(`DROP TABLE IF EXISTS ${tableName(uuid)}`);
+      await manager.query('DELETE FROM collections WHERE uuid = $1', [uuid]);
+    });
+  }
+
+  /** Drops every collection of a database. Returns how many were dropped. */
+  async dropDatabase(db: string): Promise<number> {
+    const rows: CollectionRow[] = await this.dataSource.query('SELECT uuid FROM collections WHERE db = $1', [db]);
+    for (const row of rows) await this.dropCollection(row.uuid);
+    return rows.length;
+  }
+
+  /**
+   * Re-keys every document of a collection for a refined shard key (the old key's fields plus
+   * suffix fields; a missing suffix field is null), in batches, and records the new pattern.
+   */
+  async refineShardKey(uuid: string, keyPattern: Record<string, 1 | 'hashed'>): Promise<number> {
+    const pattern = parseShardKeyPattern(keyPattern);
+    const table = tableName(uuid);
+    let after: Buffer = Buffer.alloc(0);
+    let rekeyed = 0;
+    for (;;) {
+      const docs: Array<{ id: Buffer; doc: unknown }> = await this.dataSource.query(`SELECT id, doc FROM ${table} WHERE id > $1 ORDER BY id LIMIT $2`, [
+        after,
+        REFINE_BATCH,
+      ]);
+      if (docs.length === 0) break;
+      const ids = docs.map((d) => d.id);
+      const keys = docs.map((d) => Buffer.from(encodeKey(extractShardKey(pattern, fromExtendedJsonObject(d.doc) as ValueObject))));
+      await this.dataSource.query(`UPDATE ${table} t SET shard_key = k.key FROM unnest($1::bytea[], $2::bytea[]) AS k(id, key) WHERE t.id = k.id`, [ids, keys]);
+      rekeyed += docs.length;
+      after = docs[docs.length - 1]!.id;
+    }
+    await this.dataSource.query('UPDATE collections SET key_pattern = $2 WHERE uuid = $1', [uuid, JSON.stringify(keyPattern)]);
+    return rekeyed;
+  }
+
+  /** The bytes this shard stores in collection tables, indexes included. */
+  async stats(): Promise<ShardStats> {
+    const rows: Array<{ bytes: string; n: string }> = await this.dataSource.query(
+      `SELECT coalesce(sum(pg_total_relation_size(quote_ident(table_name))), 0) AS bytes, count(*) AS n FROM collections`,
+    );
+    return { dataSizeBytes: Number(rows[0]?.bytes ?? 0), collections: Number(rows[0]?.n ?? 0) };
+  }
+}
+
+/** `c_` and the uuid's hex digits: a safe identifier that needs no quoting. */
+export function tableName(uuid: string): string {
+  const hex = uuid.replaceAll('-', '').toLowerCase();
+  if (!/^[0-9a-f]{32}$/.test(hex)) throw new Error(`not a uuid: ${uuid}`);
+  return `c_${hex}`;
+}

@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import { databaseNameSchema, keyPatternSchema, namespaceSchema, shardNameSchema } from './messages.js';
+
+/**
+ * Requests of the config server's DDL commands (MongoDB's names and options). Shard key bounds
+ * travel as canonical Extended JSON objects keyed by field, as in MongoDB (`{ x: 10 }`).
+ */
+const zoneNameSchema = z.string().min(1, 'must not be empty').max(64, 'must be at most 64 characters');
+const keyObjectSchema = z.record(z.string(), z.unknown()).refine((o) => Object.keys(o).length > 0, 'must name at least one field');
+
+export const enableShardingRequestSchema = z.strictObject({ db: databaseNameSchema, primaryShard: shardNameSchema.optional() });
+export type EnableShardingRequest = z.input<typeof enableShardingRequestSchema>;
+
+export const shardCollectionRequestSchema = z.strictObject({
+  ns: namespaceSchema,
+  key: keyPatternSchema,
+  unique: z.boolean().default(false),
+  numInitialChunks: z.number().int().min(1).max(1_000_000).optional(),
+});
+export type ShardCollectionRequest = z.input<typeof shardCollectionRequestSchema>;
+
+export const dropCollectionRequestSchema = z.strictObject({ ns: namespaceSchema });
+export const dropDatabaseRequestSchema = z.strictObject({ db: databaseNameSchema });
+export const movePrimaryRequestSchema = z.strictObject({ db: databaseNameSchema, to: shardNameSchema });
+export const refineShardKeyRequestSchema = z.strictObject({ ns: namespaceSchema, key: keyPatternSchema });
+export const removeShardRequestSchema = z.strictObject({ name: shardNameSchema });
+export const shardZoneRequestSchema = z.strictObject({ shard: shardNameSchema, zone: zoneNameSchema });
+export const updateZoneKeyRangeRequestSchema = z.strictObject({
+  ns: namespaceSchema,
+  min: keyObjectSchema,
+  max: keyObjectSchema,
+  /** The zone to assign, or null to remove the range. */
+  zone: zoneNameSchema.nullable(),
+});
+
+export type DropCollectionRequest = z.input<typeof dropCollectionRequestSchema>;
+export type DropDatabaseRequest = z.input<typeof dropDatabaseRequestSchema>;
+export type MovePrimaryRequest = z.input<typeof movePrimaryRequestSchema>;
+export type RefineShardKeyRequest = z.input<typeof refineShardKeyRequestSchema>;
+export type RemoveShardRequest = z.input<typeof removeShardRequestSchema>;
+export type ShardZoneRequest = z.input<typeof shardZoneRequestSchema>;
+export type UpdateZoneKeyRangeRequest = z.input<typeof updateZoneKeyRangeRequestSchema>;
+
+export interface DatabaseDescription {
+  name: string;
+  primaryShard: string;
+  version: { uuid: string; lastMod: number };
+}
+
+export interface ShardCollectionResult {
+  ns: string;
+  uuid: string;
+  epoch: string;
+  key: Record<string, 1 | 'hashed'>;
+  unique: boolean;
+  chunks: number;
+  shards: string[];
+}
+
+export interface DropResult {
+  dropped: boolean;
+}
+
+/** removeShard's answer, as MongoDB's: started, then ongoing with what remains, then completed. */
+export interface RemoveShardResult {
+  state: 'started' | 'ongoing' | 'completed';
+  shard: string;
+  remaining: { chunks: number; databases: number };
+  /** Databases whose primary is this shard: each needs movePrimary before the shard can go. */
+  dbsToMove: string[];
+}

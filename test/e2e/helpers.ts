@@ -1,0 +1,39 @@
+import { TesseraError } from '@tessera/core';
+import type { ConfigClient } from '@tessera/protocol';
+
+/** Short intervals so elections, lock takeovers and failovers happen within a test's patience. */
+export const FAST_CONFIG_ENV = {
+  TESSERA_LEADER_LEASE_MS: '2000',
+  TESSERA_LEADER_RENEW_INTERVAL_MS: '200',
+  TESSERA_LOCK_PING_INTERVAL_MS: '300',
+  TESSERA_LOCK_TAKEOVER_MS: '2000',
+  TESSERA_LOCK_WAIT_MS: '3000',
+  TESSERA_SHARD_MONITOR_INTERVAL_MS: '500',
+};
+
+/** The TesseraError a call rejects with; fails the test if it resolves. */
+export async function errorOf(promise: Promise<unknown>): Promise<TesseraError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof TesseraError) return error;
+    throw error;
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** Polls `probe` every 100 ms until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Waits until the config process behind `client` leads. */
+export async function waitForLeader(client: ConfigClient): Promise<void> {
+  await eventually(async () => ((await client.leader()).self.isLeader ? true : undefined), `${client.url} to lead`);
+}
