@@ -97,8 +97,9 @@ export class LocalCluster {
     return found;
   }
 
-  configClient(): ConfigClient {
-    return new ConfigClient(this.configUrl, { clusterKey: this.clusterKey, dispatcher: this.agent });
+  /** A signed client of a config process (the first one by default). */
+  configClient(node = 'config'): ConfigClient {
+    return new ConfigClient(this.node(node).url, { clusterKey: this.clusterKey, dispatcher: this.agent });
   }
 
   /** Starts Postgres and every node, adds the shards, and resolves when all are ready. */
