@@ -66,7 +66,8 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
     );
     for (const row of rows) {
       this.logger.info({ id: row.id, kind: row.kind, phase: row.phase }, `resuming ${row.kind} of ${row.resource} at phase ${row.phase}`);
-      this.track(row.id, this.drive(row.id, term));
+      // Failures are logged and recorded by drive(); joiners see them through `running`.
+      void this.track(row.id, this.drive(row.id, term));
     }
   }
 
