@@ -11,7 +11,12 @@ Environment: TESSERA_CONFIG_URL (default http://127.0.0.1:7080), TESSERA_CLUSTER
 Commands:
   add-shard --name NAME --url URL [--retry-for SECONDS]   add a shard (idempotent); retries while it does not answer
   list-shards                                             print the shard registry as JSON
-  list-routers                                            print the registered routers as JSON`;
+  list-routers                                            print the registered routers as JSON
+  ddl COMMAND 'JSON'                                      run a DDL command on the leader, e.g.
+      ddl shardCollection '{"ns":"shop.orders","key":{"customer":1}}'
+      (enableSharding, shardCollection, refineCollectionShardKey, dropCollection, dropDatabase,
+       movePrimary, removeShard, addShardToZone, removeShardFromZone, updateZoneKeyRange)
+  leader                                                  print which config process leads`;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`tessera-admin: ${message}\n`);
@@ -51,6 +56,23 @@ try {
     case 'list-routers':
       print(await config.listRouters());
       break;
+    case 'leader':
+      print(await config.leader());
+      break;
+    case 'ddl': {
+      const [, command, json] = positionals;
+      const commands = ['enableSharding', 'shardCollection', 'refineCollectionShardKey', 'dropCollection', 'dropDatabase', 'movePrimary', 'removeShard', 'addShardToZone', 'removeShardFromZone', 'updateZoneKeyRange'] as const;
+      const name = commands.find((c) => c === command);
+      if (name === undefined) fail(`unknown DDL command "${command ?? ''}"`);
+      let request: unknown;
+      try {
+        request = JSON.parse(json ?? '');
+      } catch {
+        fail(`the request must be JSON, got ${json === undefined ? 'nothing' : `"${json}"`}`);
+      }
+      print(await (config[name] as (r: unknown) => Promise<unknown>).call(config, request));
+      break;
+    }
     default:
       fail(positionals[0] === undefined ? 'no command given' : `unknown command "${positionals[0]}"`);
   }
