@@ -1,9 +1,9 @@
 import { createConnection } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TesseraError } from '@tessera/core';
 import { ConfigClient, ShardClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { errorOf } from './helpers.js';
 import { startTestCluster } from './test-cluster.js';
 
 let cluster: LocalCluster;
@@ -27,16 +27,6 @@ afterAll(async () => {
 async function get(url: string): Promise<{ status: number; text: string; headers: Record<string, unknown> }> {
   const response = await request(url, { dispatcher: agent });
   return { status: response.statusCode, text: await response.body.text(), headers: response.headers };
-}
-
-async function errorOf(promise: Promise<unknown>): Promise<TesseraError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof TesseraError) return error;
-    throw error;
-  }
-  throw new Error('expected the call to fail');
 }
 
 function portIsOpen(port: number): Promise<boolean> {
