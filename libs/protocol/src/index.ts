@@ -6,3 +6,4 @@ export * from './messages.js';
 export * from './shard-client.js';
 export * from './clock-gossip.js';
 export * from './ddl-messages.js';
+export * from './catalog-messages.js';

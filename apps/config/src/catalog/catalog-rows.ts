@@ -114,3 +114,22 @@ export const CHUNK_COLUMNS = 'collection_uuid, min, max, min_ejson, max_ejson, s
 export function readableKey(pattern: ShardKeyPattern, key: ShardKey): string {
   return toExtendedJson(shardKeyToObject(pattern, key));
 }
+
+/** Rows per INSERT: 10 parameters a row stays far below Postgres's 65,535 parameters. */
+const INSERT_BATCH = 1000;
+
+/** Inserts chunks of one collection in batches, inside the caller's transaction. */
+export async function insertChunkRows(
+  manager: { query(sql: string, parameters?: unknown[]): Promise<unknown> },
+  collectionUuid: string,
+  pattern: ShardKeyPattern,
+  chunks: readonly Chunk[],
+): Promise<void> {
+  for (let start = 0; start < chunks.length; start += INSERT_BATCH) {
+    const batch = chunks.slice(start, start + INSERT_BATCH);
+    const values = batch.flatMap((chunk) => chunkRowValues(collectionUuid, pattern, chunk));
+    const width = values.length / batch.length;
+    const tuples = batch.map((_, row) => `(${Array.from({ length: width }, (__, col) => `$${row * width + col + 1}`).join(', ')})`);
+    await manager.query(`INSERT INTO chunks (${CHUNK_COLUMNS}) VALUES ${tuples.join(', ')}`, values);
+  }
+}
