@@ -1,6 +1,9 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
+import { CatalogController } from './catalog/catalog.controller.js';
+import { CatalogReadService } from './catalog/catalog-read.service.js';
+import { MetadataCommitService } from './catalog/metadata-commit.service.js';
 import { ChangelogService } from './changelog/changelog.service.js';
 import { ConfigClockService } from './clock/config-clock.service.js';
 import { ClusterIdentityService } from './cluster-identity.service.js';
@@ -35,7 +38,7 @@ export class ConfigServerModule {
           entities: [ShardEntity],
         }),
       ],
-      controllers: [ShardsController, RoutersController, DdlController, LeaderController],
+      controllers: [ShardsController, RoutersController, DdlController, LeaderController, CatalogController],
       providers: [
         ClusterIdentityService,
         ConfigClockService,
@@ -51,6 +54,8 @@ export class ConfigServerModule {
         DatabaseDdlService,
         CollectionDdlService,
         ZonesService,
+        CatalogReadService,
+        MetadataCommitService,
       ],
     };
   }

@@ -1,3 +1,16 @@
+import type {
+  CatalogCollection,
+  CatalogDatabase,
+  ClearJumboRequest,
+  CommitMergeRequest,
+  CommitMigrationRequest,
+  CommitResult,
+  CommitSplitRequest,
+  GetChunksRequest,
+  GetChunksResult,
+  MarkJumboRequest,
+  RecordChunkSizeEstimateRequest,
+} from './catalog-messages.js';
 import type { InternalClientOptions } from './internal-http-client.js';
 import { InternalHttpClient } from './internal-http-client.js';
 import type {
@@ -96,5 +109,48 @@ export class ConfigClient {
 
   async listRouters(): Promise<RouterDescription[]> {
     return (await this.http.call<{ routers: RouterDescription[] }>('GET', '/internal/routers')).routers;
+  }
+
+  // ---- Catalog: routing reads (see apps/config/src/catalog/README.md) ----
+
+  /** A database's entry; NAMESPACE_NOT_FOUND when it does not exist. */
+  getDatabase(name: string): Promise<CatalogDatabase> {
+    return this.http.call('GET', `/internal/catalog/databases/${encodeURIComponent(name)}`);
+  }
+
+  /** A sharded collection's entry with its collection version; NAMESPACE_NOT_FOUND when not sharded. */
+  getCollection(ns: string): Promise<CatalogCollection> {
+    return this.http.call('GET', `/internal/catalog/collections/${encodeURIComponent(ns)}`);
+  }
+
+  /** Every chunk (`full: true`), or only those newer than `sinceVersion` of the same generation (`full: false`). */
+  getChunks(request: GetChunksRequest): Promise<GetChunksResult> {
+    return this.http.call('POST', '/internal/catalog/chunks', request);
+  }
+
+  // ---- Catalog: metadata commits; CONFLICTING_OPERATION means re-read the version and retry ----
+
+  commitSplit(request: CommitSplitRequest): Promise<CommitResult> {
+    return this.http.call('POST', '/internal/catalog/commitSplit', request);
+  }
+
+  commitMerge(request: CommitMergeRequest): Promise<CommitResult> {
+    return this.http.call('POST', '/internal/catalog/commitMerge', request);
+  }
+
+  commitMigration(request: CommitMigrationRequest): Promise<CommitResult> {
+    return this.http.call('POST', '/internal/catalog/commitMigration', request);
+  }
+
+  clearJumbo(request: ClearJumboRequest): Promise<CommitResult> {
+    return this.http.call('POST', '/internal/catalog/clearJumbo', request);
+  }
+
+  markJumbo(request: MarkJumboRequest): Promise<CommitResult> {
+    return this.http.call('POST', '/internal/catalog/markJumbo', request);
+  }
+
+  recordChunkSizeEstimate(request: RecordChunkSizeEstimateRequest): Promise<{ ok: 1 }> {
+    return this.http.call('POST', '/internal/catalog/chunkSizeEstimate', request);
   }
 }
