@@ -28,7 +28,10 @@ function percentile(sorted: number[], p: number): number {
 }
 
 function median(values: number[]): number {
-  return percentile([...values].sort((a, b) => a - b), 50);
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
 }
 
 async function timeMs<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
@@ -52,7 +55,9 @@ async function main(): Promise<void> {
     dataSource = new DataSource({ type: 'postgres', url, extra: { max: 4 }, logging: false });
     await dataSource.initialize();
     const { commits, reads } = catalogServices(dataSource, 'bench');
-    console.log(`bench:catalog — ${CHUNKS.toLocaleString('en')} chunks, embedded Postgres (${fast ? 'fsync off' : 'durable'}), ${process.version}`);
+    console.log(
+      `bench:catalog — ${CHUNKS.toLocaleString('en')} chunks, embedded Postgres (${fast ? 'fsync off' : 'durable'}), ${process.version}`,
+    );
 
     const seeded = await timeMs(() =>
       seedShardedCollection(dataSource!, {
@@ -74,13 +79,21 @@ async function main(): Promise<void> {
       const chunk = seeded.value.chunks[i]!;
       const min = i * KEY_STEP;
       const { ms, value } = await timeMs(() =>
-        commits.commitSplit({ ns: NS, shard: chunk.shard, range: wireRange(min, min + KEY_STEP), splitPoints: [shardKeyToWire(k(min + KEY_STEP / 2))], expectedCollectionVersion: cv }),
+        commits.commitSplit({
+          ns: NS,
+          shard: chunk.shard,
+          range: wireRange(min, min + KEY_STEP),
+          splitPoints: [shardKeyToWire(k(min + KEY_STEP / 2))],
+          expectedCollectionVersion: cv,
+        }),
       );
       latencies.push(ms);
       cv = value.collectionVersion;
     }
     latencies.sort((a, b) => a - b);
-    console.log(`  commitSplit (${SPLITS} sequential): p50 ${fmt(percentile(latencies, 50))}, p99 ${fmt(percentile(latencies, 99))}, max ${fmt(latencies[latencies.length - 1]!)}`);
+    console.log(
+      `  commitSplit (${SPLITS} sequential): p50 ${fmt(percentile(latencies, 50))}, p99 ${fmt(percentile(latencies, 99))}, max ${fmt(latencies[latencies.length - 1]!)}`,
+    );
 
     // Full fetch: every chunk, decoded and in wire form, as a router with an empty cache asks.
     const fullRuns: number[] = [];
@@ -105,12 +118,15 @@ async function main(): Promise<void> {
       incrementalRuns.push(run.ms);
       delta = run.value;
     }
-    if (delta.full || delta.chunks.length !== 1 || delta.chunks[0]!.shard !== target.shard) throw new Error('the incremental read did not return exactly the changed chunk');
+    if (delta.full || delta.chunks.length !== 1 || delta.chunks[0]!.shard !== target.shard)
+      throw new Error('the incremental read did not return exactly the changed chunk');
     const apply = await timeMs(async () => rebuild.value.applyChanges(delta.chunks.map(chunkFromWire)));
 
     const fullMs = median(fullRuns);
     const incrementalMs = median(incrementalRuns);
-    console.log(`  getChunks full (${full.chunks.length.toLocaleString('en')} chunks, median of 5): ${fmt(fullMs)}; RoutingTable.fromChunks on it: ${fmt(rebuild.ms)}`);
+    console.log(
+      `  getChunks full (${full.chunks.length.toLocaleString('en')} chunks, median of 5): ${fmt(fullMs)}; RoutingTable.fromChunks on it: ${fmt(rebuild.ms)}`,
+    );
     console.log(`  getChunks incremental (1 changed chunk, median of 50): ${fmt(incrementalMs)}; applyChanges: ${fmt(apply.ms)}`);
     console.log(`  full / incremental: ${(fullMs / incrementalMs).toFixed(0)}x`);
   } finally {

@@ -23,7 +23,11 @@ import { shardNameSchema } from './messages.js';
  */
 
 /** A namespace to look up; anything unknown answers NAMESPACE_NOT_FOUND, so the check is loose. */
-const catalogNamespaceSchema = z.string().min(3).max(255).regex(/^[^.]+\.[^\0]+$/, 'must be "database.collection"');
+const catalogNamespaceSchema = z
+  .string()
+  .min(3)
+  .max(255)
+  .regex(/^[^.]+\.[^\0]+$/, 'must be "database.collection"');
 const uint32 = z.number().int().min(0).max(0xffffffff);
 
 export const clusterTimestampSchema = z.strictObject({ t: uint32, i: uint32 });
@@ -75,7 +79,9 @@ export function shardKeyFromWire(wire: readonly unknown[], where = 'key'): Shard
       return fromExtendedJsonObject(value);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      throw new TesseraError('FAILED_TO_PARSE', `${where}[${i}] is not a valid Extended JSON value: ${reason}`, { details: { field: `${where}[${i}]` } });
+      throw new TesseraError('FAILED_TO_PARSE', `${where}[${i}] is not a valid Extended JSON value: ${reason}`, {
+        details: { field: `${where}[${i}]` },
+      });
     }
   });
 }
@@ -200,7 +206,11 @@ export const clearJumboRequestSchema = z.strictObject({ ...commitBase, range: wi
 export type ClearJumboRequest = z.input<typeof clearJumboRequestSchema>;
 
 /** Marks a chunk that could not be split as jumbo; only the generation is checked (no version bump). */
-export const markJumboRequestSchema = z.strictObject({ ns: catalogNamespaceSchema, generation: collectionGenerationSchema, range: wireChunkRangeSchema });
+export const markJumboRequestSchema = z.strictObject({
+  ns: catalogNamespaceSchema,
+  generation: collectionGenerationSchema,
+  range: wireChunkRangeSchema,
+});
 export type MarkJumboRequest = z.input<typeof markJumboRequestSchema>;
 
 /** Records a shard's estimate of a chunk's data size; only the generation is checked. */

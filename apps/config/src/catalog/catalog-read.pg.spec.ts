@@ -21,7 +21,12 @@ const tableOf = (result: GetChunksResult) => RoutingTable.fromChunks(result.chun
 
 describe('getDatabase and getCollection', () => {
   it('return the catalog entries, the collection with its current version', async () => {
-    const seeded = await seedShardedCollection(db.dataSource, { ns: 'app.users', shards: ['s0', 's1'], splitPoints: [k('eu', 0), k('us', 0)], keyPattern: { region: 1, id: 'hashed' } });
+    const seeded = await seedShardedCollection(db.dataSource, {
+      ns: 'app.users',
+      shards: ['s0', 's1'],
+      splitPoints: [k('eu', 0), k('us', 0)],
+      keyPattern: { region: 1, id: 'hashed' },
+    });
     expect(await reads.getDatabase('app')).toMatchObject({ name: 'app', primaryShard: 's0', version: { lastMod: 1 } });
     expect(await reads.getCollection('app.users')).toMatchObject({
       ns: 'app.users',
@@ -46,14 +51,23 @@ describe('getChunks', () => {
   it('returns every chunk in key order when no version is given, and they read back as written', async () => {
     const seeded = await seedShardedCollection(db.dataSource, { ns: 'r.full', shards: ['s0', 's1'], splitPoints: [k(-5), k(3.5), k('a')] });
     const result = await reads.getChunks({ ns: 'r.full' });
-    expect(result).toMatchObject({ full: true, uuid: seeded.uuid, keyPattern: { x: 1 }, collectionVersion: { ...seeded.generation, major: 1, minor: 3 } });
+    expect(result).toMatchObject({
+      full: true,
+      uuid: seeded.uuid,
+      keyPattern: { x: 1 },
+      collectionVersion: { ...seeded.generation, major: 1, minor: 3 },
+    });
     expect(result.chunks.map(chunkFromWire)).toEqual(seeded.chunks);
   });
 
   it('returns nothing new for the current version, and everything for another generation', async () => {
     await seedShardedCollection(db.dataSource, { ns: 'r.same', shards: ['s0'], splitPoints: [k(1)] });
     const { collectionVersion } = await reads.getChunks({ ns: 'r.same' });
-    expect(await reads.getChunks({ ns: 'r.same', sinceVersion: collectionVersion })).toMatchObject({ full: false, chunks: [], collectionVersion });
+    expect(await reads.getChunks({ ns: 'r.same', sinceVersion: collectionVersion })).toMatchObject({
+      full: false,
+      chunks: [],
+      collectionVersion,
+    });
     const other = { ...collectionVersion, epoch: 'ffffffffffffffffffffff00' };
     const full = await reads.getChunks({ ns: 'r.same', sinceVersion: other });
     expect(full.full).toBe(true);
@@ -68,16 +82,28 @@ describe('getChunks', () => {
   });
 
   it('an incremental result applied to the previous table equals a full rebuild after a split, a merge and a migration', async () => {
-    await seedShardedCollection(db.dataSource, { ns: 'r.incr', shards: ['s0', 's1', 's2'], splitPoints: [0, 10, 20, 30, 40, 50].map((p) => k(p)) });
+    await seedShardedCollection(db.dataSource, {
+      ns: 'r.incr',
+      shards: ['s0', 's1', 's2'],
+      splitPoints: [0, 10, 20, 30, 40, 50].map((p) => k(p)),
+    });
     let cached = await reads.getChunks({ ns: 'r.incr' });
     let table = tableOf(cached);
     const steps: Array<(cv: GetChunksResult['collectionVersion']) => Promise<unknown>> = [
       // [0, 10) is on s1: split it twice.
-      (cv) => commits.commitSplit({ ns: 'r.incr', shard: 's1', range: wireRange(0, 10), splitPoints: [shardKeyToWire(k(3)), shardKeyToWire(k(6))], expectedCollectionVersion: cv }),
+      (cv) =>
+        commits.commitSplit({
+          ns: 'r.incr',
+          shard: 's1',
+          range: wireRange(0, 10),
+          splitPoints: [shardKeyToWire(k(3)), shardKeyToWire(k(6))],
+          expectedCollectionVersion: cv,
+        }),
       // The pieces [0,3) [3,6) are contiguous on s1: merge them.
       (cv) => commits.commitMerge({ ns: 'r.incr', shard: 's1', range: wireRange(0, 6), expectedCollectionVersion: cv }),
       // Move [20, 30) (on s0) to s2; s0 keeps a control chunk.
-      (cv) => commits.commitMigration({ ns: 'r.incr', range: wireRange(20, 30), donor: 's0', recipient: 's2', expectedCollectionVersion: cv }),
+      (cv) =>
+        commits.commitMigration({ ns: 'r.incr', range: wireRange(20, 30), donor: 's0', recipient: 's2', expectedCollectionVersion: cv }),
     ];
     for (const step of steps) {
       await step(cached.collectionVersion);
@@ -98,7 +124,11 @@ describe('getChunks', () => {
   });
 
   it('reads the changed chunks through the version index', async () => {
-    const seeded = await seedShardedCollection(db.dataSource, { ns: 'r.plan', shards: ['s0'], splitPoints: Array.from({ length: 5000 }, (_, i) => k(i)) });
+    const seeded = await seedShardedCollection(db.dataSource, {
+      ns: 'r.plan',
+      shards: ['s0'],
+      splitPoints: Array.from({ length: 5000 }, (_, i) => k(i)),
+    });
     await db.dataSource.query('ANALYZE chunks');
     const plan: Array<{ 'QUERY PLAN': string }> = await db.dataSource.query(
       'EXPLAIN SELECT * FROM chunks WHERE collection_uuid = $1 AND (major, minor) > ($2, $3) ORDER BY min',

@@ -10,7 +10,14 @@ import {
   chunkToWire,
   getChunksRequestSchema,
 } from '@tessera/protocol';
-import { type ChunkRow, type CollectionRow, type DatabaseRow, chunkFromRow, databaseVersionOfRow, generationOfRow } from './catalog-rows.js';
+import {
+  type ChunkRow,
+  type CollectionRow,
+  type DatabaseRow,
+  chunkFromRow,
+  databaseVersionOfRow,
+  generationOfRow,
+} from './catalog-rows.js';
 
 /**
  * Routing reads for routers and shards (MongoDB's reads of config.databases, config.collections
@@ -87,9 +94,12 @@ export class CatalogReadService {
 
 /** Reads a collection row. Throws `NAMESPACE_NOT_FOUND` when `ns` is not a sharded collection. */
 export async function findCollection(manager: EntityManager, ns: string, options: { forUpdate?: boolean } = {}): Promise<CollectionRow> {
-  const rows: CollectionRow[] = await manager.query(`SELECT * FROM collections WHERE ns = $1${options.forUpdate ? ' FOR UPDATE' : ''}`, [ns]);
+  const rows: CollectionRow[] = await manager.query(`SELECT * FROM collections WHERE ns = $1${options.forUpdate ? ' FOR UPDATE' : ''}`, [
+    ns,
+  ]);
   const row = rows[0];
-  if (row === undefined) throw new TesseraError('NAMESPACE_NOT_FOUND', `Collection ${ns} is not sharded (no catalog entry).`, { details: { ns } });
+  if (row === undefined)
+    throw new TesseraError('NAMESPACE_NOT_FOUND', `Collection ${ns} is not sharded (no catalog entry).`, { details: { ns } });
   return row;
 }
 

@@ -54,21 +54,19 @@ export async function seedShardedCollection(dataSource: DataSource, spec: SeedCo
   });
   await dataSource.transaction(async (manager) => {
     for (const [i, shard] of spec.shards.entries()) {
-      await manager.query('INSERT INTO shards (name, url) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [shard, `http://127.0.0.1:${20000 + i}/${shard}`]);
+      await manager.query('INSERT INTO shards (name, url) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
+        shard,
+        `http://127.0.0.1:${20000 + i}/${shard}`,
+      ]);
     }
     await manager.query(
       'INSERT INTO databases (name, primary_shard, version_uuid, version_last_mod) VALUES ($1, $2, $3, 1) ON CONFLICT (name) DO NOTHING',
       [db, spec.shards[0], randomUUID()],
     );
-    await manager.query('INSERT INTO collections (ns, db, uuid, epoch, timestamp_t, timestamp_i, key_pattern) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-      spec.ns,
-      db,
-      uuid,
-      generation.epoch,
-      generation.timestamp.t,
-      generation.timestamp.i,
-      JSON.stringify(keyPattern),
-    ]);
+    await manager.query(
+      'INSERT INTO collections (ns, db, uuid, epoch, timestamp_t, timestamp_i, key_pattern) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+      [spec.ns, db, uuid, generation.epoch, generation.timestamp.t, generation.timestamp.i, JSON.stringify(keyPattern)],
+    );
     await insertChunkRows(manager, uuid, pattern, chunks);
   });
   return { ns: spec.ns, uuid, generation, pattern, chunks };

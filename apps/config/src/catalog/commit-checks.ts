@@ -51,7 +51,9 @@ export function checkKey(ns: string, pattern: ShardKeyPattern, key: ShardKey, wh
     encodeKey(key);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    throw new TesseraError('BAD_VALUE', `${where} of ${ns} holds a value that cannot be a shard key: ${reason}`, { details: { ns, problem: 'value', field: where } });
+    throw new TesseraError('BAD_VALUE', `${where} of ${ns} holds a value that cannot be a shard key: ${reason}`, {
+      details: { ns, problem: 'value', field: where },
+    });
   }
 }
 
@@ -73,7 +75,8 @@ export function checkRange(ns: string, pattern: ShardKeyPattern, range: ChunkRan
  */
 export function checkIsChunk(ns: string, range: ChunkRange, chunk: Chunk | undefined, shard?: string): Chunk {
   if (chunk === undefined || compareShardKeys(chunk.range.min, range.min) !== 0 || compareShardKeys(chunk.range.max, range.max) !== 0) {
-    const there = chunk === undefined ? 'no chunk holds its min' : `the chunk holding its min is ${chunkRangeToString(chunk.range)} on ${chunk.shard}`;
+    const there =
+      chunk === undefined ? 'no chunk holds its min' : `the chunk holding its min is ${chunkRangeToString(chunk.range)} on ${chunk.shard}`;
     throw new TesseraError('BAD_VALUE', `${chunkRangeToString(range)} is not a chunk of ${ns}: ${there}.`, {
       details: { ns, problem: 'notAChunk', range: chunkRangeToWire(range), ...(chunk ? { chunk: describeChunk(chunk) } : {}) },
     });
@@ -125,7 +128,11 @@ export function checkMergeRun(ns: string, range: ChunkRange, shard: string, chun
   };
   const first = chunks[0];
   if (first === undefined || compareShardKeys(first.range.min, range.min) !== 0) {
-    return fail('minNotABound', first ? `its min is inside chunk ${chunkRangeToString(first.range)}, not a chunk bound` : 'no chunk holds its min', first);
+    return fail(
+      'minNotABound',
+      first ? `its min is inside chunk ${chunkRangeToString(first.range)}, not a chunk bound` : 'no chunk holds its min',
+      first,
+    );
   }
   chunks.forEach((chunk, i) => {
     const previous = chunks[i - 1];

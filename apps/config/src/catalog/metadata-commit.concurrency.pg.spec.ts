@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Chunk, type ChunkVersion, type ClusterTimestamp, RoutingTable, TesseraError, compareClusterTimestamps, compareShardKeys } from '@tessera/core';
+import {
+  type Chunk,
+  type ChunkVersion,
+  type ClusterTimestamp,
+  RoutingTable,
+  TesseraError,
+  compareClusterTimestamps,
+  compareShardKeys,
+} from '@tessera/core';
 import { chunkFromWire, chunkRangeToWire, shardKeyToWire } from '@tessera/protocol';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { catalogServices, k } from './catalog-fixture.js';
@@ -36,7 +44,9 @@ describe('concurrent split commits on one collection', () => {
     const splitOnce = async (client: (typeof clients)[number]): Promise<void> => {
       for (let retry = 0; retry <= RETRIES; retry++) {
         const read = await client.reads.getChunks({ ns: NS });
-        const bounded = read.chunks.map(chunkFromWire).filter((c) => typeof c.range.min[0] === 'number' && typeof c.range.max[0] === 'number');
+        const bounded = read.chunks
+          .map(chunkFromWire)
+          .filter((c) => typeof c.range.min[0] === 'number' && typeof c.range.max[0] === 'number');
         const chunk = bounded[(attempt++ * 7) % bounded.length] as Chunk;
         const [min, max] = [chunk.range.min[0] as number, chunk.range.max[0] as number];
         const at = min + (max - min) * (0.25 + 0.5 * ((attempt * 0.618) % 1));
@@ -83,11 +93,15 @@ describe('concurrent split commits on one collection', () => {
     expect(table.size).toBe(points.length + 1 + won.length);
     const expectedBounds = [...points, ...won.map((w) => w.split.at)].sort((a, b) => a - b);
     expect(final.slice(1).map((c) => c.range.min[0])).toEqual(expectedBounds);
-    for (let i = 1; i < final.length; i++) expect(compareShardKeys((final[i - 1] as Chunk).range.max, (final[i] as Chunk).range.min)).toBe(0);
+    for (let i = 1; i < final.length; i++)
+      expect(compareShardKeys((final[i - 1] as Chunk).range.max, (final[i] as Chunk).range.min)).toBe(0);
     expect(table.collectionVersion).toEqual(ordered[ordered.length - 1]!.version);
 
     // One changelog row per committed split, none for the losers.
-    const log: Array<{ n: number }> = await db.dataSource.query("SELECT count(*)::int AS n FROM changelog WHERE ns = $1 AND what = 'split'", [NS]);
+    const log: Array<{ n: number }> = await db.dataSource.query(
+      "SELECT count(*)::int AS n FROM changelog WHERE ns = $1 AND what = 'split'",
+      [NS],
+    );
     expect(log[0]!.n).toBe(won.length);
     expect(won.length).toBeGreaterThanOrEqual(SPLITS / 2);
   });

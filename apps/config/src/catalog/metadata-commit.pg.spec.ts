@@ -22,7 +22,11 @@ afterAll(async () => db?.drop());
 async function collection(splitPoints = [0, 10, 20, 30], shards = ['a', 'b', 'a', 'a', 'b']) {
   const ns = `d.c${++seq}`;
   // Round-robin over `shards` gives each chunk the shard at its index.
-  const seeded = await seedShardedCollection(db.dataSource, { ns, shards: [...new Set(shards)], splitPoints: splitPoints.map((p) => k(p)) });
+  const seeded = await seedShardedCollection(db.dataSource, {
+    ns,
+    shards: [...new Set(shards)],
+    splitPoints: splitPoints.map((p) => k(p)),
+  });
   for (const [i, chunk] of seeded.chunks.entries()) {
     await db.dataSource.query('UPDATE chunks SET shard = $3, history = $4 WHERE collection_uuid = $1 AND minor = $2', [
       seeded.uuid,
@@ -67,7 +71,13 @@ describe('commitSplit', () => {
   it('replaces the chunk by n+1 pieces <Mcv, mcv+k>, logs a multi-split naming the shard and ticks ConfigTime', async () => {
     const { ns, cv } = await collection();
     const clockBefore: Array<{ config_time_t: string; config_time_i: string }> = await db.dataSource.query('SELECT * FROM vector_clock');
-    const result = await commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(12), pt(15)], expectedCollectionVersion: cv });
+    const result = await commits.commitSplit({
+      ns,
+      shard: 'a',
+      range: range(10, 20),
+      splitPoints: [pt(12), pt(15)],
+      expectedCollectionVersion: cv,
+    });
     expect(result.chunks.map((c) => [c.range, c.version.major, c.version.minor, c.shard])).toEqual([
       [range(10, 12), 1, 5, 'a'],
       [range(12, 15), 1, 6, 'a'],
@@ -80,7 +90,11 @@ describe('commitSplit', () => {
     expect(() => RoutingTable.fromChunks(chunks)).not.toThrow();
     const log = await changelogOf(ns);
     expect(log).toHaveLength(1);
-    expect(log[0]).toMatchObject({ what: 'multi-split', shard: 'a', details: { pieces: 3, before: { range: range(10, 20), version: '1|2' } } });
+    expect(log[0]).toMatchObject({
+      what: 'multi-split',
+      shard: 'a',
+      details: { pieces: 3, before: { range: range(10, 20), version: '1|2' } },
+    });
     const before = clockBefore[0]!;
     const t = result.configTime;
     expect(t.t > Number(before.config_time_t) || (t.t === Number(before.config_time_t) && t.i > Number(before.config_time_i))).toBe(true);
@@ -109,7 +123,9 @@ describe('commitSplit', () => {
   ];
   it.each(badSplits)('refuses %s with a coded error and changes nothing', async (_, change, code, problem) => {
     const { ns, uuid, cv } = await collection();
-    const error = await refused(uuid, () => commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: cv, ...change }));
+    const error = await refused(uuid, () =>
+      commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: cv, ...change }),
+    );
     expect(error.code).toBe(code);
     if (problem !== undefined) expect(error.details).toMatchObject({ ns, problem });
     expect(error.message.length).toBeGreaterThan(20);
@@ -117,7 +133,9 @@ describe('commitSplit', () => {
 
   it('says which field and chunk were wrong', async () => {
     const { ns, cv } = await collection();
-    const error = await caught(() => commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(12), pt(20)], expectedCollectionVersion: cv }));
+    const error = await caught(() =>
+      commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(12), pt(20)], expectedCollectionVersion: cv }),
+    );
     expect(error.message).toBe(`splitPoints[1] (20) equals the max bound of chunk [10, 20) of ${ns}.`);
     expect(error.details).toMatchObject({ field: 'splitPoints[1]', point: [20], range: range(10, 20) });
   });
@@ -125,18 +143,26 @@ describe('commitSplit', () => {
   it('answers a stale expected version with a retryable CONFLICTING_OPERATION naming both versions', async () => {
     const { ns, uuid, cv } = await collection();
     const stale = withMajorMinor(cv, 1, 3);
-    const error = await refused(uuid, () => commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: stale }));
+    const error = await refused(uuid, () =>
+      commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: stale }),
+    );
     expect(error).toMatchObject({ code: 'CONFLICTING_OPERATION', retryable: true, details: { ns, expected: stale, current: cv } });
     const ahead = withMajorMinor(cv, 2, 0);
-    expect((await caught(() => commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: ahead }))).code).toBe(
-      'CONFLICTING_OPERATION',
-    );
+    expect(
+      (
+        await caught(() =>
+          commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: ahead }),
+        )
+      ).code,
+    ).toBe('CONFLICTING_OPERATION');
   });
 
   it('answers an expected version of another generation with STALE_EPOCH', async () => {
     const { ns, uuid, cv } = await collection();
     const other: ChunkVersion = { ...cv, epoch: 'ffffffffffffffffffffff00' };
-    const error = await refused(uuid, () => commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: other }));
+    const error = await refused(uuid, () =>
+      commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: other }),
+    );
     expect(error).toMatchObject({ code: 'STALE_EPOCH', details: { expected: other, current: cv } });
   });
 });
@@ -147,7 +173,11 @@ describe('commitMerge', () => {
     const result = await commits.commitMerge({ ns, shard: 'a', range: range(10, 'max'), expectedCollectionVersion: cv });
     expect(result.chunks).toHaveLength(1);
     const merged = chunkFromWire(result.chunks[0]!);
-    expect(merged).toMatchObject({ shard: 'a', version: withMajorMinor(cv, 1, 5), history: [{ validAfter: result.configTime, shard: 'a' }] });
+    expect(merged).toMatchObject({
+      shard: 'a',
+      version: withMajorMinor(cv, 1, 5),
+      history: [{ validAfter: result.configTime, shard: 'a' }],
+    });
     expect(result.chunks[0]!.range).toEqual(range(10, 'max'));
     expect(await allChunks(ns)).toHaveLength(3);
     expect((await changelogOf(ns))[0]).toMatchObject({ what: 'merge', shard: 'a', details: { count: 3 } });
@@ -160,23 +190,30 @@ describe('commitMerge', () => {
     ['a single chunk', range(10, 20), 'a', 'singleChunk', { range: range(10, 20) }],
     ['chunks of another shard than named', range(10, 30), 'b', 'otherShard', { range: range(10, 20), shard: 'a' }],
   ];
-  it.each(badMerges)('refuses %s, naming the chunk that breaks the run, and changes nothing', async (_, mergeRange, shard, problem, chunk) => {
-    const { ns, uuid, cv } = await collection();
-    const error = await refused(uuid, () => commits.commitMerge({ ns, shard, range: mergeRange, expectedCollectionVersion: cv }));
-    expect(error).toMatchObject({ code: 'BAD_VALUE', details: { ns, problem, chunk } });
-  });
+  it.each(badMerges)(
+    'refuses %s, naming the chunk that breaks the run, and changes nothing',
+    async (_, mergeRange, shard, problem, chunk) => {
+      const { ns, uuid, cv } = await collection();
+      const error = await refused(uuid, () => commits.commitMerge({ ns, shard, range: mergeRange, expectedCollectionVersion: cv }));
+      expect(error).toMatchObject({ code: 'BAD_VALUE', details: { ns, problem, chunk } });
+    },
+  );
 
   it('refuses non-contiguous chunks (a gap in the catalog) and changes nothing', async () => {
     const { ns, uuid, cv } = await collection([0, 10, 20, 30], ['a', 'a', 'a', 'a', 'a']);
-    await db.dataSource.query("DELETE FROM chunks WHERE collection_uuid = $1 AND min_ejson = '{\"x\":10}'", [uuid]);
+    await db.dataSource.query('DELETE FROM chunks WHERE collection_uuid = $1 AND min_ejson = \'{"x":10}\'', [uuid]);
     const error = await refused(uuid, () => commits.commitMerge({ ns, shard: 'a', range: range(0, 30), expectedCollectionVersion: cv }));
     expect(error).toMatchObject({ code: 'BAD_VALUE', details: { problem: 'gap', chunk: { range: range(20, 30) } } });
   });
 
   it('refuses an unknown namespace and a stale version', async () => {
     const { ns, uuid, cv } = await collection();
-    expect((await caught(() => commits.commitMerge({ ns: 'd.none', shard: 'a', range: range(20, 'max'), expectedCollectionVersion: cv }))).code).toBe('NAMESPACE_NOT_FOUND');
-    const error = await refused(uuid, () => commits.commitMerge({ ns, shard: 'a', range: range(10, 30), expectedCollectionVersion: withMajorMinor(cv, 1, 1) }));
+    expect(
+      (await caught(() => commits.commitMerge({ ns: 'd.none', shard: 'a', range: range(20, 'max'), expectedCollectionVersion: cv }))).code,
+    ).toBe('NAMESPACE_NOT_FOUND');
+    const error = await refused(uuid, () =>
+      commits.commitMerge({ ns, shard: 'a', range: range(10, 30), expectedCollectionVersion: withMajorMinor(cv, 1, 1) }),
+    );
     expect(error.code).toBe('CONFLICTING_OPERATION');
   });
 });
@@ -217,9 +254,14 @@ describe('commitMigration', () => {
       commits.commitMigration({ ns, range: range(10, 20), donor: 'a', recipient: 'b', expectedCollectionVersion: cv, ...change });
     expect(await refused(uuid, move({ recipient: 'nowhere' }))).toMatchObject({ code: 'SHARD_NOT_FOUND', details: { shard: 'nowhere' } });
     expect(await refused(uuid, move({ recipient: 'a' }))).toMatchObject({ code: 'BAD_VALUE', details: { problem: 'sameShard' } });
-    expect(await refused(uuid, move({ donor: 'b', recipient: 'a' }))).toMatchObject({ code: 'BAD_VALUE', details: { problem: 'wrongShard', shard: 'a' } });
+    expect(await refused(uuid, move({ donor: 'b', recipient: 'a' }))).toMatchObject({
+      code: 'BAD_VALUE',
+      details: { problem: 'wrongShard', shard: 'a' },
+    });
     expect(await refused(uuid, move({ range: range(10, 30) }))).toMatchObject({ code: 'BAD_VALUE', details: { problem: 'notAChunk' } });
-    expect(await refused(uuid, move({ expectedCollectionVersion: withMajorMinor(cv, 1, 0) }))).toMatchObject({ code: 'CONFLICTING_OPERATION' });
+    expect(await refused(uuid, move({ expectedCollectionVersion: withMajorMinor(cv, 1, 0) }))).toMatchObject({
+      code: 'CONFLICTING_OPERATION',
+    });
     expect(await refused(uuid, move({ ns: 'd.none' }))).toMatchObject({ code: 'NAMESPACE_NOT_FOUND' });
     await db.dataSource.query('UPDATE collections SET allow_migrations = false WHERE ns = $1', [ns]);
     expect(await refused(uuid, move({}))).toMatchObject({ code: 'CONFLICTING_OPERATION', details: { problem: 'migrationsNotAllowed' } });
@@ -249,21 +291,30 @@ describe('jumbo flags and size estimates', () => {
       code: 'BAD_VALUE',
       details: { problem: 'notAChunk' },
     });
-    expect(await refused(uuid, () => commits.clearJumbo({ ns, range: range(10, 20), expectedCollectionVersion: withMajorMinor(cv, 1, 0) }))).toMatchObject({
+    expect(
+      await refused(uuid, () => commits.clearJumbo({ ns, range: range(10, 20), expectedCollectionVersion: withMajorMinor(cv, 1, 0) })),
+    ).toMatchObject({
       code: 'CONFLICTING_OPERATION',
     });
     const other = { epoch: 'ffffffffffffffffffffff00', timestamp: cv.timestamp };
-    expect(await refused(uuid, () => commits.markJumbo({ ns, generation: other, range: range(10, 20) }))).toMatchObject({ code: 'STALE_EPOCH' });
+    expect(await refused(uuid, () => commits.markJumbo({ ns, generation: other, range: range(10, 20) }))).toMatchObject({
+      code: 'STALE_EPOCH',
+    });
   });
 
   it('recordChunkSizeEstimate stores the estimate without bumping any version', async () => {
     const { ns, uuid, cv } = await collection();
     const generation = { epoch: cv.epoch, timestamp: cv.timestamp };
     await commits.recordChunkSizeEstimate({ ns, generation, range: range(10, 20), estimatedSizeBytes: 12345 });
-    const rows: Array<{ estimated_size_bytes: string }> = await db.dataSource.query("SELECT estimated_size_bytes FROM chunks WHERE collection_uuid = $1 AND min_ejson = '{\"x\":10}'", [uuid]);
+    const rows: Array<{ estimated_size_bytes: string }> = await db.dataSource.query(
+      'SELECT estimated_size_bytes FROM chunks WHERE collection_uuid = $1 AND min_ejson = \'{"x":10}\'',
+      [uuid],
+    );
     expect(rows).toEqual([{ estimated_size_bytes: '12345' }]);
     expect((await reads.getCollection(ns)).collectionVersion).toEqual(cv);
-    expect(await refused(uuid, () => commits.recordChunkSizeEstimate({ ns, generation, range: range(10, 30), estimatedSizeBytes: 1 }))).toMatchObject({
+    expect(
+      await refused(uuid, () => commits.recordChunkSizeEstimate({ ns, generation, range: range(10, 30), estimatedSizeBytes: 1 })),
+    ).toMatchObject({
       code: 'BAD_VALUE',
       details: { problem: 'notAChunk' },
     });

@@ -39,7 +39,15 @@ import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { findCollection, readCollectionVersion } from './catalog-read.service.js';
 import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow, insertChunkRows, keyPatternOfRow } from './catalog-rows.js';
-import { checkExpectedVersion, checkIsChunk, checkKey, checkMergeRun, checkRange, checkSplitPoints, describeChunk } from './commit-checks.js';
+import {
+  checkExpectedVersion,
+  checkIsChunk,
+  checkKey,
+  checkMergeRun,
+  checkRange,
+  checkSplitPoints,
+  describeChunk,
+} from './commit-checks.js';
 
 /** What a commit sees once it holds the collection's row lock. */
 interface LockedCollection {
@@ -158,11 +166,10 @@ export class MetadataCommitService {
       }
       checkRange(c.ns, c.pattern, range);
       const { chunk, id } = await this.exactChunk(c, range, input.donor);
-      const controlRows: ChunkRow[] = await c.manager.query('SELECT * FROM chunks WHERE collection_uuid = $1 AND shard = $2 AND id <> $3 LIMIT 1', [
-        c.row.uuid,
-        input.donor,
-        id,
-      ]);
+      const controlRows: ChunkRow[] = await c.manager.query(
+        'SELECT * FROM chunks WHERE collection_uuid = $1 AND shard = $2 AND id <> $3 LIMIT 1',
+        [c.row.uuid, input.donor, id],
+      );
       const controlRow = controlRows[0];
       const configTime = await this.tick(c);
       const { moved, control } = moveChunk(chunk, input.recipient, c.cv, configTime, controlRow && chunkFromRow(controlRow, c.generation));
@@ -174,7 +181,11 @@ export class MetadataCommitService {
         JSON.stringify(moved.history),
       ]);
       if (control !== undefined && controlRow !== undefined) {
-        await c.manager.query('UPDATE chunks SET major = $2, minor = $3 WHERE id = $1', [controlRow.id, control.version.major, control.version.minor]);
+        await c.manager.query('UPDATE chunks SET major = $2, minor = $3 WHERE id = $1', [
+          controlRow.id,
+          control.version.major,
+          control.version.minor,
+        ]);
       }
       await this.changelog.record(c.manager, {
         what: 'moveChunk.commit',
@@ -204,9 +215,23 @@ export class MetadataCommitService {
       const { chunk, id } = await this.exactChunk(c, range);
       if (!chunk.jumbo) return { ns: c.ns, chunks: [], collectionVersion: c.cv, configTime: this.clock.now().configTime };
       const configTime = await this.tick(c);
-      const cleared: Chunk = { range: chunk.range, shard: chunk.shard, history: chunk.history, version: makeChunkVersion(c.cv, c.cv.major, c.cv.minor + 1) };
-      await c.manager.query('UPDATE chunks SET jumbo = false, major = $2, minor = $3 WHERE id = $1', [id, cleared.version.major, cleared.version.minor]);
-      await this.changelog.record(c.manager, { what: 'clearJumboFlag', ns: c.ns, shard: chunk.shard, details: { chunk: describeChunk(cleared), configTime } });
+      const cleared: Chunk = {
+        range: chunk.range,
+        shard: chunk.shard,
+        history: chunk.history,
+        version: makeChunkVersion(c.cv, c.cv.major, c.cv.minor + 1),
+      };
+      await c.manager.query('UPDATE chunks SET jumbo = false, major = $2, minor = $3 WHERE id = $1', [
+        id,
+        cleared.version.major,
+        cleared.version.minor,
+      ]);
+      await this.changelog.record(c.manager, {
+        what: 'clearJumboFlag',
+        ns: c.ns,
+        shard: chunk.shard,
+        details: { chunk: describeChunk(cleared), configTime },
+      });
       return result(c, [cleared], configTime);
     });
   }
@@ -226,7 +251,12 @@ export class MetadataCommitService {
       const configTime = await this.tick(c);
       await c.manager.query('UPDATE chunks SET jumbo = true WHERE id = $1', [id]);
       const marked: Chunk = { ...chunk, jumbo: true };
-      await this.changelog.record(c.manager, { what: 'markJumbo', ns: c.ns, shard: chunk.shard, details: { chunk: describeChunk(marked), configTime } });
+      await this.changelog.record(c.manager, {
+        what: 'markJumbo',
+        ns: c.ns,
+        shard: chunk.shard,
+        details: { chunk: describeChunk(marked), configTime },
+      });
       return result(c, [marked], configTime);
     });
   }
@@ -257,7 +287,11 @@ export class MetadataCommitService {
    * Runs `fn` in one transaction holding the collection's row lock, after the compare-and-set:
    * a full `ChunkVersion` is compared exactly; a bare generation only by generation.
    */
-  private async withCollection<T>(ns: string, expected: ChunkVersion | CollectionGeneration, fn: (c: LockedCollection) => Promise<T>): Promise<T> {
+  private async withCollection<T>(
+    ns: string,
+    expected: ChunkVersion | CollectionGeneration,
+    fn: (c: LockedCollection) => Promise<T>,
+  ): Promise<T> {
     return this.dataSource.transaction(async (manager) => {
       const row = await findCollection(manager, ns, { forUpdate: true });
       const generation = generationOfRow(row);
@@ -286,19 +320,23 @@ async function chunkHolding(
   range: ChunkRange,
   lock = '',
 ): Promise<{ chunk: Chunk; id: string } | undefined> {
-  const rows: ChunkRow[] = await c.manager.query(`SELECT * FROM chunks WHERE collection_uuid = $1 AND min <= $2 ORDER BY min DESC LIMIT 1 ${lock}`, [
-    c.row.uuid,
-    bytes(range.min),
-  ]);
+  const rows: ChunkRow[] = await c.manager.query(
+    `SELECT * FROM chunks WHERE collection_uuid = $1 AND min <= $2 ORDER BY min DESC LIMIT 1 ${lock}`,
+    [c.row.uuid, bytes(range.min)],
+  );
   const row = rows[0];
   return row && { chunk: chunkFromRow(row, c.generation), id: row.id };
 }
 
 function checkGeneration(ns: string, expected: CollectionGeneration, current: CollectionGeneration): void {
   if (isSameGeneration(expected, current)) return;
-  throw new TesseraError('STALE_EPOCH', `The request for ${ns} names generation ${expected.epoch}, but the collection is now ${current.epoch}; refresh fully.`, {
-    details: { ns, problem: 'staleEpoch', expected, current },
-  });
+  throw new TesseraError(
+    'STALE_EPOCH',
+    `The request for ${ns} names generation ${expected.epoch}, but the collection is now ${current.epoch}; refresh fully.`,
+    {
+      details: { ns, problem: 'staleEpoch', expected, current },
+    },
+  );
 }
 
 /** The commit's answer: the written chunks and the collection version after it (the highest version seen). */
@@ -306,7 +344,8 @@ function result(c: LockedCollection, written: readonly Chunk[], configTime: Clus
   let collectionVersion = c.cv;
   for (const chunk of written) {
     const v = chunk.version;
-    if (v.major > collectionVersion.major || (v.major === collectionVersion.major && v.minor > collectionVersion.minor)) collectionVersion = v;
+    if (v.major > collectionVersion.major || (v.major === collectionVersion.major && v.minor > collectionVersion.minor))
+      collectionVersion = v;
   }
   return { ns: c.ns, chunks: written.map(chunkToWire), collectionVersion, configTime };
 }
