@@ -48,6 +48,14 @@ describe('the dependency rule check', () => {
     expect(result.output).toContain('leaves apps/router/');
   });
 
+  it('lets a spec use the shared test fixtures, but not production code', () => {
+    const fixture = "import { createTestDatabase } from '../../../../test/pg/test-database.js';\n";
+    expect(checkTree({ 'apps/config/src/locks/a.pg.spec.ts': fixture }).status).toBe(0);
+    const result = checkTree({ 'apps/config/src/locks/a.ts': fixture });
+    expect(result.status).toBe(1);
+    expect(result.output).toContain('leaves apps/config/');
+  });
+
   it('refuses deep imports into a lib', () => {
     const result = checkTree({ 'apps/shard/src/a.ts': "import { x } from '@tessera/core/src/x.js';\n" });
     expect(result.status).toBe(1);
