@@ -5,10 +5,11 @@ import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 const script = new URL('./check-deps.mjs', import.meta.url).pathname;
-let tree: string | undefined;
+const trees: string[] = [];
 
 function checkTree(files: Record<string, string>): { status: number | null; output: string } {
-  tree = mkdtempSync(join(tmpdir(), 'tessera-deps-'));
+  const tree = mkdtempSync(join(tmpdir(), 'tessera-deps-'));
+  trees.push(tree);
   mkdirSync(join(tree, 'apps'));
   for (const [path, text] of Object.entries(files)) {
     mkdirSync(dirname(join(tree, path)), { recursive: true });
@@ -19,7 +20,7 @@ function checkTree(files: Record<string, string>): { status: number | null; outp
 }
 
 afterEach(() => {
-  if (tree !== undefined) rmSync(tree, { recursive: true, force: true });
+  for (const tree of trees.splice(0)) rmSync(tree, { recursive: true, force: true });
 });
 
 describe('the dependency rule check', () => {
