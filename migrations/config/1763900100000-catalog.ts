@@ -151,11 +151,23 @@ export class Catalog1763900100000 implements MigrationInterface {
         created_at timestamptz NOT NULL DEFAULT now(),
         updated_at timestamptz NOT NULL DEFAULT now()
       )`);
-    await q.query('CREATE UNIQUE INDEX ddl_coordinators_running ON ddl_coordinators (resource) WHERE phase NOT IN (\'done\', \'failed\')');
+    await q.query("CREATE UNIQUE INDEX ddl_coordinators_running ON ddl_coordinators (resource) WHERE phase NOT IN ('done', 'failed')");
   }
 
   async down(q: QueryRunner): Promise<void> {
-    for (const table of ['ddl_coordinators', 'leader_lease', 'locks', 'lockpings', 'changelog', 'settings', 'tags', 'chunks', 'collections', 'databases', 'vector_clock']) {
+    for (const table of [
+      'ddl_coordinators',
+      'leader_lease',
+      'locks',
+      'lockpings',
+      'changelog',
+      'settings',
+      'tags',
+      'chunks',
+      'collections',
+      'databases',
+      'vector_clock',
+    ]) {
       await q.query(`DROP TABLE ${table}`);
     }
   }

@@ -58,8 +58,12 @@ describe('databases', () => {
   it('refuses a name differing only in case, another primary for an existing database, an unknown shard and a bad name', async () => {
     const shop = await config.enableSharding({ db: 'shop' });
     const other = shop.primaryShard === 'shard0' ? 'shard1' : 'shard0';
-    expect((await refusedWithoutChange(config.enableSharding({ db: 'SHOP' }), 'ILLEGAL_OPERATION')).message).toContain('differs only in case');
-    expect((await refusedWithoutChange(config.enableSharding({ db: 'shop', primaryShard: other }), 'ILLEGAL_OPERATION')).message).toContain('use movePrimary');
+    expect((await refusedWithoutChange(config.enableSharding({ db: 'SHOP' }), 'ILLEGAL_OPERATION')).message).toContain(
+      'differs only in case',
+    );
+    expect((await refusedWithoutChange(config.enableSharding({ db: 'shop', primaryShard: other }), 'ILLEGAL_OPERATION')).message).toContain(
+      'use movePrimary',
+    );
     await refusedWithoutChange(config.enableSharding({ db: 'fresh', primaryShard: 'nowhere' }), 'SHARD_NOT_FOUND');
     expect((await refusedWithoutChange(config.enableSharding({ db: 'bad.name' }), 'BAD_VALUE')).message).toContain('db:');
   });
@@ -78,9 +82,17 @@ describe('shardCollection', () => {
     const shop = await config.enableSharding({ db: 'shop' });
     const result = await config.shardCollection({ ns: 'shop.orders', key: { customer: 1, at: 1 } });
     expect(result).toMatchObject({ ns: 'shop.orders', chunks: 1, shards: [shop.primaryShard], unique: false });
-    const chunks = await catalog.query('SELECT shard, major, minor, min_ejson, max_ejson FROM chunks WHERE collection_uuid = $1', [result.uuid]);
+    const chunks = await catalog.query('SELECT shard, major, minor, min_ejson, max_ejson FROM chunks WHERE collection_uuid = $1', [
+      result.uuid,
+    ]);
     expect(chunks.rows).toEqual([
-      { shard: shop.primaryShard, major: 1, minor: 0, min_ejson: '{"customer":{"$minKey":1},"at":{"$minKey":1}}', max_ejson: '{"customer":{"$maxKey":1},"at":{"$maxKey":1}}' },
+      {
+        shard: shop.primaryShard,
+        major: 1,
+        minor: 0,
+        min_ejson: '{"customer":{"$minKey":1},"at":{"$minKey":1}}',
+        max_ejson: '{"customer":{"$maxKey":1},"at":{"$maxKey":1}}',
+      },
     ]);
     expect(await shardTables(shop.primaryShard)).toContain('shop.orders');
     expect(await count("SELECT 1 FROM changelog WHERE what = 'shardCollection.end' AND ns = 'shop.orders'")).toBe(1);
@@ -90,7 +102,9 @@ describe('shardCollection', () => {
     const result = await config.shardCollection({ ns: 'events.clicks', key: { user: 'hashed' } });
     expect(result.chunks).toBe(4);
     expect(result.shards).toEqual(['shard0', 'shard1']);
-    const rows = (await catalog.query('SELECT shard, minor, min_ejson, max_ejson FROM chunks WHERE collection_uuid = $1 ORDER BY min', [result.uuid])).rows;
+    const rows = (
+      await catalog.query('SELECT shard, minor, min_ejson, max_ejson FROM chunks WHERE collection_uuid = $1 ORDER BY min', [result.uuid])
+    ).rows;
     expect(rows.map((r) => r.shard).sort()).toEqual(['shard0', 'shard0', 'shard1', 'shard1']);
     expect(rows.map((r) => r.minor).sort()).toEqual([0, 1, 2, 3]);
     expect(rows[0].min_ejson).toBe('{"user":{"$minKey":1}}');
@@ -125,15 +139,32 @@ describe('zones', () => {
     await config.shardCollection({ ns: 'geo.places', key: { country: 1, city: 1 } });
     expect(await config.addShardToZone({ shard: 'shard0', zone: 'EU' })).toEqual({ zones: ['EU'] });
     expect(await config.addShardToZone({ shard: 'shard0', zone: 'EU' })).toEqual({ zones: ['EU'] });
-    await config.updateZoneKeyRange({ ns: 'geo.places', min: { country: 'DE', city: { $minKey: 1 } }, max: { country: 'DF', city: { $minKey: 1 } }, zone: 'EU' });
+    await config.updateZoneKeyRange({
+      ns: 'geo.places',
+      min: { country: 'DE', city: { $minKey: 1 } },
+      max: { country: 'DF', city: { $minKey: 1 } },
+      zone: 'EU',
+    });
     expect(await count("SELECT 1 FROM tags WHERE ns = 'geo.places' AND tag = 'EU'")).toBe(1);
   });
 
   it.each([
-    ['an unknown zone', { min: { country: 'FR', city: { $minKey: 1 } }, max: { country: 'FS', city: { $minKey: 1 } }, zone: 'MARS' }, 'NOT_FOUND'],
-    ['an overlapping range', { min: { country: 'DA', city: { $minKey: 1 } }, max: { country: 'DE', city: 'Berlin' }, zone: 'EU' }, 'BAD_VALUE'],
+    [
+      'an unknown zone',
+      { min: { country: 'FR', city: { $minKey: 1 } }, max: { country: 'FS', city: { $minKey: 1 } }, zone: 'MARS' },
+      'NOT_FOUND',
+    ],
+    [
+      'an overlapping range',
+      { min: { country: 'DA', city: { $minKey: 1 } }, max: { country: 'DE', city: 'Berlin' }, zone: 'EU' },
+      'BAD_VALUE',
+    ],
     ['bounds missing a shard key field', { min: { country: 'FR' }, max: { country: 'FS' }, zone: 'EU' }, 'BAD_VALUE'],
-    ['bounds with a field not in the key', { min: { country: 'FR', city: 1, x: 1 }, max: { country: 'FS', city: 1, x: 1 }, zone: 'EU' }, 'BAD_VALUE'],
+    [
+      'bounds with a field not in the key',
+      { min: { country: 'FR', city: 1, x: 1 }, max: { country: 'FS', city: 1, x: 1 }, zone: 'EU' },
+      'BAD_VALUE',
+    ],
     ['min not below max', { min: { country: 'FS', city: 1 }, max: { country: 'FR', city: 1 }, zone: 'EU' }, 'BAD_VALUE'],
   ])('refuses %s, changing nothing', async (_, range, code) => {
     const tags = await count('SELECT 1 FROM tags');
@@ -142,9 +173,16 @@ describe('zones', () => {
   });
 
   it('refuses to take the last shard out of a zone that still has ranges, and to zone an unknown shard', async () => {
-    expect((await refusedWithoutChange(config.removeShardFromZone({ shard: 'shard0', zone: 'EU' }), 'ILLEGAL_OPERATION')).message).toContain('last shard in zone');
+    expect(
+      (await refusedWithoutChange(config.removeShardFromZone({ shard: 'shard0', zone: 'EU' }), 'ILLEGAL_OPERATION')).message,
+    ).toContain('last shard in zone');
     await refusedWithoutChange(config.addShardToZone({ shard: 'shard7', zone: 'EU' }), 'SHARD_NOT_FOUND');
-    await config.updateZoneKeyRange({ ns: 'geo.places', min: { country: 'DE', city: { $minKey: 1 } }, max: { country: 'DF', city: { $minKey: 1 } }, zone: null });
+    await config.updateZoneKeyRange({
+      ns: 'geo.places',
+      min: { country: 'DE', city: { $minKey: 1 } },
+      max: { country: 'DF', city: { $minKey: 1 } },
+      zone: null,
+    });
     expect(await config.removeShardFromZone({ shard: 'shard0', zone: 'EU' })).toEqual({ zones: [] });
   });
 });
@@ -160,7 +198,10 @@ describe('refineCollectionShardKey', () => {
   });
 
   it('refuses a key that does not extend the current one', async () => {
-    expect((await refusedWithoutChange(config.refineCollectionShardKey({ ns: 'shop.carts', key: { cart: 1, customer: 1 } }), 'BAD_VALUE')).message).toContain('must start with');
+    expect(
+      (await refusedWithoutChange(config.refineCollectionShardKey({ ns: 'shop.carts', key: { cart: 1, customer: 1 } }), 'BAD_VALUE'))
+        .message,
+    ).toContain('must start with');
     await refusedWithoutChange(config.refineCollectionShardKey({ ns: 'shop.nothing', key: { a: 1, b: 1 } }), 'NAMESPACE_NOT_FOUND');
   });
 });
@@ -202,9 +243,20 @@ describe('removeShard', () => {
     await refusedWithoutChange(config.enableSharding({ db: 'newdb', primaryShard: 'shard1' }), 'ILLEGAL_OPERATION');
   });
 
+  it('refuses to remove the last active shard while the other drains', async () => {
+    const error = await refusedWithoutChange(config.removeShard({ name: 'shard0' }), 'ILLEGAL_OPERATION');
+    expect(error.message).toContain('last active shard');
+    expect((await config.listShards()).find((s) => s.name === 'shard0')?.state).toBe('active');
+  });
+
   it('removes an empty shard in two calls, ticking TopologyTime, and refuses an unknown shard', async () => {
     await config.addShard({ name: 'shard2', url: cluster.node('shard2').url });
-    expect(await config.removeShard({ name: 'shard2' })).toEqual({ state: 'started', shard: 'shard2', remaining: { chunks: 0, databases: 0 }, dbsToMove: [] });
+    expect(await config.removeShard({ name: 'shard2' })).toEqual({
+      state: 'started',
+      shard: 'shard2',
+      remaining: { chunks: 0, databases: 0 },
+      dbsToMove: [],
+    });
     expect((await config.removeShard({ name: 'shard2' })).state).toBe('completed');
     expect((await config.listShards()).map((s) => s.name)).toEqual(['shard0', 'shard1']);
     expect(await count("SELECT 1 FROM changelog WHERE what = 'removeShard' AND shard = 'shard2'")).toBe(1);

@@ -13,7 +13,7 @@ describe('a migrated config database', () => {
       "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
     );
     expect(tables.map((t) => t.table_name)).toEqual(
-      expect.arrayContaining(['changelog', 'chunks', 'collections', 'databases', 'ddl_coordinators', 'leader_lease', 'locks', 'lockpings', 'mongos', 'settings', 'shards', 'tags', 'vector_clock', 'version']),
+      expect.arrayContaining(['changelog', 'chunks', 'collections', 'databases', 'ddl_coordinators', 'leader_lease', 'active_migrations', 'locks', 'lockpings', 'mongos', 'settings', 'shards', 'tags', 'vector_clock', 'version']),
     );
     expect(await db.dataSource.query('SELECT count(*)::int AS n FROM vector_clock')).toEqual([{ n: 1 }]);
   });

@@ -80,7 +80,7 @@ export class ShardRegistryService {
    * removeShard, as MongoDB's: the first call marks the shard draining (`started`); later calls
    * report what still lives there (`ongoing`: chunks, and databases whose primary it is, which
    * need movePrimary); once nothing is left the shard leaves the registry (`completed`) and
-   * TopologyTime ticks. The last shard cannot be removed.
+   * TopologyTime ticks. The last active shard cannot be removed.
    */
   async removeShard(input: RemoveShardRequest): Promise<RemoveShardResult> {
     const { name } = parseWith(removeShardRequestSchema, input, 'removeShard request');
@@ -94,8 +94,11 @@ export class ShardRegistryService {
         );
         const shard = shards.find((s) => s.name === name);
         if (shard === undefined) throw new TesseraError('SHARD_NOT_FOUND', `no shard named "${name}"`, { details: { shard: name } });
-        if (shards.length === 1)
-          throw new TesseraError('ILLEGAL_OPERATION', `"${name}" is the last shard and cannot be removed`, { details: { shard: name } });
+        if (!shards.some((s) => s.name !== name && s.state === 'active')) {
+          throw new TesseraError('ILLEGAL_OPERATION', `"${name}" is the last active shard; its data would have nowhere to go`, {
+            details: { shard: name },
+          });
+        }
         const chunks: Array<{ n: string }> = await manager.query('SELECT count(*) AS n FROM chunks WHERE shard = $1', [name]);
         const dbs: Array<{ name: string }> = await manager.query('SELECT name FROM databases WHERE primary_shard = $1 ORDER BY name', [
           name,
