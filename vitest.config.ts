@@ -11,6 +11,7 @@ export default defineConfig({
       '@tessera/core': here('./libs/core/src/index.ts'),
       '@tessera/protocol': here('./libs/protocol/src/index.ts'),
       '@tessera/platform': here('./libs/platform/src/index.ts'),
+      '@tessera/query': here('./libs/query/src/index.ts'),
       '@tessera/migrations': here('./migrations/index.ts'),
     },
   },

@@ -32,6 +32,7 @@ export const ERROR_CODES = {
   STALE_EPOCH: { code: 150, codeName: 'StaleEpoch', retryable: true },
   STALE_CHUNK_HISTORY: { code: 339, codeName: 'StaleChunkHistory', retryable: false },
   SHARD_KEY_NOT_FOUND: { code: 61, codeName: 'ShardKeyNotFound', retryable: false },
+  IMMUTABLE_FIELD: { code: 66, codeName: 'ImmutableField', retryable: false },
   CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
   DUPLICATE_KEY: { code: 11000, codeName: 'DuplicateKey', retryable: false },
   DOCUMENT_TOO_LARGE: { code: 10334, codeName: 'BSONObjectTooLarge', retryable: false },

@@ -11,6 +11,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'INVALID_OPTIONS':
     case 'INVALID_NAMESPACE':
     case 'SHARD_KEY_NOT_FOUND':
+    case 'IMMUTABLE_FIELD':
       return 400;
     case 'UNAUTHORIZED':
       return 401;

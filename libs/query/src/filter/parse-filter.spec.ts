@@ -1,0 +1,135 @@
+import { BSONRegExp, Int32, Long, MaxKey, MinKey, ObjectId } from 'bson';
+import { describe, expect, it } from 'vitest';
+import { fromExtendedJsonObject, TesseraError } from '@tessera/core';
+import type { ValueObject } from '@tessera/core';
+import { idEqualityFromFilter } from './id-equality.js';
+import { parseFilter } from './parse-filter.js';
+
+const oid = new ObjectId('0102030405060708090a0b0c');
+const doc: ValueObject = {
+  _id: oid,
+  n: 5,
+  big: 9007199254740993n,
+  long: Long.fromNumber(7),
+  s: 'abc',
+  nul: null,
+  tags: ['red', 'blue'],
+  nums: [1, 5, 9],
+  items: [{ k: 'a', q: 1 }, { k: 'b', q: 3 }],
+  sub: { x: 1, y: { z: 'deep' } },
+  when: new Date('2024-01-01T00:00:00Z'),
+};
+
+function errorOf(run: () => unknown): TesseraError {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof TesseraError) return error;
+    throw error;
+  }
+  throw new Error('expected a TesseraError');
+}
+
+describe('parseFilter matching', () => {
+  it.each<[string, unknown, boolean]>([
+    ['an empty filter matches everything', {}, true],
+    ['equality on a number', { n: 5 }, true],
+    ['numbers of every width are equal', { n: Long.fromNumber(5) }, true],
+    ['an int64 beyond 2^53 compares exactly', { big: 9007199254740992n }, false],
+    ['an int64 beyond 2^53 equals itself', { big: 9007199254740993n }, true],
+    ['$gt stays within the number bracket', { s: { $gt: 1 } }, false],
+    ['$gt on a Long', { long: { $gt: 6.5 } }, true],
+    ['$lte on a date', { when: { $lte: new Date('2024-01-01T00:00:00Z') } }, true],
+    ['$ne', { n: { $ne: 5 } }, false],
+    ['equality with an ObjectId', { _id: oid }, true],
+    ['null matches a missing field', { missing: null }, true],
+    ['null matches a null field', { nul: null }, true],
+    ['$exists false on a missing field', { missing: { $exists: false } }, true],
+    ['$exists true on a null field', { nul: { $exists: true } }, true],
+    ['an array field matches one of its elements', { tags: 'blue' }, true],
+    ['an array field matches the whole array', { tags: ['red', 'blue'] }, true],
+    ['$in with a value and a regex', { s: { $in: [1, /^ab/] } }, true],
+    ['$nin', { tags: { $nin: ['green', 'red'] } }, false],
+    ['$gt on an array uses any element', { nums: { $gt: 8 } }, true],
+    ['dotted path into an array of documents', { 'items.k': 'b' }, true],
+    ['dotted path into an embedded document', { 'sub.y.z': 'deep' }, true],
+    ['numeric path segment indexes an array', { 'nums.1': 5 }, true],
+    ['a path inside an ObjectId reaches nothing', { '_id.id': { $exists: true } }, false],
+    ['$elemMatch on documents', { items: { $elemMatch: { k: 'b', q: { $gte: 3 } } } }, true],
+    ['$elemMatch needs one element to satisfy all', { items: { $elemMatch: { k: 'a', q: 3 } } }, false],
+    ['$elemMatch on values', { nums: { $elemMatch: { $gt: 4, $lt: 6 } } }, true],
+    ['$size', { tags: { $size: 2 } }, true],
+    ['$size with a Long', { tags: { $size: Long.fromNumber(3) } }, false],
+    ['$all', { tags: { $all: ['blue', 'red'] } }, true],
+    ['$all with a missing element', { tags: { $all: ['blue', 'green'] } }, false],
+    ['$all with $elemMatch', { items: { $all: [{ $elemMatch: { q: 3 } }] } }, true],
+    ['$type string', { s: { $type: 'string' } }, true],
+    ['$type by number (2 is string)', { s: { $type: 2 } }, true],
+    ['$type long', { long: { $type: 'long' } }, true],
+    ['$type int for an integral JS number', { n: { $type: 'int' } }, true],
+    ['$type number', { big: { $type: 'number' } }, true],
+    ['$type array', { tags: { $type: 'array' } }, true],
+    ['$regex with $options', { s: { $regex: 'ABC', $options: 'i' } }, true],
+    ['a BSON regex as a value', { s: new BSONRegExp('^a', '') }, true],
+    ['$not with a regex', { s: { $not: /^a/ } }, false],
+    ['$not with operators', { n: { $not: { $gt: 6 } } }, true],
+    ['$and', { $and: [{ n: 5 }, { s: 'abc' }] }, true],
+    ['$or', { $or: [{ n: 6 }, { s: 'abc' }] }, true],
+    ['$nor', { $nor: [{ n: 6 }, { s: 'abc' }] }, false],
+    ['$gte MinKey matches any value', { s: { $gte: new MinKey() } }, true],
+    ['$lt MaxKey matches a missing field', { missing: { $lt: new MaxKey() } }, true],
+    ['$gte null matches a missing field', { missing: { $gte: null } }, true],
+    ['$gt null matches nothing', { nul: { $gt: null } }, false],
+    ['Int32 equals a double', { n: new Int32(5) }, true],
+    ['$comment is ignored', { n: 5, $comment: 'why' }, true],
+  ])('%s', (_name, filter, expected) => {
+    expect(parseFilter(filter).matches(doc)).toBe(expected);
+  });
+
+  it('accepts filters parsed from Extended JSON', () => {
+    const filter = parseFilter(fromExtendedJsonObject({ _id: { $oid: '0102030405060708090a0b0c' }, big: { $gt: { $numberLong: '9007199254740992' } } }));
+    expect(filter.matches(doc)).toBe(true);
+  });
+});
+
+describe('parseFilter errors', () => {
+  it.each<[string, unknown, RegExp, Record<string, unknown>]>([
+    ['an unknown field operator names it and the path', { 'a.b': { $foo: 1 } }, /Unknown operator \$foo at 'a\.b'/, { operator: '$foo', path: 'a.b' }],
+    ['an unknown operator deep inside $or', { $or: [{ a: 1 }, { b: { $elemMatch: { c: { $bar: 1 } } } }] }, /\$bar at 'c'/, { operator: '$bar' }],
+    ['an unknown top-level operator', { $foo: [] }, /Unknown top-level operator \$foo/, { operator: '$foo' }],
+    ['$where is refused as unsupported', { $where: 'this.a > 1' }, /\$where is not supported/, { operator: '$where' }],
+    ['$expr is refused as unsupported', { $expr: { $gt: ['$a', 1] } }, /\$expr is not supported/, { operator: '$expr' }],
+    ['$function is refused as unsupported', { $function: {} }, /\$function is not supported/, { operator: '$function' }],
+    ['$mod is refused as unsupported', { a: { $mod: [2, 0] } }, /\$mod is not supported \(at 'a'\)/, { operator: '$mod' }],
+    ['$in without an array', { a: { $in: 5 } }, /\$in at 'a' needs an array/, { operator: '$in', path: 'a' }],
+    ['$and with an empty array', { $and: [] }, /\$and at '\$and' needs a non-empty array/, { operator: '$and' }],
+    ['$or with a non-document', { $or: [5] }, /filter must be a document at '\$or\.0'/, { path: '$or.0' }],
+    ['$size with a negative number', { a: { $size: -1 } }, /\$size at 'a' needs a non-negative integer/, { operator: '$size' }],
+    ['$type with an unknown name', { a: { $type: 'thing' } }, /\$type at 'a' needs a BSON type/, { operator: '$type' }],
+    ['$not with a number', { a: { $not: 5 } }, /\$not at 'a' needs a regular expression or a document/, { operator: '$not' }],
+    ['mixing operators and fields', { a: { $gt: 1, b: 2 } }, /mixes operators and the field 'b'/, { path: 'a' }],
+    ['an unsupported regex option', { a: { $regex: 'x', $options: 'x' } }, /option 'x' at 'a'/, { path: 'a' }],
+    ['a filter that is not a document', [1, 2], /A filter must be a document/, {}],
+  ])('%s', (_name, filter, message, details) => {
+    const error = errorOf(() => parseFilter(filter));
+    expect(error.code).toBe('BAD_VALUE');
+    expect(error.message).toMatch(message);
+    expect(error.details).toMatchObject(details);
+  });
+});
+
+describe('idEqualityFromFilter', () => {
+  it.each<[string, unknown, unknown]>([
+    ['a plain value', { _id: 5, a: 1 }, 5],
+    ['$eq', { _id: { $eq: 'x' } }, 'x'],
+    ['inside $and', { $and: [{ a: 1 }, { _id: oid }] }, oid],
+    ['a document _id', { _id: { a: 1 } }, { a: 1 }],
+    ['not a range', { _id: { $gt: 5 } }, undefined],
+    ['not a regex', { _id: /x/ }, undefined],
+    ['not an array', { _id: [1] }, undefined],
+    ['not under $or', { $or: [{ _id: 1 }, { _id: 2 }] }, undefined],
+    ['not when absent', { a: 1 }, undefined],
+  ])('%s', (_name, filter, expected) => {
+    expect(idEqualityFromFilter(filter)).toEqual(expected);
+  });
+});
