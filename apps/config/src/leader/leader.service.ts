@@ -6,6 +6,8 @@ import { TesseraError } from '@tessera/core';
 import { LOGGER, type Periodic, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
 import type { ConfigSettings } from '../config.settings.js';
 
+const SHUTTING_DOWN = 'shutting down';
+
 /** A service that runs only on the leader (MongoDB's primary-only services). */
 export interface LeaderOnlyService {
   readonly name: string;
@@ -92,7 +94,7 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
   async onApplicationShutdown(): Promise<void> {
     this.loop?.stop();
     if (this.currentTerm !== undefined) {
-      this.stepDown('shutting down');
+      this.stepDown(SHUTTING_DOWN);
       await this.transition;
       await this.dataSource.query('UPDATE leader_lease SET expires_at = now() WHERE holder = $1', [this.id]).catch(() => undefined);
     }
@@ -132,7 +134,8 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private stepDown(reason: string): void {
-    this.logger.warn({ term: this.currentTerm }, `no longer the config leader: ${reason}`);
+    const level = reason === SHUTTING_DOWN ? 'info' : 'warn';
+    this.logger[level]({ term: this.currentTerm }, `no longer the config leader: ${reason}`);
     this.currentTerm = undefined;
     this.leaseValidUntil = 0;
     this.transition = this.transition.then(async () => {
