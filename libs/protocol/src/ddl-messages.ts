@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { CatalogDatabase } from './catalog-messages.js';
 import { databaseNameSchema, keyPatternSchema, namespaceSchema, shardNameSchema } from './messages.js';
 
 /**
@@ -41,11 +42,8 @@ export type RemoveShardRequest = z.input<typeof removeShardRequestSchema>;
 export type ShardZoneRequest = z.input<typeof shardZoneRequestSchema>;
 export type UpdateZoneKeyRangeRequest = z.input<typeof updateZoneKeyRangeRequestSchema>;
 
-export interface DatabaseDescription {
-  name: string;
-  primaryShard: string;
-  version: { uuid: string; lastMod: number };
-}
+/** A database as DDL answers it: the same as the catalog's routing read. */
+export type DatabaseDescription = CatalogDatabase;
 
 export interface ShardCollectionResult {
   ns: string;
