@@ -2,3 +2,8 @@ export * from './filter/parse-filter.js';
 export * from './filter/id-equality.js';
 export * from './targeting/key-ranges.js';
 export * from './targeting/target-shards.js';
+export * from './update/apply-update.js';
+export * from './update/upsert.js';
+export * from './insert/prepare-insert.js';
+export * from './projection/projection.js';
+export * from './sort/sort.js';

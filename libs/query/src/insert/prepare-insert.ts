@@ -1,0 +1,78 @@
+/**
+ * Insert validation: what a document must be before a shard stores it. `_id` comes first and
+ * is generated when missing (the generator is injected: no randomness here).
+ */
+import { calculateObjectSize } from 'bson';
+import type { ObjectId } from 'bson';
+import { TesseraError, typeBracketOf } from '@tessera/core';
+import type { Value, ValueObject } from '@tessera/core';
+import { display, isDocument } from '../values.js';
+
+/** MongoDB's maximum document size: 16 MiB of BSON. */
+export const MAX_DOCUMENT_SIZE = 16 * 1024 * 1024;
+
+/** Options of `prepareInsert`. */
+export interface PrepareInsertOptions {
+  /** Makes the `_id` of a document that has none (an ObjectId, as drivers and mongos do). */
+  readonly generateId: () => ObjectId;
+}
+
+/** A document ready to store and its BSON size in bytes. */
+export interface PreparedInsert {
+  readonly document: ValueObject;
+  readonly size: number;
+}
+
+/**
+ * Returns the BSON size of a document in bytes. Throws `DOCUMENT_TOO_LARGE` (with the size and
+ * the `_id`) when it exceeds 16 MiB.
+ */
+export function checkDocumentSize(document: ValueObject): number {
+  const size = calculateObjectSize(document as Record<string, unknown>);
+  if (size > MAX_DOCUMENT_SIZE) {
+    throw new TesseraError('DOCUMENT_TOO_LARGE', `The document${Object.hasOwn(document, '_id') ? ` with _id ${display(document['_id'])}` : ''} is ${size} bytes of BSON, over the ${MAX_DOCUMENT_SIZE}-byte limit.`, {
+      details: { size, limit: MAX_DOCUMENT_SIZE },
+    });
+  }
+  return size;
+}
+
+/**
+ * Validates an insert and returns the document with `_id` first (generated when missing) and
+ * its size. `index` (the statement index in a batch) is named in messages when given.
+ * Throws `BAD_VALUE` when the document is not a document, a top-level field name starts with
+ * `$`, or `_id` is an array, a regex or undefined; `DOCUMENT_TOO_LARGE` over 16 MiB.
+ */
+export function prepareInsert(document: unknown, options: PrepareInsertOptions, index?: number): PreparedInsert {
+  const where = index === undefined ? '' : ` (statement ${index})`;
+  if (!isDocument(document)) throw new TesseraError('BAD_VALUE', `A document to insert must be a document${where}, got ${display(document)}.`, { details: { index } });
+  for (const field of Object.keys(document)) {
+    if (field.startsWith('$')) {
+      throw new TesseraError('BAD_VALUE', `The top-level field name '${field}'${where} cannot start with '$'.`, { details: { field, index } });
+    }
+  }
+  let prepared: ValueObject = document;
+  if (Object.hasOwn(document, '_id')) {
+    const id = document['_id'] as Value;
+    const type = id === undefined ? 'undefined' : typeBracketOf(id);
+    if (type === 'array' || type === 'regex' || type === 'undefined') {
+      throw new TesseraError('BAD_VALUE', `The _id${where} cannot be ${type === 'array' ? 'an array' : type === 'regex' ? 'a regular expression' : 'undefined'}, got ${display(id)}.`, {
+        details: { field: '_id', index },
+      });
+    }
+    if (Object.keys(document)[0] !== '_id') {
+      const { _id, ...rest } = document;
+      prepared = { _id: _id as Value, ...rest };
+    }
+  } else {
+    prepared = { _id: options.generateId(), ...document };
+  }
+  try {
+    return { document: prepared, size: checkDocumentSize(prepared) };
+  } catch (error) {
+    if (error instanceof TesseraError && index !== undefined) {
+      throw new TesseraError(error.code, `${error.message.slice(0, -1)}${where}.`, { details: { ...error.details, index } });
+    }
+    throw error;
+  }
+}
