@@ -1,0 +1,47 @@
+import { ObjectId } from 'bson';
+import { describe, expect, it } from 'vitest';
+import { TesseraError } from '@tessera/core';
+import { MAX_DOCUMENT_SIZE, prepareInsert } from './prepare-insert.js';
+
+const generated = new ObjectId('0102030405060708090a0b0c');
+const options = { generateId: () => generated };
+
+function errorOf(action: () => unknown): TesseraError {
+  try {
+    action();
+  } catch (error) {
+    if (error instanceof TesseraError) return error;
+    throw error;
+  }
+  throw new Error('expected a TesseraError');
+}
+
+describe('prepareInsert', () => {
+  it('adds a generated _id first when missing and returns the BSON size', () => {
+    const { document, size } = prepareInsert({ a: 1 }, options);
+    expect(Object.keys(document)).toEqual(['_id', 'a']);
+    expect(document['_id']).toBe(generated);
+    expect(size).toBe(29);
+  });
+
+  it('moves an existing _id first and keeps its value', () => {
+    expect(Object.keys(prepareInsert({ a: 1, _id: 'k' }, options).document)).toEqual(['_id', 'a']);
+  });
+
+  it.each<[string, unknown, string, RegExp]>([
+    ['a $-prefixed top-level field', { $set: 1 }, 'BAD_VALUE', /top-level field name '\$set' \(statement 3\) cannot start with '\$'/],
+    ['an array _id', { _id: [1] }, 'BAD_VALUE', /_id \(statement 3\) cannot be an array/],
+    ['a regex _id', { _id: /x/ }, 'BAD_VALUE', /cannot be a regular expression/],
+    ['not a document', 'text', 'BAD_VALUE', /must be a document \(statement 3\)/],
+    ['a document over 16 MiB', { s: 'x'.repeat(MAX_DOCUMENT_SIZE) }, 'DOCUMENT_TOO_LARGE', /over the 16777216-byte limit \(statement 3\)/],
+  ])('refuses %s, naming the statement', (_name, doc, code, message) => {
+    const error = errorOf(() => prepareInsert(doc, options, 3));
+    expect(error.code).toBe(code);
+    expect(error.message).toMatch(message);
+    expect(error.details).toMatchObject({ index: 3 });
+  });
+
+  it('allows $-prefixed names below the top level', () => {
+    expect(prepareInsert({ a: { $b: 1 } }, options).document).toEqual({ _id: generated, a: { $b: 1 } });
+  });
+});
