@@ -13,6 +13,7 @@ export default defineConfig({
       '@tessera/platform': here('./libs/platform/src/index.ts'),
       '@tessera/query': here('./libs/query/src/index.ts'),
       '@tessera/migrations': here('./migrations/index.ts'),
+      '@tessera/routing': here('./libs/routing/src/index.ts'),
     },
   },
   test: {

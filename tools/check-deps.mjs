@@ -30,6 +30,7 @@ const rules = [
   { area: 'libs/core/', allow: (spec) => spec === 'bson', pure: true },
   { area: 'libs/query/', allow: (spec) => spec === '@tessera/core' || spec === 'bson' || spec === 'mingo' || spec.startsWith('mingo/'), pure: true },
   { area: 'libs/protocol/', allow: (spec) => spec === '@tessera/core' || spec === 'zod' || spec === 'undici' || spec.startsWith('node:') },
+  { area: 'libs/routing/', allow: (spec) => spec === '@tessera/core' || spec === '@tessera/protocol' },
   { area: 'libs/platform/', allow: (spec) => !spec.startsWith('@tessera/platform') && !spec.startsWith('@tessera/migrations') },
   { area: 'apps/', allow: (spec) => !/^@tessera\/[^/]+\//.test(spec) },
 ];

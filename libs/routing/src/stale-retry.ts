@@ -1,0 +1,36 @@
+import { type ChunkVersion, TesseraError } from '@tessera/core';
+import type { CatalogCache } from './catalog-cache.js';
+
+/** MongoDB's mongos retries an operation that met stale routing up to 10 times. */
+export const MAX_STALE_RETRIES = 10;
+
+/**
+ * Runs `attempt` and, when a shard answers that routing was stale (`STALE_CONFIG`,
+ * `STALE_EPOCH`, `STALE_DB_VERSION`), marks the namespace stale in the cache and tries again,
+ * at most `MAX_STALE_RETRIES` times; the last stale error is then thrown. Other errors pass through.
+ */
+export async function withStaleRetries<T>(cache: CatalogCache, ns: string, attempt: (round: number) => Promise<T>): Promise<T> {
+  for (let round = 0; ; round++) {
+    try {
+      return await attempt(round);
+    } catch (error) {
+      if (!(error instanceof TesseraError) || round + 1 >= MAX_STALE_RETRIES) throw error;
+      switch (error.code) {
+        case 'STALE_CONFIG':
+        case 'STALE_EPOCH':
+          cache.markCollectionStale(ns, wantedVersionOf(error));
+          break;
+        case 'STALE_DB_VERSION':
+          cache.markDatabaseStale(ns.includes('.') ? ns.slice(0, ns.indexOf('.')) : ns);
+          break;
+        default:
+          throw error;
+      }
+    }
+  }
+}
+
+function wantedVersionOf(error: TesseraError): ChunkVersion | undefined {
+  const wanted = error.details?.wanted as ChunkVersion | undefined;
+  return wanted !== undefined && typeof wanted === 'object' && 'major' in wanted ? wanted : undefined;
+}
