@@ -3,7 +3,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 /**
  * The shard's local catalog: the sharded and unsharded collections it stores, each in a table
  * of its own (`c_<uuid>`) with the encoded `_id`, the encoded shard key (btree), the document
- * as canonical Extended JSON in `jsonb`, and its size.
+ * as Extended JSON in a `json` column (jsonb would reorder its fields), and its size.
  */
 export class Collections1763900100000 implements MigrationInterface {
   name = 'Collections1763900100000';

@@ -17,7 +17,9 @@ const REFINE_BATCH = 1_000;
 /**
  * The shard's storage of collections: one table per collection, named by its uuid, holding the
  * encoded `_id` (primary key: `_id` is unique per shard, as in MongoDB), the encoded shard key
- * (btree, unique for a unique shard key), the document as canonical Extended JSON, and its size.
+ * (btree, unique for a unique shard key), the document as Extended JSON, and its BSON size.
+ * The document column is `json`, not `jsonb`: jsonb reorders a document's fields, while MongoDB
+ * keeps them in the order written (and compares embedded documents field by field in order).
  * Every operation is idempotent, because DDL coordinators repeat phases after a failover.
  */
 @Injectable()
@@ -31,7 +33,7 @@ export class CollectionStorageService {
     const table = tableName(uuid);
     await this.dataSource.transaction(async (manager) => {
       await manager.query(
-        `CREATE TABLE IF NOT EXISTS ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc jsonb NOT NULL, size integer NOT NULL)`,
+        `CREATE TABLE IF NOT EXISTS ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
       );
       await manager.query(`CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${table}_shard_key ON ${table} (shard_key)`);
       await manager.query(
@@ -67,14 +69,17 @@ export class CollectionStorageService {
     let after: Buffer = Buffer.alloc(0);
     let rekeyed = 0;
     for (;;) {
-      const docs: Array<{ id: Buffer; doc: unknown }> = await this.dataSource.query(`SELECT id, doc FROM ${table} WHERE id > $1 ORDER BY id LIMIT $2`, [
-        after,
-        REFINE_BATCH,
-      ]);
+      const docs: Array<{ id: Buffer; doc: unknown }> = await this.dataSource.query(
+        `SELECT id, doc FROM ${table} WHERE id > $1 ORDER BY id LIMIT $2`,
+        [after, REFINE_BATCH],
+      );
       if (docs.length === 0) break;
       const ids = docs.map((d) => d.id);
       const keys = docs.map((d) => Buffer.from(encodeKey(extractShardKey(pattern, fromExtendedJsonObject(d.doc) as ValueObject))));
-      await this.dataSource.query(`UPDATE ${table} t SET shard_key = k.key FROM unnest($1::bytea[], $2::bytea[]) AS k(id, key) WHERE t.id = k.id`, [ids, keys]);
+      await this.dataSource.query(
+        `UPDATE ${table} t SET shard_key = k.key FROM unnest($1::bytea[], $2::bytea[]) AS k(id, key) WHERE t.id = k.id`,
+        [ids, keys],
+      );
       rekeyed += docs.length;
       after = docs[docs.length - 1]!.id;
     }

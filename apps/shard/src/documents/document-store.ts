@@ -1,0 +1,178 @@
+import type { ObjectId } from 'bson';
+import type { DataSource, EntityManager } from 'typeorm';
+import {
+  type ErrorEnvelope,
+  type ShardKeyPattern,
+  TesseraError,
+  type Value,
+  type ValueObject,
+  encodeKey,
+  extractShardKey,
+  fromExtendedJsonObject,
+  toExtendedJsonObject,
+} from '@tessera/core';
+import { prepareInsert } from '@tessera/query';
+
+/** One collection's table on this shard, with the ownership view a request was checked against. */
+export interface CollectionHandle {
+  ns: string;
+  /** `c_<uuid>`, from `tableName`. */
+  table: string;
+  /** The shard key pattern; `{ _id: 1 }` for an unsharded collection. */
+  pattern: ShardKeyPattern;
+  /** True when this shard owns the encoded shard key (false for orphans). */
+  owns(encodedKey: Uint8Array): boolean;
+}
+
+/** A statement that failed, by its index in the request, with MongoDB's error shape. */
+export interface WriteError {
+  index: number;
+  error: ErrorEnvelope;
+}
+
+export interface InsertResult {
+  insertedCount: number;
+  insertedIds: Array<{ index: number; _id: unknown }>;
+  writeErrors: WriteError[];
+}
+
+interface PreparedRow {
+  index: number;
+  id: Buffer;
+  shardKey: Buffer;
+  doc: string;
+  size: number;
+  _id: Value;
+}
+
+/**
+ * Documents of one collection in its Postgres table: the primitives the shard's CRUD commands
+ * are built from. Documents are stored as relaxed Extended JSON (exact for every value
+ * libs/core models, field order kept) with their encoded `_id` and shard key.
+ */
+export class DocumentStore {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /**
+   * Inserts documents with MongoDB's batch semantics: each invalid document or duplicate key is
+   * a write error for its index; `ordered` stops at the first error, keeping what came before
+   * it; unordered goes on. A document whose shard key this shard does not own means the sender's
+   * routing was stale: the whole request fails with `STALE_CONFIG` and nothing is written.
+   */
+  async insert(
+    handle: CollectionHandle,
+    documents: readonly unknown[],
+    options: { ordered: boolean; generateId: () => ObjectId },
+  ): Promise<InsertResult> {
+    const rows: PreparedRow[] = [];
+    const writeErrors: WriteError[] = [];
+    for (const [index, input] of documents.entries()) {
+      try {
+        rows.push(this.prepare(handle, input, index, options.generateId));
+      } catch (error) {
+        if (error instanceof TesseraError && error.code === 'STALE_CONFIG') throw error;
+        writeErrors.push({ index, error: toEnvelope(error) });
+        if (options.ordered) break;
+      }
+    }
+    const inserted = rows.length === 0 ? new Set<string>() : await this.insertRows(handle, rows, options.ordered, writeErrors);
+    writeErrors.sort((a, b) => a.index - b.index);
+    const insertedIds = rows.filter((r) => inserted.has(`${r.index}`)).map((r) => ({ index: r.index, _id: toExtendedJsonObject(r._id) }));
+    return { insertedCount: insertedIds.length, insertedIds, writeErrors };
+  }
+
+  private prepare(handle: CollectionHandle, input: unknown, index: number, generateId: () => ObjectId): PreparedRow {
+    const document =
+      input !== null && typeof input === 'object' && !Array.isArray(input) ? (fromExtendedJsonObject(input) as ValueObject) : input;
+    const { document: prepared, size } = prepareInsert(document, { generateId }, index);
+    const key = encodeKey(extractShardKey(handle.pattern, prepared));
+    if (!handle.owns(key)) {
+      throw new TesseraError(
+        'STALE_CONFIG',
+        `document ${index} of the insert into ${handle.ns} belongs to a chunk this shard does not own`,
+        {
+          details: { namespace: handle.ns, index },
+        },
+      );
+    }
+    const _id = prepared['_id'] as Value;
+    return {
+      index,
+      id: Buffer.from(encodeKey([_id])),
+      shardKey: Buffer.from(key),
+      doc: JSON.stringify(toExtendedJsonObject(prepared)),
+      size,
+      _id,
+    };
+  }
+
+  /**
+   * One statement for the batch. Rows go in request order, so of two documents with one `_id`
+   * the first is kept. Returns the indexes inserted; adds a DUPLICATE_KEY error for each other.
+   */
+  private async insertRows(
+    handle: CollectionHandle,
+    rows: PreparedRow[],
+    ordered: boolean,
+    writeErrors: WriteError[],
+  ): Promise<Set<string>> {
+    return this.dataSource.transaction(async (manager) => {
+      const returned: Array<{ id: Buffer }> = await manager.query(
+        `INSERT INTO ${handle.table} (id, shard_key, doc, size)
+         SELECT id, shard_key, doc, size FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[]) WITH ORDINALITY AS u(id, shard_key, doc, size, n)
+         ORDER BY n
+         ON CONFLICT DO NOTHING RETURNING id`,
+        [rows.map((r) => r.id), rows.map((r) => r.shardKey), rows.map((r) => r.doc), rows.map((r) => r.size)],
+      );
+      const insertedIds = new Set(returned.map((r) => r.id.toString('hex')));
+      const inserted = new Set<string>();
+      const claimed = new Set<string>();
+      const failed: PreparedRow[] = [];
+      for (const row of rows) {
+        const hex = row.id.toString('hex');
+        if (insertedIds.has(hex) && !claimed.has(hex)) {
+          claimed.add(hex);
+          inserted.add(`${row.index}`);
+        } else {
+          failed.push(row);
+        }
+      }
+      const firstFailure = failed[0]?.index;
+      const takenIds = await this.existingIds(manager, handle, failed);
+      for (const row of failed)
+        writeErrors.push({ index: row.index, error: duplicateKey(handle, row, takenIds.has(row.id.toString('hex'))) });
+      if (ordered && firstFailure !== undefined) {
+        // Ordered: nothing after the first failure may stay; undo those rows of this statement.
+        const undo = rows.filter((r) => r.index > firstFailure! && inserted.has(`${r.index}`));
+        if (undo.length > 0) await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [undo.map((r) => r.id)]);
+        for (const r of undo) inserted.delete(`${r.index}`);
+        writeErrors.splice(0, writeErrors.length, ...writeErrors.filter((e) => e.index <= firstFailure!));
+      }
+      return inserted;
+    });
+  }
+
+  /** Which of the failed rows' `_id`s are taken (by a stored document or an earlier one of the batch). */
+  private async existingIds(manager: EntityManager, handle: CollectionHandle, failed: PreparedRow[]): Promise<Set<string>> {
+    if (failed.length === 0) return new Set();
+    const rows: Array<{ id: Buffer }> = await manager.query(`SELECT id FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [
+      failed.map((r) => r.id),
+    ]);
+    return new Set(rows.map((r) => r.id.toString('hex')));
+  }
+}
+
+function duplicateKey(handle: CollectionHandle, row: PreparedRow, idTaken: boolean): ErrorEnvelope {
+  const id = toExtendedJsonObject(row._id);
+  const message = idTaken
+    ? `E11000 duplicate key error collection: ${handle.ns} dup key: { _id: ${JSON.stringify(id)} } (statement ${row.index})`
+    : `E11000 duplicate key error collection: ${handle.ns}: another document has the same unique shard key (statement ${row.index})`;
+  return new TesseraError('DUPLICATE_KEY', message, {
+    details: { index: row.index, keyValue: idTaken ? { _id: id } : { shardKey: true } },
+  }).toEnvelope();
+}
+
+function toEnvelope(error: unknown): ErrorEnvelope {
+  if (error instanceof TesseraError) return error.toEnvelope();
+  return new TesseraError('INTERNAL', (error as Error).message).toEnvelope();
+}
