@@ -98,6 +98,17 @@ describe("a shard's sharding state", () => {
     expect(metadata.owns(key(-5))).toBe(true);
   });
 
+  it('gives a query started before a migration commit the ownership it started with, and later queries the new one', async () => {
+    const { state, source, moveFirstChunkTo } = config();
+    const shard = new ShardingState('s0', new CatalogCache(source));
+    const before = await shard.checkShardVersion('db.c', RoutingTable.fromChunks(state.chunks).shardVersion('s0'));
+    const after = moveFirstChunkTo('s1');
+    shard.invalidate('db.c');
+    const later = await shard.checkShardVersion('db.c', after.shardVersion('s0'));
+    expect(before.owns(key(-5))).toBe(true);
+    expect(later.owns(key(-5))).toBe(false);
+  });
+
   it('still answers STALE_CONFIG when even a fresh view disagrees with the router', async () => {
     const { state, source } = config();
     const shard = new ShardingState('s1', new CatalogCache(source));

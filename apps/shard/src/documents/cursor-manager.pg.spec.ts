@@ -1,0 +1,93 @@
+import { randomUUID } from 'node:crypto';
+import { ObjectId } from 'bson';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeKey, parseShardKeyPattern } from '@tessera/core';
+import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
+import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
+import { CursorManager } from './cursor-manager.js';
+import { type CollectionHandle, DocumentStore } from './document-store.js';
+
+let db: TestDatabase;
+let handle: CollectionHandle;
+let clock = 0;
+let cursors: CursorManager;
+const COUNT = 2_500;
+
+beforeAll(async () => {
+  db = await createTestDatabase('shard');
+  const uuid = randomUUID();
+  await new CollectionStorageService(db.dataSource).createCollection(uuid, { ns: 'db.items', keyPattern: { x: 1 }, unique: false });
+  handle = { ns: 'db.items', table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true };
+  const documents = Array.from({ length: COUNT }, (_, i) => ({ x: i, even: i % 2 === 0, tag: `t${i % 7}` }));
+  await new DocumentStore(db.dataSource).insert(handle, documents, { ordered: true, generateId: () => new ObjectId() });
+  cursors = new CursorManager(db.dataSource, () => clock);
+});
+afterAll(async () => db?.drop());
+
+async function drain(first: { cursorId: string | null; documents: unknown[] }, batchSize?: number): Promise<unknown[]> {
+  const all = [...first.documents];
+  let cursorId = first.cursorId;
+  while (cursorId !== null) {
+    const next = await cursors.getMore(cursorId, batchSize);
+    all.push(...next.documents);
+    cursorId = next.cursorId;
+  }
+  return all;
+}
+
+const xs = (documents: unknown[]) => documents.map((d) => (d as { x: number }).x);
+
+describe('finding documents', () => {
+  it('streams every document exactly once through first batch and getMores', async () => {
+    const first = await cursors.find(handle, { batchSize: 700 });
+    expect(first.documents).toHaveLength(700);
+    const all = await drain(first, 900);
+    expect(new Set(xs(all)).size).toBe(COUNT);
+    expect(cursors.openCursors).toBe(0);
+  });
+
+  it('answers a first batch of 101 by default, as MongoDB', async () => {
+    const first = await cursors.find(handle, {});
+    expect(first.documents).toHaveLength(101);
+    cursors.kill([first.cursorId!]);
+  });
+
+  it('matches a range on the shard key and the rest of the filter', async () => {
+    const found = await drain(await cursors.find(handle, { filter: { x: { $gte: 100, $lt: 200 }, even: true } }));
+    expect(xs(found).sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => 100 + 2 * i));
+  });
+
+  it('sorts, skips and limits, and projects', async () => {
+    const found = await drain(
+      await cursors.find(handle, { filter: { tag: 't3' }, sort: { x: -1 }, skip: 2, limit: 5, projection: { x: 1, _id: 0 } }),
+    );
+    const expected = Array.from({ length: COUNT }, (_, i) => i)
+      .filter((i) => i % 7 === 3)
+      .reverse()
+      .slice(2, 7);
+    expect(found).toEqual(expected.map((x) => ({ x })));
+  });
+
+  it('never returns a document whose key this shard does not own', async () => {
+    const below = Buffer.from(encodeKey([1_000]));
+    const owning = { ...handle, owns: (key: Uint8Array) => Buffer.compare(Buffer.from(key), below) < 0 };
+    const found = await drain(await cursors.find(owning, { filter: { x: { $gte: 990, $lt: 1_010 } } }));
+    expect(xs(found).sort((a, b) => a - b)).toEqual(Array.from({ length: 10 }, (_, i) => 990 + i));
+  });
+
+  it('refuses an unknown cursor, and closes idle ones after the timeout', async () => {
+    await expect(cursors.getMore('12345')).rejects.toMatchObject({ code: 'CURSOR_NOT_FOUND' });
+    const open = await cursors.find(handle, { batchSize: 1 });
+    clock += 600_001;
+    expect(cursors.reapIdle()).toBe(1);
+    await expect(cursors.getMore(open.cursorId!)).rejects.toMatchObject({ code: 'CURSOR_NOT_FOUND' });
+  });
+
+  it('refuses bad options, naming them', async () => {
+    await expect(cursors.find(handle, { limit: -1 })).rejects.toMatchObject({
+      code: 'BAD_VALUE',
+      message: expect.stringContaining('limit'),
+    });
+    await expect(cursors.find(handle, { filter: { x: { $near: 1 } } })).rejects.toMatchObject({ code: 'BAD_VALUE' });
+  });
+});

@@ -1,0 +1,214 @@
+import { randomBytes } from 'node:crypto';
+import type { DataSource } from 'typeorm';
+import { type ChunkRange, TesseraError, type ValueObject, encodeKey, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
+import { compileProjection, compileSort, idEqualityFromFilter, keyRangesForFilter, parseFilter } from '@tessera/query';
+import type { CollectionHandle } from './document-store.js';
+
+export interface FindRequest {
+  /** Filter, sort and projection as core values (already parsed from Extended JSON). */
+  filter?: ValueObject;
+  sort?: ValueObject;
+  projection?: ValueObject;
+  skip?: number;
+  limit?: number;
+  batchSize?: number;
+}
+
+/** A batch of documents (Extended JSON) and the cursor to ask for more, null when exhausted. */
+export interface FindBatch {
+  cursorId: string | null;
+  documents: unknown[];
+}
+
+/** MongoDB's first batch: 101 documents unless asked otherwise. */
+export const DEFAULT_BATCH_SIZE = 101;
+/** Rows read from Postgres per round trip while streaming. */
+const PAGE_ROWS = 1_000;
+/** MongoDB's cursorTimeoutMillis: an idle cursor is closed after 10 minutes. */
+export const CURSOR_IDLE_TIMEOUT_MS = 600_000;
+
+interface Cursor {
+  next(count: number): Promise<{ documents: unknown[]; exhausted: boolean }>;
+  lastUsed: number;
+}
+
+/**
+ * Runs finds over one collection's table and keeps their cursors for getMore. The shard key
+ * ranges a filter can match (and an `_id` equality) become SQL conditions on the btree-indexed
+ * columns; the filter itself, the ownership view taken when the query started (orphans are
+ * never returned) and the projection are applied to each row. Without a sort, a cursor streams
+ * the table in `_id` order, a page at a time; with a sort, the matching documents are sorted in
+ * memory first.
+ */
+export class CursorManager {
+  private readonly cursors = new Map<string, Cursor>();
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Starts a query; answers the first batch and, if more remain, a cursor id. */
+  async find(handle: CollectionHandle, request: FindRequest): Promise<FindBatch> {
+    const filter = request.filter ?? {};
+    const compiled = parseFilter(filter);
+    const sort = request.sort === undefined || Object.keys(request.sort).length === 0 ? undefined : compileSort(request.sort);
+    const project = compileProjection(request.projection);
+    const skip = nonNegative(request.skip, 'skip') ?? 0;
+    const limit = nonNegative(request.limit, 'limit') || undefined;
+    const where = conditions(handle, filter);
+    const accept = (row: { shard_key: Buffer; doc: unknown }): ValueObject | undefined => {
+      if (!handle.owns(row.shard_key)) return undefined;
+      const document = fromExtendedJsonObject(row.doc) as ValueObject;
+      return compiled.matches(document) ? document : undefined;
+    };
+    const cursor = sort
+      ? await this.sortedCursor(handle, where, accept, sort, skip, limit, project)
+      : this.streamingCursor(handle, where, accept, skip, limit, project);
+    return this.batchFrom(cursor, undefined, nonNegative(request.batchSize, 'batchSize') || DEFAULT_BATCH_SIZE);
+  }
+
+  /** The next batch of an open cursor; `CURSOR_NOT_FOUND` if it is unknown, exhausted or expired. */
+  async getMore(cursorId: string, batchSize?: number): Promise<FindBatch> {
+    const cursor = this.cursors.get(cursorId);
+    if (cursor === undefined)
+      throw new TesseraError('CURSOR_NOT_FOUND', `cursor id ${cursorId} not found: it was exhausted, killed or timed out`, {
+        details: { cursorId },
+      });
+    return this.batchFrom(cursor, cursorId, nonNegative(batchSize, 'batchSize') || DEFAULT_BATCH_SIZE);
+  }
+
+  /** Closes cursors; answers which were open. */
+  kill(cursorIds: readonly string[]): { killed: string[]; notFound: string[] } {
+    const killed = cursorIds.filter((id) => this.cursors.delete(id));
+    return { killed, notFound: cursorIds.filter((id) => !killed.includes(id)) };
+  }
+
+  /** Closes cursors idle for longer than the timeout; returns how many. */
+  reapIdle(timeoutMs = CURSOR_IDLE_TIMEOUT_MS): number {
+    const cutoff = this.now() - timeoutMs;
+    let reaped = 0;
+    for (const [id, cursor] of this.cursors) {
+      if (cursor.lastUsed < cutoff) {
+        this.cursors.delete(id);
+        reaped++;
+      }
+    }
+    return reaped;
+  }
+
+  get openCursors(): number {
+    return this.cursors.size;
+  }
+
+  private async batchFrom(cursor: Cursor, cursorId: string | undefined, batchSize: number): Promise<FindBatch> {
+    const { documents, exhausted } = await cursor.next(batchSize);
+    cursor.lastUsed = this.now();
+    if (exhausted) {
+      if (cursorId !== undefined) this.cursors.delete(cursorId);
+      return { cursorId: null, documents };
+    }
+    const id = cursorId ?? BigInt.asUintN(63, randomBytes(8).readBigUInt64BE()).toString();
+    this.cursors.set(id, cursor);
+    return { cursorId: id, documents };
+  }
+
+  private streamingCursor(
+    handle: CollectionHandle,
+    where: { sql: string; params: unknown[] },
+    accept: (row: { shard_key: Buffer; doc: unknown }) => ValueObject | undefined,
+    skip: number,
+    limit: number | undefined,
+    project: (document: ValueObject) => ValueObject,
+  ): Cursor {
+    let after: Buffer | null = null;
+    let toSkip = skip;
+    let remaining = limit ?? Infinity;
+    let done = false;
+    const dataSource = this.dataSource;
+    return {
+      lastUsed: this.now(),
+      async next(count) {
+        const documents: unknown[] = [];
+        while (!done && documents.length < count && remaining > 0) {
+          const params = [...where.params, after ?? Buffer.alloc(0), PAGE_ROWS];
+          const rows: Array<{ id: Buffer; shard_key: Buffer; doc: unknown }> = await dataSource.query(
+            `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql} AND id > $${params.length - 1} ORDER BY id LIMIT $${params.length}`,
+            params,
+          );
+          if (rows.length < PAGE_ROWS) done = true;
+          for (const row of rows) {
+            after = row.id;
+            const document = accept(row);
+            if (document === undefined) continue;
+            if (toSkip > 0) {
+              toSkip--;
+              continue;
+            }
+            documents.push(toExtendedJsonObject(project(document)));
+            remaining--;
+            if (documents.length >= count || remaining <= 0) {
+              // Rows after this one are read again by the next page, which starts after it.
+              done = done && row === rows[rows.length - 1];
+              break;
+            }
+          }
+        }
+        return { documents, exhausted: done || remaining <= 0 };
+      },
+    };
+  }
+
+  private async sortedCursor(
+    handle: CollectionHandle,
+    where: { sql: string; params: unknown[] },
+    accept: (row: { shard_key: Buffer; doc: unknown }) => ValueObject | undefined,
+    sort: (a: ValueObject, b: ValueObject) => number,
+    skip: number,
+    limit: number | undefined,
+    project: (document: ValueObject) => ValueObject,
+  ): Promise<Cursor> {
+    const rows: Array<{ shard_key: Buffer; doc: unknown }> = await this.dataSource.query(
+      `SELECT shard_key, doc FROM ${handle.table} WHERE ${where.sql}`,
+      where.params,
+    );
+    const matching = rows.map(accept).filter((d): d is ValueObject => d !== undefined);
+    matching.sort(sort);
+    const results = matching.slice(skip, limit === undefined ? undefined : skip + limit);
+    let position = 0;
+    return {
+      lastUsed: this.now(),
+      async next(count) {
+        const documents = results.slice(position, position + count).map((d) => toExtendedJsonObject(project(d)));
+        position += documents.length;
+        return { documents, exhausted: position >= results.length };
+      },
+    };
+  }
+}
+
+/** SQL conditions from the shard key ranges and `_id` equality a filter implies. */
+function conditions(handle: CollectionHandle, filter: ValueObject): { sql: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const parts: string[] = [];
+  const id = idEqualityFromFilter(filter);
+  if (id !== undefined) {
+    params.push(Buffer.from(encodeKey([id])));
+    parts.push(`id = $${params.length}`);
+  }
+  const ranges: ChunkRange[] = keyRangesForFilter(handle.pattern, filter);
+  if (ranges.length === 0) return { sql: 'false', params };
+  const rangeSql = ranges.map((range) => {
+    params.push(Buffer.from(encodeKey(range.min)), Buffer.from(encodeKey(range.max)));
+    return `(shard_key >= $${params.length - 1} AND shard_key < $${params.length})`;
+  });
+  parts.push(`(${rangeSql.join(' OR ')})`);
+  return { sql: parts.join(' AND '), params };
+}
+
+function nonNegative(value: number | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!Number.isSafeInteger(value) || value < 0)
+    throw new TesseraError('BAD_VALUE', `${name} must be a non-negative integer, got ${value}`, { details: { field: name } });
+  return value;
+}
