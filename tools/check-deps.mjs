@@ -28,7 +28,11 @@ const corePurity = [
 /** Which imports each area may make, besides relative files inside itself. */
 const rules = [
   { area: 'libs/core/', allow: (spec) => spec === 'bson', pure: true },
-  { area: 'libs/query/', allow: (spec) => spec === '@tessera/core' || spec === 'bson' || spec === 'mingo' || spec.startsWith('mingo/'), pure: true },
+  {
+    area: 'libs/query/',
+    allow: (spec) => spec === '@tessera/core' || spec === 'bson' || spec === 'mingo' || spec.startsWith('mingo/'),
+    pure: true,
+  },
   { area: 'libs/protocol/', allow: (spec) => spec === '@tessera/core' || spec === 'zod' || spec === 'undici' || spec.startsWith('node:') },
   { area: 'libs/routing/', allow: (spec) => spec === '@tessera/core' || spec === '@tessera/protocol' },
   { area: 'libs/platform/', allow: (spec) => !spec.startsWith('@tessera/platform') && !spec.startsWith('@tessera/migrations') },
@@ -48,17 +52,21 @@ for (const top of ['libs', 'apps']) {
       for (const match of line.matchAll(importPattern)) {
         const spec = match[1] ?? match[2];
         if (spec.startsWith('.')) {
-          const target = relative(root, join(file, '..', spec)).split(sep).join('/');
+          const target = relative(root, join(file, '..', spec))
+            .split(sep)
+            .join('/');
           const home = rel.startsWith('apps/') ? rel.split('/').slice(0, 2).join('/') + '/' : rule.area;
           // Tests may share the fixtures under test/.
           const isFixture = isSpec && target.startsWith('test/');
-          if (!target.startsWith(home) && !isFixture) violations.push(`${where}: relative import "${spec}" leaves ${home} (import through @tessera/* instead)`);
+          if (!target.startsWith(home) && !isFixture)
+            violations.push(`${where}: relative import "${spec}" leaves ${home} (import through @tessera/* instead)`);
         } else if (!isSpec && !rule.allow(spec)) {
           violations.push(`${where}: ${rule.area} may not import "${spec}"`);
         }
       }
       if (rule.pure && !isSpec) {
-        for (const [pattern, what] of corePurity) if (pattern.test(line)) violations.push(`${where}: ${rule.area} must stay pure but ${what}`);
+        for (const [pattern, what] of corePurity)
+          if (pattern.test(line)) violations.push(`${where}: ${rule.area} must stay pure but ${what}`);
       }
     });
   }

@@ -25,7 +25,10 @@ afterEach(() => {
 
 describe('the dependency rule check', () => {
   it('accepts a pure core that imports itself and bson', () => {
-    const result = checkTree({ 'libs/core/src/a.ts': "import { b } from './b.js';\nimport { EJSON } from 'bson';\n", 'libs/core/src/b.ts': 'export const b = 1;\n' });
+    const result = checkTree({
+      'libs/core/src/a.ts': "import { b } from './b.js';\nimport { EJSON } from 'bson';\n",
+      'libs/core/src/b.ts': 'export const b = 1;\n',
+    });
     expect(result.status).toBe(0);
   });
 

@@ -61,7 +61,18 @@ try {
       break;
     case 'ddl': {
       const [, command, json] = positionals;
-      const commands = ['enableSharding', 'shardCollection', 'refineCollectionShardKey', 'dropCollection', 'dropDatabase', 'movePrimary', 'removeShard', 'addShardToZone', 'removeShardFromZone', 'updateZoneKeyRange'] as const;
+      const commands = [
+        'enableSharding',
+        'shardCollection',
+        'refineCollectionShardKey',
+        'dropCollection',
+        'dropDatabase',
+        'movePrimary',
+        'removeShard',
+        'addShardToZone',
+        'removeShardFromZone',
+        'updateZoneKeyRange',
+      ] as const;
       const name = commands.find((c) => c === command);
       if (name === undefined) fail(`unknown DDL command "${command ?? ''}"`);
       let request: unknown;

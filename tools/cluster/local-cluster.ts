@@ -112,16 +112,25 @@ export class LocalCluster {
     this.plan();
     await Promise.all(this.nodes.map((n) => assertPortFree(n.port, n.name)));
 
-    this.progress(options.pgUrl === undefined ? `starting embedded PostgreSQL on 127.0.0.1:${options.pgPort}` : 'using the PostgreSQL server at --pg-url');
+    this.progress(
+      options.pgUrl === undefined
+        ? `starting embedded PostgreSQL on 127.0.0.1:${options.pgPort}`
+        : 'using the PostgreSQL server at --pg-url',
+    );
     this.postgres =
       options.pgUrl === undefined
-        ? await startEmbeddedPostgres({ dataDir: join(root, 'postgres', 'data'), port: options.pgPort, unsafeFast: options.unsafeFastPostgres })
+        ? await startEmbeddedPostgres({
+            dataDir: join(root, 'postgres', 'data'),
+            port: options.pgPort,
+            unsafeFast: options.unsafeFastPostgres,
+          })
         : externalPostgres(options.pgUrl);
     for (const node of this.nodes) {
       if (node.role === 'router') continue;
       // Every config process shares the one config database.
       const database = this.databaseName(node.role === 'config' ? this.node('config') : node);
-      if (options.fresh && options.pgUrl !== undefined && (node.role !== 'config' || node.name === 'config')) await this.postgres.dropDatabase(database);
+      if (options.fresh && options.pgUrl !== undefined && (node.role !== 'config' || node.name === 'config'))
+        await this.postgres.dropDatabase(database);
       if (node.role !== 'config' || node.name === 'config') await this.postgres.ensureDatabase(database);
       node.env.TESSERA_DATABASE_URL = this.postgres.urlFor(database);
     }
@@ -201,7 +210,9 @@ export class LocalCluster {
     for (let i = 0; i < (options.configs ?? 1); i++) add(i === 0 ? 'config' : `config${i}`, 'config', portAt(options.ports.config, i));
     for (let i = 0; i < options.shards + (options.spareShards ?? 0); i++) add(`shard${i}`, 'shard', portAt(options.ports.shard, i));
     for (let i = 0; i < options.routers; i++) {
-      add(`router${i}`, 'router', portAt(options.ports.router, i), { TESSERA_CONFIG_URL: `http://127.0.0.1:${portAt(options.ports.config, 0)}` });
+      add(`router${i}`, 'router', portAt(options.ports.router, i), {
+        TESSERA_CONFIG_URL: `http://127.0.0.1:${portAt(options.ports.config, 0)}`,
+      });
     }
   }
 
@@ -245,6 +256,7 @@ export class LocalCluster {
     };
     createInterface({ input: child.stdout! }).on('line', onLine);
     createInterface({ input: child.stderr! }).on('line', onLine);
+    child.on('error', (error) => onLine(`[launcher] could not run ${node.name}: ${error.message}`));
     child.once('exit', (code, signal) => {
       if (!this.stopping) this.options.onNodeExit?.(node, code, signal);
     });
@@ -259,7 +271,13 @@ export class LocalCluster {
         throw new NodeFailedError(node, `${node.name} exited (code ${child?.exitCode}, signal ${child?.signalCode}) before it was ready`);
       }
       try {
-        const response = await this.agent.request({ origin: node.url, path: '/health', method: 'GET', headersTimeout: 2_000, bodyTimeout: 2_000 });
+        const response = await this.agent.request({
+          origin: node.url,
+          path: '/health',
+          method: 'GET',
+          headersTimeout: 2_000,
+          bodyTimeout: 2_000,
+        });
         last = await response.body.text();
         if (response.statusCode === 200) return;
       } catch (error) {
@@ -296,7 +314,9 @@ function portAt(spec: number | number[], index: number): number {
 async function assertPortFree(port: number, name: string): Promise<void> {
   await new Promise<void>((resolvePort, reject) => {
     const server = createServer();
-    server.once('error', () => reject(new Error(`port ${port} for ${name} is already in use; stop whatever holds it or choose other ports`)));
+    server.once('error', () =>
+      reject(new Error(`port ${port} for ${name} is already in use; stop whatever holds it or choose other ports`)),
+    );
     server.listen(port, '127.0.0.1', () => server.close(() => resolvePort()));
   });
 }

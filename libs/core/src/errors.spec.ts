@@ -11,7 +11,12 @@ describe('TesseraError', () => {
     const error = new TesseraError('STALE_CONFIG', 'Shard version mismatch.', { details: { namespace: 'db.c' }, retryable: false });
     const back = TesseraError.fromEnvelope(JSON.parse(JSON.stringify(error.toEnvelope())));
     expect(back).toBeInstanceOf(TesseraError);
-    expect(back.toEnvelope()).toEqual({ code: 'STALE_CONFIG', message: 'Shard version mismatch.', retryable: false, details: { namespace: 'db.c' } });
+    expect(back.toEnvelope()).toEqual({
+      code: 'STALE_CONFIG',
+      message: 'Shard version mismatch.',
+      retryable: false,
+      details: { namespace: 'db.c' },
+    });
   });
 
   it('turns an envelope with an unknown code into INTERNAL', () => {

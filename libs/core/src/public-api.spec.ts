@@ -33,7 +33,8 @@ describe('core public API', () => {
     const missing: string[] = [];
     for (const { name, lines } of files) {
       lines.forEach((line, i) => {
-        if (/^export (async )?(function|class|const|interface|type|abstract class) /.test(line) && !precededByDocComment(lines, i)) missing.push(`${name}:${i + 1}: ${line.trim()}`);
+        if (/^export (async )?(function|class|const|interface|type|abstract class) /.test(line) && !precededByDocComment(lines, i))
+          missing.push(`${name}:${i + 1}: ${line.trim()}`);
       });
     }
     expect(missing).toEqual([]);
@@ -47,7 +48,11 @@ describe('core public API', () => {
       lines.forEach((line, i) => {
         if (/^export (abstract )?class /.test(line)) inExportedClass = true;
         else if (/^}/.test(line)) inExportedClass = false;
-        else if (inExportedClass && /^ {2}(static |get |readonly |\*)*[A-Za-z][A-Za-z0-9]*(<[^>]*>)?\(/.test(line) && !/^ {2}(private|protected) /.test(line)) {
+        else if (
+          inExportedClass &&
+          /^ {2}(static |get |readonly |\*)*[A-Za-z][A-Za-z0-9]*(<[^>]*>)?\(/.test(line) &&
+          !/^ {2}(private|protected) /.test(line)
+        ) {
           checked++;
           if (!precededByDocComment(lines, i)) missing.push(`${name}:${i + 1}: ${line.trim()}`);
         }

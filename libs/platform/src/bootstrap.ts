@@ -81,7 +81,11 @@ export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<
     });
     app.useGlobalFilters(new TesseraExceptionFilter(logger));
     instrument(app, app.get(MetricsService));
-    guardInternalRoutes(app.getHttpAdapter().getInstance(), app.get(VectorClockService));
+    guardInternalRoutes(
+      app.getHttpAdapter().getInstance(),
+      app.get(VectorClockService),
+      (settings as unknown as { TESSERA_CLUSTER_KEY: string }).TESSERA_CLUSTER_KEY,
+    );
     await app.listen({ port: common.TESSERA_PORT, host: common.TESSERA_HOST });
     logger.info({ url, role: definition.role }, `tessera ${definition.role} listening on ${url}`);
     handleSignals(app, logger, common.TESSERA_SHUTDOWN_TIMEOUT_MS, common.TESSERA_STOP_ON_STDIN_CLOSE);

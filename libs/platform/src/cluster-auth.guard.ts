@@ -1,7 +1,15 @@
 import { type CanActivate, type ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { TesseraError } from '@tessera/core';
-import { DATE_HEADER, SIGNATURE_HEADER, vectorTimeFromHeaders, vectorTimeHeaders, verifyRequest } from '@tessera/protocol';
+import {
+  DATE_HEADER,
+  SIGNATURE_HEADER,
+  SIGNED_HEADERS,
+  signResponse,
+  vectorTimeFromHeaders,
+  vectorTimeHeaders,
+  verifyRequest,
+} from '@tessera/protocol';
 import { renderError } from './error.filter.js';
 import { SETTINGS } from './tokens.js';
 import { VectorClockService } from './vector-clock.service.js';
@@ -32,6 +40,7 @@ export class ClusterAuthGuard implements CanActivate {
         body: request.rawBody ?? '',
         date: header(DATE_HEADER),
         signature: header(SIGNATURE_HEADER),
+        signed: Object.fromEntries(SIGNED_HEADERS.map((name) => [name, header(name)])),
       },
       Date.now(),
     );
@@ -46,9 +55,15 @@ export class ClusterAuthGuard implements CanActivate {
  * unauthenticated caller gets 401 whatever it sends (the guard then verifies the signature),
  * and puts this node's vector time on every internal response.
  */
-export function guardInternalRoutes(fastify: FastifyInstance, clock: VectorClockService): void {
+export function guardInternalRoutes(fastify: FastifyInstance, clock: VectorClockService, clusterKey: string): void {
   fastify.addHook('onSend', async (request, reply, payload) => {
-    if (request.url.startsWith('/internal/')) void reply.headers(vectorTimeHeaders(clock.now()));
+    if (!request.url.startsWith('/internal/')) return payload;
+    const time = vectorTimeHeaders(clock.now());
+    void reply.headers(time);
+    const requestSignature = request.headers[SIGNATURE_HEADER];
+    if (typeof requestSignature === 'string' && (typeof payload === 'string' || Buffer.isBuffer(payload))) {
+      void reply.header(SIGNATURE_HEADER, signResponse(clusterKey, requestSignature, payload, time));
+    }
     return payload;
   });
   fastify.addHook('onRequest', async (request, reply) => {

@@ -25,15 +25,19 @@ const MIGRATION_LOCK_KEY = 0x7e55e7a;
 export async function runMigrations(url: string, migrations: MigrationClass[]): Promise<string[]> {
   const dataSource = new DataSource({ type: 'postgres', url, migrations, migrationsTransactionMode: 'each', logging: false });
   await dataSource.initialize();
+  // A session lock must be taken and released on one connection, not on whichever the pool lends.
+  const lockHolder = dataSource.createQueryRunner();
   try {
-    await dataSource.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    await lockHolder.connect();
+    await lockHolder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
       const applied = await dataSource.runMigrations({ transaction: 'each' });
       return applied.map((m) => m.name);
     } finally {
-      await dataSource.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await lockHolder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     }
   } finally {
+    await lockHolder.release();
     await dataSource.destroy();
   }
 }
@@ -92,4 +96,20 @@ export async function queryRows<T>(db: Queryable, sql: string, parameters: unkno
   const result = await db.query(sql, parameters);
   if (/^\s*(UPDATE|DELETE)\b/i.test(sql)) return (result as [T[], number])[0];
   return result as T[];
+}
+
+/** SQLSTATE classes of failures that another attempt may not meet: connection, transaction rollback (deadlock, serialization), resources, operator intervention. */
+const TRANSIENT_SQLSTATE = /^(08|40|53|57P)/;
+const TRANSIENT_NODE_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE']);
+
+/**
+ * True for a database failure that says nothing about the statement itself (a dropped
+ * connection, a deadlock victim, a server shutting down), so the same work may succeed if tried
+ * again. False for everything else, bugs included.
+ */
+export function isTransientDatabaseError(error: unknown): boolean {
+  const driverError = (error as { driverError?: unknown }).driverError ?? error;
+  const code = (driverError as { code?: unknown }).code;
+  if (typeof code !== 'string') return false;
+  return TRANSIENT_SQLSTATE.test(code) || TRANSIENT_NODE_ERRORS.has(code);
 }

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { DATE_HEADER, MAX_CLOCK_SKEW_MS, SIGNATURE_HEADER, signRequest, verifyRequest } from './cluster-auth.js';
+import {
+  DATE_HEADER,
+  MAX_CLOCK_SKEW_MS,
+  SIGNATURE_HEADER,
+  signRequest,
+  signResponse,
+  verifyRequest,
+  verifyResponse,
+} from './cluster-auth.js';
 
 const key = 'k'.repeat(64);
 const now = 1_800_000_000_000;
@@ -26,6 +34,19 @@ describe('internal request signatures', () => {
     });
   });
 
+  it('refuse a request whose vector clock headers were changed after signing', () => {
+    const headers = signRequest(key, 'POST', '/internal/x', '', now, { 'x-tessera-config-time': '10,1' });
+    const request = {
+      method: 'POST',
+      pathWithQuery: '/internal/x',
+      body: '',
+      date: headers[DATE_HEADER],
+      signature: headers[SIGNATURE_HEADER],
+    };
+    expect(verifyRequest(key, { ...request, signed: { 'x-tessera-config-time': '10,1' } }, now)).toEqual({ ok: true });
+    expect(verifyRequest(key, { ...request, signed: { 'x-tessera-config-time': '4000000000,1' } }, now).ok).toBe(false);
+  });
+
   it('refuse a signature made with another key', () => {
     expect(verifyRequest(key, signed({}, 'o'.repeat(64)), now).ok).toBe(false);
   });
@@ -44,5 +65,23 @@ describe('internal request signatures', () => {
       reason: expect.stringContaining('missing'),
     });
     expect(verifyRequest(key, { ...signed(), signature: 'zz' }, now).ok).toBe(false);
+  });
+});
+
+describe('internal response signatures', () => {
+  const time = { 'x-tessera-config-time': '10,1', 'x-tessera-topology-time': '9,1' };
+
+  it('verify for the request they answer, with the body and clock headers as sent', () => {
+    const signature = signResponse(key, 'req-sig', '{"ok":1}', time);
+    expect(verifyResponse(key, 'req-sig', '{"ok":1}', time, signature)).toBe(true);
+  });
+
+  it('do not verify for another request, another body, moved clock headers, another key or no signature', () => {
+    const signature = signResponse(key, 'req-sig', '{"ok":1}', time);
+    expect(verifyResponse(key, 'other-req', '{"ok":1}', time, signature)).toBe(false);
+    expect(verifyResponse(key, 'req-sig', '{"ok":2}', time, signature)).toBe(false);
+    expect(verifyResponse(key, 'req-sig', '{"ok":1}', { ...time, 'x-tessera-config-time': '4000000000,1' }, signature)).toBe(false);
+    expect(verifyResponse('o'.repeat(64), 'req-sig', '{"ok":1}', time, signature)).toBe(false);
+    expect(verifyResponse(key, 'req-sig', '{"ok":1}', time, undefined)).toBe(false);
   });
 });

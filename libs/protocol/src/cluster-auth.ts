@@ -2,9 +2,10 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
  * Internal requests prove knowledge of the shared cluster key (`TESSERA_CLUSTER_KEY`) with an
- * HMAC-SHA256 over the method, the path with its query, a timestamp and the SHA-256 of the
- * body. The key itself never travels. A signature older or newer than `MAX_CLOCK_SKEW_MS`
- * is refused, which bounds how long a captured request can be replayed.
+ * HMAC-SHA256 over the method, the path with its query, a timestamp, the SHA-256 of the body
+ * and the vector clock headers (so nobody on the way can push a node's clock forward). The key
+ * itself never travels. A signature older or newer than `MAX_CLOCK_SKEW_MS` is refused, which
+ * bounds how long a captured request can be replayed.
  */
 export const SIGNATURE_HEADER = 'x-tessera-signature';
 export const DATE_HEADER = 'x-tessera-date';
@@ -17,16 +18,34 @@ export interface SignedHeaders {
   [SIGNATURE_HEADER]: string;
 }
 
-function canonicalString(method: string, pathWithQuery: string, date: string, body: Uint8Array | string): string {
+/** Headers whose values the signature covers besides method, path, date and body. */
+export const SIGNED_HEADERS = ['x-tessera-config-time', 'x-tessera-topology-time'] as const;
+export type SignedHeaderValues = Partial<Record<(typeof SIGNED_HEADERS)[number], string>>;
+
+function canonicalString(
+  method: string,
+  pathWithQuery: string,
+  date: string,
+  body: Uint8Array | string,
+  signed: SignedHeaderValues,
+): string {
   const bodyHash = createHash('sha256').update(body).digest('hex');
-  return `${method.toUpperCase()}\n${pathWithQuery}\n${date}\n${bodyHash}`;
+  const headers = SIGNED_HEADERS.map((name) => `${name}:${signed[name] ?? ''}`).join('\n');
+  return `${method.toUpperCase()}\n${pathWithQuery}\n${date}\n${bodyHash}\n${headers}`;
 }
 
 /** Returns the headers that authenticate one internal request. */
-export function signRequest(key: string, method: string, pathWithQuery: string, body: Uint8Array | string, nowMs: number): SignedHeaders {
+export function signRequest(
+  key: string,
+  method: string,
+  pathWithQuery: string,
+  body: Uint8Array | string,
+  nowMs: number,
+  signed: SignedHeaderValues = {},
+): SignedHeaders {
   const date = String(nowMs);
   const signature = createHmac('sha256', key)
-    .update(canonicalString(method, pathWithQuery, date, body))
+    .update(canonicalString(method, pathWithQuery, date, body, signed))
     .digest('hex');
   return { [DATE_HEADER]: date, [SIGNATURE_HEADER]: signature };
 }
@@ -36,7 +55,14 @@ export type VerifyResult = { ok: true } | { ok: false; reason: string };
 /** Checks an internal request's signature; the reason says what was missing or wrong. */
 export function verifyRequest(
   key: string,
-  request: { method: string; pathWithQuery: string; body: Uint8Array | string; date?: string; signature?: string },
+  request: {
+    method: string;
+    pathWithQuery: string;
+    body: Uint8Array | string;
+    date?: string;
+    signature?: string;
+    signed?: SignedHeaderValues;
+  },
   nowMs: number,
 ): VerifyResult {
   if (request.date === undefined || request.signature === undefined) {
@@ -48,11 +74,36 @@ export function verifyRequest(
     return { ok: false, reason: `${DATE_HEADER} is more than ${MAX_CLOCK_SKEW_MS / 1000}s away from this node's clock` };
   }
   const expected = createHmac('sha256', key)
-    .update(canonicalString(request.method, request.pathWithQuery, request.date, request.body))
+    .update(canonicalString(request.method, request.pathWithQuery, request.date, request.body, request.signed ?? {}))
     .digest();
   const given = Buffer.from(request.signature, 'hex');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     return { ok: false, reason: 'signature does not match: wrong cluster key or altered request' };
   }
   return { ok: true };
+}
+
+/**
+ * The signature of an internal response: an HMAC over the request's signature (so a response
+ * cannot be replayed for another request), the response body and its vector clock headers. A
+ * client advances its clock only from responses whose signature checks.
+ */
+export function signResponse(key: string, requestSignature: string, body: Uint8Array | string, signed: SignedHeaderValues): string {
+  return createHmac('sha256', key)
+    .update(canonicalString('RESPONSE', requestSignature, '', body, signed))
+    .digest('hex');
+}
+
+/** True when `signature` is the response signature `signResponse` would make. */
+export function verifyResponse(
+  key: string,
+  requestSignature: string,
+  body: Uint8Array | string,
+  signed: SignedHeaderValues,
+  signature: string | undefined,
+): boolean {
+  if (signature === undefined) return false;
+  const expected = Buffer.from(signResponse(key, requestSignature, body, signed), 'hex');
+  const given = Buffer.from(signature, 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected);
 }

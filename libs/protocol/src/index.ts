@@ -7,3 +7,4 @@ export * from './shard-client.js';
 export * from './clock-gossip.js';
 export * from './ddl-messages.js';
 export * from './catalog-messages.js';
+export * from './data-messages.js';

@@ -1,6 +1,6 @@
 import { Agent, type Dispatcher, errors as undiciErrors } from 'undici';
 import { TesseraError, isErrorEnvelope } from '@tessera/core';
-import { signRequest } from './cluster-auth.js';
+import { SIGNATURE_HEADER, SIGNED_HEADERS, signRequest, verifyResponse } from './cluster-auth.js';
 import { type ClockGossip, vectorTimeFromHeaders, vectorTimeHeaders } from './clock-gossip.js';
 
 export interface InternalClientOptions {
@@ -50,12 +50,13 @@ export class InternalHttpClient {
   /** Sends one request; resolves with the parsed JSON body, rejects with a `TesseraError`. */
   async call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown): Promise<T> {
     const payload = body === undefined ? '' : JSON.stringify(body);
+    const gossip = this.options.gossip === undefined ? {} : vectorTimeHeaders(this.options.gossip.now());
     const headers: Record<string, string> = {
-      ...signRequest(this.options.clusterKey, method, path, payload, this.now()),
+      ...gossip,
+      ...signRequest(this.options.clusterKey, method, path, payload, this.now(), gossip),
       accept: 'application/json',
     };
     if (body !== undefined) headers['content-type'] = 'application/json';
-    if (this.options.gossip !== undefined) Object.assign(headers, vectorTimeHeaders(this.options.gossip.now()));
     const requestId = this.options.requestId?.();
     if (requestId !== undefined) headers['x-request-id'] = requestId;
 
@@ -73,8 +74,8 @@ export class InternalHttpClient {
     } catch (error) {
       throw this.transportError(method, path, error);
     }
-    this.options.gossip?.advance(vectorTimeFromHeaders(response.headers));
     const text = await response.body.text();
+    this.advanceClock(headers[SIGNATURE_HEADER]!, text, response.headers);
     const parsed: unknown = text === '' ? undefined : safeJsonParse(text);
     if (response.statusCode >= 200 && response.statusCode < 300) return parsed as T;
     const envelope = (parsed as { error?: unknown } | undefined)?.error;
@@ -82,6 +83,19 @@ export class InternalHttpClient {
     throw new TesseraError('INTERNAL', `${method} ${this.baseUrl}${path} answered HTTP ${response.statusCode} without an error envelope`, {
       details: { status: response.statusCode, body: text.slice(0, 500) },
     });
+  }
+
+  /** Advances the vector clock from a response, only when the node signed it with the cluster key. */
+  private advanceClock(requestSignature: string, body: string, headers: Record<string, string | string[] | undefined>): void {
+    if (this.options.gossip === undefined) return;
+    const one = (name: string) => {
+      const value = headers[name];
+      return Array.isArray(value) ? value[0] : value;
+    };
+    const signed = Object.fromEntries(SIGNED_HEADERS.map((name) => [name, one(name)]));
+    if (verifyResponse(this.options.clusterKey, requestSignature, body, signed, one(SIGNATURE_HEADER))) {
+      this.options.gossip.advance(vectorTimeFromHeaders(headers));
+    }
   }
 
   private transportError(method: string, path: string, error: unknown): TesseraError {

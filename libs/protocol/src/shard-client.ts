@@ -1,5 +1,20 @@
 import type { InternalClientOptions } from './internal-http-client.js';
 import { InternalHttpClient } from './internal-http-client.js';
+import type {
+  CountCommand,
+  CursorBatch,
+  DeleteCommand,
+  DeleteCommandResult,
+  DistinctCommand,
+  FindAndModifyCommand,
+  FindAndModifyResult,
+  FindCommand,
+  GetMoreCommand,
+  InsertCommand,
+  InsertCommandResult,
+  UpdateCommand,
+  UpdateCommandResult,
+} from './data-messages.js';
 import type { ShardCollectionSpec, ShardIdentity, ShardIdentityResponse, ShardStats } from './messages.js';
 
 /** Typed client of a shard's internal API. */
@@ -45,5 +60,43 @@ export class ShardClient {
 
   stats(): Promise<ShardStats> {
     return this.http.call('GET', '/internal/stats');
+  }
+
+  // ---- Versioned data commands ----
+
+  insert(command: InsertCommand): Promise<InsertCommandResult> {
+    return this.http.call('POST', '/internal/data/insert', command);
+  }
+
+  find(command: FindCommand): Promise<CursorBatch> {
+    return this.http.call('POST', '/internal/data/find', command);
+  }
+
+  getMore(command: GetMoreCommand): Promise<CursorBatch> {
+    return this.http.call('POST', '/internal/data/getMore', command);
+  }
+
+  killCursors(cursorIds: string[]): Promise<{ killed: string[]; notFound: string[] }> {
+    return this.http.call('POST', '/internal/data/killCursors', { cursorIds });
+  }
+
+  update(command: UpdateCommand): Promise<UpdateCommandResult> {
+    return this.http.call('POST', '/internal/data/update', command);
+  }
+
+  delete(command: DeleteCommand): Promise<DeleteCommandResult> {
+    return this.http.call('POST', '/internal/data/delete', command);
+  }
+
+  findAndModify(command: FindAndModifyCommand): Promise<FindAndModifyResult> {
+    return this.http.call('POST', '/internal/data/findAndModify', command);
+  }
+
+  count(command: CountCommand): Promise<{ n: number }> {
+    return this.http.call('POST', '/internal/data/count', command);
+  }
+
+  distinct(command: DistinctCommand): Promise<{ values: unknown[] }> {
+    return this.http.call('POST', '/internal/data/distinct', command);
   }
 }

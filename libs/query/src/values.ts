@@ -46,7 +46,10 @@ export function toRegExp(pattern: string, options: string, where: string): RegEx
   try {
     return new RegExp(pattern, [...new Set(options)].join(''));
   } catch (cause) {
-    throw new TesseraError('BAD_VALUE', `Invalid regular expression at '${where}': ${(cause as Error).message}`, { details: { path: where }, cause });
+    throw new TesseraError('BAD_VALUE', `Invalid regular expression at '${where}': ${(cause as Error).message}`, {
+      details: { path: where },
+      cause,
+    });
   }
 }
 

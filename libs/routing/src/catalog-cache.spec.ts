@@ -97,14 +97,12 @@ class FakeConfig implements CatalogSource {
 
 /** A table's chunks by encoded bounds: a Long 100 and a number 100 are the same key. */
 function shape(table: RoutingTable) {
-  return table
-    .chunks()
-    .map((c) => ({
-      min: encodedKeyToHex(encodeKey(c.range.min)),
-      max: encodedKeyToHex(encodeKey(c.range.max)),
-      shard: c.shard,
-      version: c.version,
-    }));
+  return table.chunks().map((c) => ({
+    min: encodedKeyToHex(encodeKey(c.range.min)),
+    max: encodedKeyToHex(encodeKey(c.range.max)),
+    shard: c.shard,
+    version: c.version,
+  }));
 }
 
 function setup() {

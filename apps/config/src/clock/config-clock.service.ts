@@ -1,5 +1,12 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
-import { DataSource, type EntityManager } from 'typeorm';
+import {
+  DataSource,
+  type EntityManager,
+  type EntitySubscriberInterface,
+  type QueryRunner,
+  type TransactionCommitEvent,
+  type TransactionRollbackEvent,
+} from 'typeorm';
 import { type ClusterTimestamp, type VectorTime, laterClusterTime, tickClusterTime } from '@tessera/core';
 import { VectorClockService } from '@tessera/platform';
 
@@ -14,16 +21,20 @@ interface ClockRow {
  * The config server ticks the vector clock: ConfigTime on every catalog write and TopologyTime,
  * set to that write's ConfigTime, when a shard is added or removed. The clock row is locked by
  * the writing transaction, so ticks are strictly increasing across config processes and a write
- * and its tick commit or roll back together.
+ * and its tick commit or roll back together. The time this node gossips moves only when the
+ * transaction commits: a node told a newer time must find the write that made it.
  */
 @Injectable()
-export class ConfigClockService implements OnModuleInit {
+export class ConfigClockService implements OnModuleInit, EntitySubscriberInterface {
+  private readonly pending = new WeakMap<QueryRunner, VectorTime>();
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly clock: VectorClockService,
   ) {}
 
   async onModuleInit(): Promise<void> {
+    this.dataSource.subscribers.push(this);
     const rows: ClockRow[] = await this.dataSource.query('SELECT * FROM vector_clock');
     if (rows[0] !== undefined) this.clock.advance(timeOf(rows[0]));
   }
@@ -44,8 +55,20 @@ export class ConfigClockService implements OnModuleInit {
       topologyTime.i,
     ]);
     const time = { configTime, topologyTime };
-    this.clock.advance(time);
+    if (manager.queryRunner?.isTransactionActive) this.pending.set(manager.queryRunner, time);
+    else this.clock.advance(time);
     return time;
+  }
+
+  afterTransactionCommit(event: TransactionCommitEvent): void {
+    const time = this.pending.get(event.queryRunner);
+    if (time === undefined) return;
+    this.pending.delete(event.queryRunner);
+    this.clock.advance(time);
+  }
+
+  afterTransactionRollback(event: TransactionRollbackEvent): void {
+    this.pending.delete(event.queryRunner);
   }
 
   now(): VectorTime {

@@ -37,7 +37,7 @@ import {
   generationOfRow,
   readableKey,
 } from '../catalog/catalog-rows.js';
-import { databaseOf } from '../catalog/namespace.js';
+import { databaseLock, databaseOf } from '../catalog/namespace.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { CollectionDropper } from './collection-dropper.js';
@@ -88,7 +88,7 @@ export class CollectionDdlService implements OnModuleInit {
     this.coordinators.define<ShardCollectionArgs, ShardCollectionState, ShardCollectionResult>({
       kind: 'shardCollection',
       phases: ['prepare', 'createOnShards', 'commit'],
-      resources: (request) => [databaseOf(request.ns), request.ns],
+      resources: (request) => [databaseLock(databaseOf(request.ns)), request.ns],
       initialState: () => ({ uuid: randomUUID(), epoch: new ObjectId().toHexString(), shards: [], numChunks: 1 }),
       runPhase: (phase, context) => this.runShardCollectionPhase(phase, context.request, context.state, context.inFencedTransaction),
       result: (state) => (state.existing ?? state.result)!,
@@ -96,7 +96,7 @@ export class CollectionDdlService implements OnModuleInit {
     this.coordinators.define<{ ns: string }, { found: boolean }, DropResult>({
       kind: 'dropCollection',
       phases: ['drop'],
-      resources: (request) => [databaseOf(request.ns), request.ns],
+      resources: (request) => [databaseLock(databaseOf(request.ns)), request.ns],
       initialState: () => ({ found: false }),
       runPhase: async (_phase, context) => ({
         found: (await this.dropper.dropCollectionLocked(context.request.ns, context.inFencedTransaction)) || context.state.found,
@@ -106,7 +106,7 @@ export class CollectionDdlService implements OnModuleInit {
     this.coordinators.define<{ ns: string; key: KeyPatternObject }, RefineState, ShardCollectionResult>({
       kind: 'refineCollectionShardKey',
       phases: ['prepare', 'rekeyOnShards', 'commit'],
-      resources: (request) => [databaseOf(request.ns), request.ns],
+      resources: (request) => [databaseLock(databaseOf(request.ns)), request.ns],
       initialState: () => ({ epoch: new ObjectId().toHexString(), shards: [] }),
       runPhase: (phase, context) => this.runRefinePhase(phase, context.request, context.state, context.inFencedTransaction),
       result: (state) => state.result!,

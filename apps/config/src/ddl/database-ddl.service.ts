@@ -16,6 +16,7 @@ import { InternalClients, LOGGER, parseWith, queryRows } from '@tessera/platform
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { type DatabaseRow, databaseVersionOfRow } from '../catalog/catalog-rows.js';
+import { databaseLock } from '../catalog/namespace.js';
 import { DistLockService } from '../locks/dist-lock.service.js';
 import { LeaderService } from '../leader/leader.service.js';
 import type { FencedTransaction } from './ddl-coordinator.js';
@@ -60,7 +61,7 @@ export class DatabaseDdlService implements OnModuleInit {
     this.coordinators.define<{ db: string }, DropDatabaseState, DropResult>({
       kind: 'dropDatabase',
       phases: ['prepare', 'dropCollections', 'dropOnShards', 'removeMetadata'],
-      resources: (request) => [request.db],
+      resources: (request) => [databaseLock(request.db)],
       initialState: () => ({ found: false, collections: [] }),
       runPhase: (phase, context) => this.runDropDatabasePhase(phase, context.request.db, context.state, context.inFencedTransaction),
       result: (state) => ({ dropped: state.found }),
@@ -68,7 +69,7 @@ export class DatabaseDdlService implements OnModuleInit {
     this.coordinators.define<MovePrimaryArgs, MovePrimaryState, DatabaseDescription>({
       kind: 'movePrimary',
       phases: ['prepare', 'commit'],
-      resources: (request) => [request.db],
+      resources: (request) => [databaseLock(request.db)],
       initialState: () => ({ from: null }),
       runPhase: (phase, context) => this.runMovePrimaryPhase(phase, context.request, context.state, context.inFencedTransaction),
       // The commit phase records the database as it is afterwards.
@@ -87,7 +88,7 @@ export class DatabaseDdlService implements OnModuleInit {
     const existing = await this.find(this.dataSource.manager, request.db);
     if (existing !== undefined && (request.primaryShard === undefined || existing.primaryShard === request.primaryShard)) return existing;
     const operation = randomUUID();
-    const lock = await this.locks.acquire(request.db, operation, `createDatabase ${request.db}`);
+    const lock = await this.locks.acquire(databaseLock(request.db), operation, `createDatabase ${request.db}`);
     try {
       return await this.dataSource.transaction((manager) => this.createDatabaseLocked(manager, request.db, request.primaryShard));
     } finally {
@@ -210,7 +211,7 @@ export class DatabaseDdlService implements OnModuleInit {
         await inFencedTransaction(async (manager) => {
           const deleted: unknown[] = await queryRows(manager, 'DELETE FROM databases WHERE name = $1 RETURNING name', [db]);
           if (deleted.length === 0) return;
-          await manager.query("DELETE FROM tags WHERE ns LIKE $1 || '.%'", [db]);
+          await manager.query("DELETE FROM tags WHERE left(ns, length($1) + 1) = $1 || '.'", [db]);
           await this.clock.tick(manager);
           await this.changelog.record(manager, { what: 'dropDatabase', ns: db, details: { collections: state.collections } });
         });

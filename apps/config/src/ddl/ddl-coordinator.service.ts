@@ -4,7 +4,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import { DataSource, type EntityManager } from 'typeorm';
 import { TesseraError } from '@tessera/core';
-import { LOGGER, queryRows } from '@tessera/platform';
+import { LOGGER, isTransientDatabaseError, queryRows } from '@tessera/platform';
 import { DistLockService } from '../locks/dist-lock.service.js';
 import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
 import { Failpoints } from './failpoints.js';
@@ -67,7 +67,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
     for (const row of rows) {
       this.logger.info({ id: row.id, kind: row.kind, phase: row.phase }, `resuming ${row.kind} of ${row.resource} at phase ${row.phase}`);
       // Failures are logged and recorded by drive(); joiners see them through `running`.
-      void this.track(row.id, this.drive(row.id, term));
+      this.driveOnce(row.id, term).catch(() => undefined);
     }
   }
 
@@ -82,6 +82,11 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
    */
   async run<Request, Result>(kind: string, request: Request): Promise<Result> {
     const term = await this.leader.assertLeader();
+    if (this.term !== term) {
+      throw new TesseraError('NOT_LEADER', 'this config server is taking over as leader and resuming DDL operations; retry shortly', {
+        details: { leader: null },
+      });
+    }
     const definition = this.definition(kind);
     const resource = definition.resources(request).at(-1)!;
     for (;;) {
@@ -92,7 +97,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
       const row = existing[0];
       if (row !== undefined) {
         if (row.kind === kind && isDeepStrictEqual(row.request, JSON.parse(JSON.stringify(request)))) {
-          return (await (this.running.get(row.id) ?? this.track(row.id, this.drive(row.id, term)))) as Result;
+          return (await this.driveOnce(row.id, term)) as Result;
         }
         throw new TesseraError(
           'CONFLICTING_OPERATION',
@@ -108,14 +113,23 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
          ON CONFLICT DO NOTHING RETURNING id`,
         [id, kind, resource, definition.phases[0], JSON.stringify(request), JSON.stringify(definition.initialState(request)), term],
       );
-      if (inserted.length === 1) return (await this.track(id, this.drive(id, term))) as Result;
+      if (inserted.length === 1) return (await this.driveOnce(id, term)) as Result;
       // Lost a race with an identical or conflicting request: look again.
     }
   }
 
-  private track(id: string, promise: Promise<unknown>): Promise<unknown> {
+  /**
+   * Drives a coordinator unless this process already does: registration is synchronous, so two
+   * requests (or a request and the election's resumption) can never drive one coordinator twice.
+   */
+  private driveOnce(id: string, term: number): Promise<unknown> {
+    const running = this.running.get(id);
+    if (running !== undefined) return running;
+    const promise = this.drive(id, term);
     this.running.set(id, promise);
-    const forget = () => this.running.delete(id);
+    const forget = () => {
+      if (this.running.get(id) === promise) this.running.delete(id);
+    };
     promise.then(forget, forget);
     return promise;
   }
@@ -182,19 +196,28 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
       try {
         return await definition.runPhase(run.phase, context);
       } catch (error) {
-        if (!(error instanceof TesseraError) || !error.retryable) throw error;
+        // Retryable errors and transient database failures (a lost connection, a deadlock victim)
+        // retry the phase: failing here could leave a destructive phase half-done.
+        const retryable = error instanceof TesseraError ? error.retryable : isTransientDatabaseError(error);
+        if (!retryable) throw error;
         const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt);
         this.logger.warn(
           { id: run.id, phase: run.phase, attempt, err: error },
-          `${run.row.kind} phase ${run.phase} will retry in ${delay} ms: ${error.message}`,
+          `${run.row.kind} phase ${run.phase} will retry in ${delay} ms: ${(error as Error).message}`,
         );
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
   }
 
+  /** The coordinator still belongs to this term, and this process still holds the lease of that term. */
   private async fenced(manager: EntityManager, id: string, term: number): Promise<void> {
-    const rows: unknown[] = await manager.query('SELECT 1 FROM ddl_coordinators WHERE id = $1 AND leader_term = $2 FOR UPDATE', [id, term]);
+    const rows: unknown[] = await manager.query(
+      `SELECT 1 FROM ddl_coordinators c, leader_lease l
+        WHERE c.id = $1 AND c.leader_term = $2 AND l.term = $2 AND l.holder = $3 AND l.expires_at > now()
+        FOR UPDATE OF c`,
+      [id, term, this.leader.id],
+    );
     if (rows.length === 0) throw new FencedError();
   }
 

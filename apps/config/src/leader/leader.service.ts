@@ -30,7 +30,9 @@ export interface LeaderInfo {
  * been renewed for `TESSERA_LEADER_LEASE_MS`, which increments the term. Lease times are the
  * database's clock, so the processes' clocks do not matter. When the leader dies, another
  * process leads within lease + renew interval (11 s with the defaults). A leader that cannot
- * renew steps down when its lease would have expired, before anyone else can take it over.
+ * renew steps down when its lease would have expired, before anyone else can take it over; a
+ * lease taken again after it expired, even by the same process, is a new term, so work fenced by
+ * the old term cannot resume by accident.
  */
 @Injectable()
 export class LeaderService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -38,7 +40,10 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
   private readonly url: string;
   private readonly services: LeaderOnlyService[] = [];
   private currentTerm: number | undefined;
+  /** The term whose leader-only services have all started. */
+  private startedTerm: number | undefined;
   private leaseValidUntil = 0;
+  private expiry: NodeJS.Timeout | undefined;
   private loop: Periodic | undefined;
   private transition: Promise<void> = Promise.resolve();
 
@@ -55,8 +60,9 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
     this.services.push(service);
   }
 
+  /** True once this process holds a live lease and its leader-only services have started for that term. */
   get isLeader(): boolean {
-    return this.currentTerm !== undefined && Date.now() < this.leaseValidUntil;
+    return this.currentTerm !== undefined && this.startedTerm === this.currentTerm && Date.now() < this.leaseValidUntil;
   }
 
   /** The term of this process's lease; throws `NOT_LEADER` naming the leader when it holds none. */
@@ -93,6 +99,7 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
 
   async onApplicationShutdown(): Promise<void> {
     this.loop?.stop();
+    clearTimeout(this.expiry);
     if (this.currentTerm !== undefined) {
       this.stepDown(SHUTTING_DOWN);
       await this.transition;
@@ -106,7 +113,7 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
       `INSERT INTO leader_lease (holder, holder_url, term, expires_at) VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond')
        ON CONFLICT (singleton) DO UPDATE SET
          holder = EXCLUDED.holder, holder_url = EXCLUDED.holder_url, expires_at = EXCLUDED.expires_at,
-         term = CASE WHEN leader_lease.holder = EXCLUDED.holder THEN leader_lease.term ELSE leader_lease.term + 1 END
+         term = CASE WHEN leader_lease.holder = EXCLUDED.holder AND leader_lease.expires_at >= now() THEN leader_lease.term ELSE leader_lease.term + 1 END
        WHERE leader_lease.holder = EXCLUDED.holder OR leader_lease.expires_at < now()
        RETURNING term`,
       [this.id, this.url, this.settings.TESSERA_LEADER_LEASE_MS],
@@ -118,7 +125,19 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
     }
     // Counted from before the statement, so this process's view never outlives the row's.
     this.leaseValidUntil = started + this.settings.TESSERA_LEADER_LEASE_MS;
-    if (this.currentTerm !== term) this.becomeLeader(term);
+    // Step down when the lease runs out unless a renewal comes first, even if renewals hang.
+    clearTimeout(this.expiry);
+    this.expiry = setTimeout(
+      () => {
+        if (this.currentTerm !== undefined && Date.now() >= this.leaseValidUntil) this.stepDown('lease expired without renewal');
+      },
+      Math.max(0, this.leaseValidUntil - Date.now()),
+    );
+    this.expiry.unref();
+    if (this.currentTerm !== term) {
+      if (this.currentTerm !== undefined) this.stepDown(`a new term ${term} began`);
+      this.becomeLeader(term);
+    }
   }
 
   private becomeLeader(term: number): void {
@@ -130,6 +149,7 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
           .startAsLeader(term)
           .catch((error: unknown) => this.logger.error({ err: error, service: service.name }, 'leader service failed to start'));
       }
+      if (this.currentTerm === term) this.startedTerm = term;
     });
   }
 
@@ -137,6 +157,7 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
     const level = reason === SHUTTING_DOWN ? 'info' : 'warn';
     this.logger[level]({ term: this.currentTerm }, `no longer the config leader: ${reason}`);
     this.currentTerm = undefined;
+    this.startedTerm = undefined;
     this.leaseValidUntil = 0;
     this.transition = this.transition.then(async () => {
       for (const service of this.services) {

@@ -60,7 +60,9 @@ describe('distributed locks', () => {
     expect((await busy(alive.acquire('db3', 'op-alive', 'waiting', 100))).code).toBe('LOCK_BUSY');
     await new Promise((resolve) => setTimeout(resolve, 1_100));
     const taken = await alive.acquire('db3', 'op-alive', 'takeover', 0);
-    const rows: Array<{ process: string; operation: string }> = await db.dataSource.query("SELECT process, operation FROM locks WHERE resource = 'db3'");
+    const rows: Array<{ process: string; operation: string }> = await db.dataSource.query(
+      "SELECT process, operation FROM locks WHERE resource = 'db3'",
+    );
     expect(rows).toEqual([{ process: alive.process, operation: 'op-alive' }]);
     await taken.release();
   });

@@ -91,8 +91,14 @@ export class DistLockService implements OnApplicationBootstrap, OnApplicationShu
     }
   }
 
-  /** Releases the lock if this operation still holds it; a no-op otherwise. */
+  /** Releases the lock if this operation still holds it in this process; a no-op otherwise. */
   async release(resource: string, operation: string): Promise<void> {
-    await this.dataSource.query('DELETE FROM locks WHERE resource = $1 AND operation = $2', [resource, operation]);
+    // Only this process's hold: a coordinator resumed elsewhere holds the lock under the same
+    // operation, and a deposed process must not free it.
+    await this.dataSource.query('DELETE FROM locks WHERE resource = $1 AND operation = $2 AND process = $3', [
+      resource,
+      operation,
+      this.process,
+    ]);
   }
 }

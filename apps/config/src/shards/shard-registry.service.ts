@@ -90,7 +90,7 @@ export class ShardRegistryService {
     try {
       return await this.dataSource.transaction(async (manager) => {
         const shards: Array<{ name: string; state: ShardState }> = await manager.query(
-          'SELECT name, state FROM shards ORDER BY name FOR UPDATE',
+          'SELECT name, state FROM shards ORDER BY name FOR NO KEY UPDATE',
         );
         const shard = shards.find((s) => s.name === name);
         if (shard === undefined) throw new TesseraError('SHARD_NOT_FOUND', `no shard named "${name}"`, { details: { shard: name } });

@@ -26,7 +26,7 @@ import { parseWith, queryRows } from '@tessera/platform';
 import { type CollectionRow, keyPatternOfRow, readableKey } from '../catalog/catalog-rows.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
-import { databaseOf } from '../catalog/namespace.js';
+import { databaseLock, databaseOf } from '../catalog/namespace.js';
 import { DistLockService } from '../locks/dist-lock.service.js';
 import { LeaderService } from '../leader/leader.service.js';
 import { SHARDS_RESOURCE } from '../shards/shard-registry.service.js';
@@ -106,49 +106,53 @@ export class ZonesService {
    */
   async updateZoneKeyRange(input: UpdateZoneKeyRangeRequest): Promise<{ ok: 1 }> {
     const request = parseWith(updateZoneKeyRangeRequestSchema, input, 'updateZoneKeyRange request');
-    return this.underLocks([databaseOf(request.ns), request.ns], `updateZoneKeyRange ${request.ns}`, async (manager) => {
-      const pattern = await this.patternFor(manager, request.ns, request.min, request.max);
-      const range = makeChunkRange(boundOf(pattern, request.min, 'min'), boundOf(pattern, request.max, 'max'));
-      const min = Buffer.from(encodeKey(range.min));
-      const max = Buffer.from(encodeKey(range.max));
-      if (request.zone === null) {
-        const removed: unknown[] = await queryRows(manager, 'DELETE FROM tags WHERE ns = $1 AND min = $2 AND max = $3 RETURNING tag', [
-          request.ns,
-          min,
-          max,
-        ]);
-        if (removed.length > 0) await this.recordRangeChange(manager, request.ns, pattern, range, null);
-        return { ok: 1 as const };
-      }
-      const holders: unknown[] = await manager.query('SELECT 1 FROM shards WHERE $1 = ANY(zones)', [request.zone]);
-      if (holders.length === 0) {
-        throw new TesseraError('NOT_FOUND', `zone "${request.zone}" is not assigned to any shard; use addShardToZone first`, {
-          details: { zone: request.zone },
-        });
-      }
-      const overlapping: Array<{ min: Buffer; max: Buffer; min_ejson: string; max_ejson: string; tag: string }> = await manager.query(
-        'SELECT min, max, min_ejson, max_ejson, tag FROM tags WHERE ns = $1 AND min < $3 AND max > $2',
-        [request.ns, min, max],
-      );
-      const same = overlapping.length === 1 && overlapping[0]!.min.equals(min) && overlapping[0]!.max.equals(max);
-      if (overlapping.length > 0 && !same) {
-        const other = overlapping[0]!;
-        throw new TesseraError(
-          'BAD_VALUE',
-          `zone range [${readableKey(pattern, range.min)}, ${readableKey(pattern, range.max)}) overlaps range [${other.min_ejson}, ${other.max_ejson}) of zone "${other.tag}"`,
-          {
-            details: { ns: request.ns, overlaps: { min: other.min_ejson, max: other.max_ejson, zone: other.tag } },
-          },
+    return this.underLocks(
+      [databaseLock(databaseOf(request.ns)), request.ns, SHARDS_RESOURCE],
+      `updateZoneKeyRange ${request.ns}`,
+      async (manager) => {
+        const pattern = await this.patternFor(manager, request.ns, request.min, request.max);
+        const range = makeChunkRange(boundOf(pattern, request.min, 'min'), boundOf(pattern, request.max, 'max'));
+        const min = Buffer.from(encodeKey(range.min));
+        const max = Buffer.from(encodeKey(range.max));
+        if (request.zone === null) {
+          const removed: unknown[] = await queryRows(manager, 'DELETE FROM tags WHERE ns = $1 AND min = $2 AND max = $3 RETURNING tag', [
+            request.ns,
+            min,
+            max,
+          ]);
+          if (removed.length > 0) await this.recordRangeChange(manager, request.ns, pattern, range, null);
+          return { ok: 1 as const };
+        }
+        const holders: unknown[] = await manager.query('SELECT 1 FROM shards WHERE $1 = ANY(zones)', [request.zone]);
+        if (holders.length === 0) {
+          throw new TesseraError('NOT_FOUND', `zone "${request.zone}" is not assigned to any shard; use addShardToZone first`, {
+            details: { zone: request.zone },
+          });
+        }
+        const overlapping: Array<{ min: Buffer; max: Buffer; min_ejson: string; max_ejson: string; tag: string }> = await manager.query(
+          'SELECT min, max, min_ejson, max_ejson, tag FROM tags WHERE ns = $1 AND min < $3 AND max > $2',
+          [request.ns, min, max],
         );
-      }
-      await manager.query(
-        `INSERT INTO tags (ns, min, max, min_ejson, max_ejson, tag) VALUES ($1, $2, $3, $4, $5, $6)
+        const same = overlapping.length === 1 && overlapping[0]!.min.equals(min) && overlapping[0]!.max.equals(max);
+        if (overlapping.length > 0 && !same) {
+          const other = overlapping[0]!;
+          throw new TesseraError(
+            'BAD_VALUE',
+            `zone range [${readableKey(pattern, range.min)}, ${readableKey(pattern, range.max)}) overlaps range [${other.min_ejson}, ${other.max_ejson}) of zone "${other.tag}"`,
+            {
+              details: { ns: request.ns, overlaps: { min: other.min_ejson, max: other.max_ejson, zone: other.tag } },
+            },
+          );
+        }
+        await manager.query(
+          `INSERT INTO tags (ns, min, max, min_ejson, max_ejson, tag) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (ns, min) DO UPDATE SET tag = EXCLUDED.tag`,
-        [request.ns, min, max, readableKey(pattern, range.min), readableKey(pattern, range.max), request.zone],
-      );
-      await this.recordRangeChange(manager, request.ns, pattern, range, request.zone);
-      return { ok: 1 as const };
-    });
+          [request.ns, min, max, readableKey(pattern, range.min), readableKey(pattern, range.max), request.zone],
+        );
+        await this.recordRangeChange(manager, request.ns, pattern, range, request.zone);
+        return { ok: 1 as const };
+      },
+    );
   }
 
   private async recordRangeChange(
@@ -184,7 +188,7 @@ export class ZonesService {
   }
 
   private async zonesOf(manager: EntityManager, shard: string): Promise<string[]> {
-    const rows: Array<{ zones: string[] }> = await manager.query('SELECT zones FROM shards WHERE name = $1 FOR UPDATE', [shard]);
+    const rows: Array<{ zones: string[] }> = await manager.query('SELECT zones FROM shards WHERE name = $1 FOR NO KEY UPDATE', [shard]);
     if (rows[0] === undefined) throw new TesseraError('SHARD_NOT_FOUND', `no shard named "${shard}"`, { details: { shard } });
     return rows[0].zones;
   }

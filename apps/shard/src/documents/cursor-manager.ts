@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { type ChunkRange, TesseraError, type ValueObject, encodeKey, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
-import { compileProjection, compileSort, idEqualityFromFilter, keyRangesForFilter, parseFilter } from '@tessera/query';
+import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
+import { compileProjection, compileSort, parseFilter } from '@tessera/query';
+import { scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
 
 export interface FindRequest {
@@ -56,7 +57,7 @@ export class CursorManager {
     const project = compileProjection(request.projection);
     const skip = nonNegative(request.skip, 'skip') ?? 0;
     const limit = nonNegative(request.limit, 'limit') || undefined;
-    const where = conditions(handle, filter);
+    const where = scanConditions(handle, filter);
     const accept = (row: { shard_key: Buffer; doc: unknown }): ValueObject | undefined => {
       if (!handle.owns(row.shard_key)) return undefined;
       const document = fromExtendedJsonObject(row.doc) as ValueObject;
@@ -185,25 +186,6 @@ export class CursorManager {
       },
     };
   }
-}
-
-/** SQL conditions from the shard key ranges and `_id` equality a filter implies. */
-function conditions(handle: CollectionHandle, filter: ValueObject): { sql: string; params: unknown[] } {
-  const params: unknown[] = [];
-  const parts: string[] = [];
-  const id = idEqualityFromFilter(filter);
-  if (id !== undefined) {
-    params.push(Buffer.from(encodeKey([id])));
-    parts.push(`id = $${params.length}`);
-  }
-  const ranges: ChunkRange[] = keyRangesForFilter(handle.pattern, filter);
-  if (ranges.length === 0) return { sql: 'false', params };
-  const rangeSql = ranges.map((range) => {
-    params.push(Buffer.from(encodeKey(range.min)), Buffer.from(encodeKey(range.max)));
-    return `(shard_key >= $${params.length - 1} AND shard_key < $${params.length})`;
-  });
-  parts.push(`(${rangeSql.join(' OR ')})`);
-  return { sql: parts.join(' AND '), params };
 }
 
 function nonNegative(value: number | undefined, name: string): number | undefined {

@@ -40,7 +40,14 @@ describe('hash64 matches MongoDB hasher_test.cpp', () => {
     ['empty array', [], 8849948234993459283n],
     ['binary general', new Binary(Uint8Array.from([0, 1, 2, 3, 4, 6]), 0), 7252465090394235301n],
     ['binary custom', new Binary(Uint8Array.from([0, 1, 2, 3, 4, 6]), 128), 5736670452907618262n],
-    ['binary UUID', new Binary(Uint8Array.from({ length: 16 }, (_, i) => i), 4), 6084661258071355978n],
+    [
+      'binary UUID',
+      new Binary(
+        Uint8Array.from({ length: 16 }, (_, i) => i),
+        4,
+      ),
+      6084661258071355978n,
+    ],
     ['ObjectId 010203040506070809101112', new ObjectId('010203040506070809101112'), -5588663249627035708n],
     ['ObjectId 000000000000000000000000', new ObjectId('000000000000000000000000'), -4293118519463489418n],
     ['true', true, 6405873908747105701n],

@@ -85,6 +85,7 @@ export function bytesToLatin1(bytes: Uint8Array, length: number = bytes.length):
   // apply() takes the typed array directly; chunks keep the argument count below engine limits.
   if (length <= 4096) return String.fromCharCode.apply(null, bytes.subarray(0, length) as unknown as number[]);
   let out = '';
-  for (let i = 0; i < length; i += 4096) out += String.fromCharCode.apply(null, bytes.subarray(i, Math.min(length, i + 4096)) as unknown as number[]);
+  for (let i = 0; i < length; i += 4096)
+    out += String.fromCharCode.apply(null, bytes.subarray(i, Math.min(length, i + 4096)) as unknown as number[]);
   return out;
 }

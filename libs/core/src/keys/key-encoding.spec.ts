@@ -41,7 +41,9 @@ describe('encodeKey', () => {
   it('orders compound keys of equal arity field by field', () => {
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: 3 }).chain((n) => fc.tuple(fc.array(arbValue, { minLength: n, maxLength: n }), fc.array(arbValue, { minLength: n, maxLength: n }))),
+        fc
+          .integer({ min: 1, max: 3 })
+          .chain((n) => fc.tuple(fc.array(arbValue, { minLength: n, maxLength: n }), fc.array(arbValue, { minLength: n, maxLength: n }))),
         ([a, b]) => compareBytes(encodeKey(a), encodeKey(b)) === compareKeysByValue(a, b),
       ),
       { numRuns: 3000 },
@@ -50,7 +52,12 @@ describe('encodeKey', () => {
 
   it('keeps compound keys that share a first field ordered by the second', () => {
     fc.assert(
-      fc.property(arbValue, arbValue, arbValue, (head, x, y) => compareBytes(encodeKey([head, x]), encodeKey([head, y])) === compareValues(x, y)),
+      fc.property(
+        arbValue,
+        arbValue,
+        arbValue,
+        (head, x, y) => compareBytes(encodeKey([head, x]), encodeKey([head, y])) === compareValues(x, y),
+      ),
       { numRuns: 2000 },
     );
   });

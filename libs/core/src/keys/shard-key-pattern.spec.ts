@@ -74,7 +74,7 @@ describe('extractShardKey', () => {
     expect(badValueField(() => extractShardKey(pattern, { region: /^e/, user: { id: 1 } }))).toBe('region');
   });
 
-  it('hashes the hashed field with MongoDB\'s hash, null when missing', () => {
+  it("hashes the hashed field with MongoDB's hash, null when missing", () => {
     const hashed = parseShardKeyPattern({ region: 1, uid: 'hashed' });
     const [region, uid] = extractShardKey(hashed, { region: 'eu', uid: 42 });
     expect(region).toBe('eu');

@@ -38,7 +38,9 @@ export function parseShardKeyPattern(spec: Readonly<Record<string, unknown>>): S
     validatePath(path);
     const hashed = kind === 'hashed';
     if (!hashed && kind !== 1) {
-      throw new TesseraError('BAD_VALUE', `Shard key field "${path}" must be 1 or "hashed", got ${JSON.stringify(kind)}.`, { details: { field: path } });
+      throw new TesseraError('BAD_VALUE', `Shard key field "${path}" must be 1 or "hashed", got ${JSON.stringify(kind)}.`, {
+        details: { field: path },
+      });
     }
     for (const other of fields) {
       if (other.path.startsWith(`${path}.`) || path.startsWith(`${other.path}.`)) {
@@ -83,7 +85,9 @@ export function extractShardKey(pattern: ShardKeyPattern, document: ValueObject)
   return pattern.fields.map((field) => {
     const value = valueAtPath(document, field.path) ?? null;
     if (typeBracketOf(value) === 'regex') {
-      throw new TesseraError('BAD_VALUE', `Shard key field "${field.path}" cannot hold a regular expression.`, { details: { field: field.path } });
+      throw new TesseraError('BAD_VALUE', `Shard key field "${field.path}" cannot hold a regular expression.`, {
+        details: { field: field.path },
+      });
     }
     return field.hashed ? hashShardKeyValue(value) : value;
   });

@@ -34,7 +34,9 @@ export function makeChunkRange(min: ShardKey, max: ShardKey): ChunkRange {
     throw new TesseraError('BAD_VALUE', `Range bounds must have the same non-zero number of fields, got ${min.length} and ${max.length}.`);
   }
   if (compareShardKeys(min, max) >= 0) {
-    throw new TesseraError('BAD_VALUE', `Range min must be below max, got ${chunkRangeToString({ min, max })}.`, { details: { range: { min, max } } });
+    throw new TesseraError('BAD_VALUE', `Range min must be below max, got ${chunkRangeToString({ min, max })}.`, {
+      details: { range: { min, max } },
+    });
   }
   return { min, max };
 }
@@ -93,9 +95,13 @@ export function mergeRanges(ranges: readonly ChunkRange[]): ChunkRange {
   if (first === undefined || last === undefined) throw new TesseraError('BAD_VALUE', 'Cannot merge an empty list of ranges.');
   for (let i = 1; i < ranges.length; i++) {
     if (!rangesAreContiguous(ranges[i - 1] as ChunkRange, ranges[i] as ChunkRange)) {
-      throw new TesseraError('BAD_VALUE', `Ranges to merge must be contiguous; there is a gap or overlap before ${chunkRangeToString(ranges[i] as ChunkRange)}.`, {
-        details: { index: i },
-      });
+      throw new TesseraError(
+        'BAD_VALUE',
+        `Ranges to merge must be contiguous; there is a gap or overlap before ${chunkRangeToString(ranges[i] as ChunkRange)}.`,
+        {
+          details: { index: i },
+        },
+      );
     }
   }
   return { min: first.min, max: last.max };
@@ -114,7 +120,8 @@ export function validateRangeCoverage<R extends ChunkRange>(ranges: readonly R[]
   const first = sorted[0];
   const last = sorted[sorted.length - 1];
   if (first === undefined || last === undefined) return fail('empty', 'No ranges cover the key space.');
-  if (compareShardKeys(first.min, keySpace.min) !== 0) fail('start', `The first range starts at ${bound(first.min)}, not at ${bound(keySpace.min)}.`, first);
+  if (compareShardKeys(first.min, keySpace.min) !== 0)
+    fail('start', `The first range starts at ${bound(first.min)}, not at ${bound(keySpace.min)}.`, first);
   for (let i = 0; i < sorted.length; i++) {
     const r = sorted[i] as R;
     if (compareShardKeys(r.min, r.max) >= 0) fail('invalid', `Range ${chunkRangeToString(r)} is empty or inverted.`, r);
@@ -124,7 +131,8 @@ export function validateRangeCoverage<R extends ChunkRange>(ranges: readonly R[]
     if (c < 0) fail('gap', `Gap between ${chunkRangeToString(r)} and ${chunkRangeToString(next)}.`, r);
     if (c > 0) fail('overlap', `Ranges ${chunkRangeToString(r)} and ${chunkRangeToString(next)} overlap.`, r);
   }
-  if (compareShardKeys(last.max, keySpace.max) !== 0) fail('end', `The last range ends at ${bound(last.max)}, not at ${bound(keySpace.max)}.`, last);
+  if (compareShardKeys(last.max, keySpace.max) !== 0)
+    fail('end', `The last range ends at ${bound(last.max)}, not at ${bound(keySpace.max)}.`, last);
   return sorted;
 }
 

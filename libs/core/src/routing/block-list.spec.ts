@@ -7,7 +7,11 @@ import { probeFromString } from './key-probe.js';
 /** Keys "k0000", "k0002", ... as binary strings; items are the numbers. */
 function buildList(count: number, blockSize: number): BlockList<number> {
   const keys = Array.from({ length: count }, (_, i) => key(2 * i));
-  return BlockList.fromSorted(keys, keys.map((_, i) => 2 * i), blockSize);
+  return BlockList.fromSorted(
+    keys,
+    keys.map((_, i) => 2 * i),
+    blockSize,
+  );
 }
 
 const key = (n: number) => `k${String(n).padStart(6, '0')}`;
@@ -34,12 +38,16 @@ describe('BlockList', () => {
           // Edits replace [start, end) with `inserted` odd numbers between neighbours, keeping order.
           const edits: BlockEdit<number>[] = [];
           let floor = 0;
-          for (const [start, length, inserted] of rawEdits.map(([s, l, n]) => [s % (count + 1), l, n] as const).sort((a, b) => a[0] - b[0])) {
+          for (const [start, length, inserted] of rawEdits
+            .map(([s, l, n]) => [s % (count + 1), l, n] as const)
+            .sort((a, b) => a[0] - b[0])) {
             const from = Math.max(start, floor);
             const to = Math.min(count, from + length);
             if (from >= count || (to === from && inserted === 0)) continue;
             const low = from === 0 ? -1 : (model[from - 1] as number);
-            const items = Array.from({ length: Math.min(inserted, 1) }, () => low + 1).filter((v) => to >= count || v < (model[to] as number));
+            const items = Array.from({ length: Math.min(inserted, 1) }, () => low + 1).filter(
+              (v) => to >= count || v < (model[to] as number),
+            );
             edits.push({ start: from, end: to, keys: items.map(key), items });
             floor = to + 1;
           }

@@ -13,7 +13,13 @@ const mm = (c: Chunk) => `${c.version.major}|${c.version.minor}`;
 
 /** Builds the chunks of a collection split at `points` over one field, round-robin on `shards`. */
 function buildChunks(points: number[], shards = ['A']): Chunk[] {
-  return createInitialChunks({ generation: GEN, keySpace: { min: [new MinKey()], max: [new MaxKey()] }, splitPoints: points.map((p) => [p]), shards, at: at(1) });
+  return createInitialChunks({
+    generation: GEN,
+    keySpace: { min: [new MinKey()], max: [new MaxKey()] },
+    splitPoints: points.map((p) => [p]),
+    shards,
+    at: at(1),
+  });
 }
 
 describe('createInitialChunks', () => {
@@ -47,7 +53,10 @@ describe('splitChunk, mergeChunks, moveChunk', () => {
     const [chunk] = buildChunks([]);
     const { moved, control } = moveChunk(chunk as Chunk, 'B', (chunk as Chunk).version, at(7));
     expect(control).toBeUndefined();
-    expect(moved.history).toEqual([{ validAfter: at(7), shard: 'B' }, { validAfter: at(1), shard: 'A' }]);
+    expect(moved.history).toEqual([
+      { validAfter: at(7), shard: 'B' },
+      { validAfter: at(1), shard: 'A' },
+    ]);
     expect(shardAtClusterTime(moved, at(6))).toBe('A');
   });
 
@@ -55,7 +64,9 @@ describe('splitChunk, mergeChunks, moveChunk', () => {
     const chunks = buildChunks([0, 10], ['A', 'B']);
     const cv = chunks[2]?.version as Chunk['version'];
     expect(() => moveChunk(chunks[0] as Chunk, 'B', cv, at(3), chunks[1])).toThrow(TesseraError);
-    expect(() => splitChunk(chunks[0] as Chunk, [[-5]], { ...cv, epoch: NEW_GEN.epoch })).toThrow(expect.objectContaining({ code: 'STALE_EPOCH' }));
+    expect(() => splitChunk(chunks[0] as Chunk, [[-5]], { ...cv, epoch: NEW_GEN.epoch })).toThrow(
+      expect.objectContaining({ code: 'STALE_EPOCH' }),
+    );
     expect(() => mergeChunks([chunks[0] as Chunk], cv, at(3))).toThrow(TesseraError);
   });
 });

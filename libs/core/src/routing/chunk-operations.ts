@@ -36,11 +36,19 @@ export interface InitialChunksSpec {
  */
 export function createInitialChunks(spec: InitialChunksSpec): Chunk[] {
   if (spec.shards.length === 0) throw new TesseraError('BAD_VALUE', 'Sharding a collection needs at least one shard.');
-  const ranges = spec.splitPoints && spec.splitPoints.length > 0 ? splitRange(spec.keySpace, spec.splitPoints) : [makeChunkRange(spec.keySpace.min, spec.keySpace.max)];
+  const ranges =
+    spec.splitPoints && spec.splitPoints.length > 0
+      ? splitRange(spec.keySpace, spec.splitPoints)
+      : [makeChunkRange(spec.keySpace.min, spec.keySpace.max)];
   const first = firstChunkVersion(spec.generation);
   return ranges.map((range, k) => {
     const shard = spec.shards[k % spec.shards.length] as ShardId;
-    return { range, shard, version: makeChunkVersion(spec.generation, first.major, first.minor + k), history: [{ validAfter: spec.at, shard }] };
+    return {
+      range,
+      shard,
+      version: makeChunkVersion(spec.generation, first.major, first.minor + k),
+      history: [{ validAfter: spec.at, shard }],
+    };
   });
 }
 
@@ -68,7 +76,9 @@ export function mergeChunks(chunks: readonly Chunk[], cv: CollectionVersion, at:
   for (const c of chunks) {
     checkGeneration(c, cv);
     if (c.shard !== first.shard) {
-      throw new TesseraError('BAD_VALUE', `Cannot merge chunks on different shards (${first.shard} and ${c.shard}).`, { details: { shards: [first.shard, c.shard] } });
+      throw new TesseraError('BAD_VALUE', `Cannot merge chunks on different shards (${first.shard} and ${c.shard}).`, {
+        details: { shards: [first.shard, c.shard] },
+      });
     }
   }
   const range = mergeRanges(chunks.map((c) => c.range));
@@ -90,15 +100,25 @@ export interface MoveResult {
  */
 export function moveChunk(chunk: Chunk, toShard: ShardId, cv: CollectionVersion, at: ClusterTimestamp, controlChunk?: Chunk): MoveResult {
   checkGeneration(chunk, cv);
-  if (toShard === chunk.shard) throw new TesseraError('BAD_VALUE', `Chunk ${chunkRangeToString(chunk.range)} is already on ${toShard}.`, { details: { shard: toShard } });
+  if (toShard === chunk.shard)
+    throw new TesseraError('BAD_VALUE', `Chunk ${chunkRangeToString(chunk.range)} is already on ${toShard}.`, {
+      details: { shard: toShard },
+    });
   if (controlChunk !== undefined) {
     checkGeneration(controlChunk, cv);
     if (controlChunk.shard !== chunk.shard || rangesOverlap(controlChunk.range, chunk.range)) {
-      throw new TesseraError('BAD_VALUE', 'The control chunk must be another chunk on the donor shard.', { details: { shard: controlChunk.shard } });
+      throw new TesseraError('BAD_VALUE', 'The control chunk must be another chunk on the donor shard.', {
+        details: { shard: controlChunk.shard },
+      });
     }
   }
   const versions = bumpVersionsOnMove(cv, controlChunk !== undefined);
-  const moved: Chunk = { ...chunk, shard: toShard, version: versions.moved, history: [{ validAfter: at, shard: toShard }, ...chunk.history] };
+  const moved: Chunk = {
+    ...chunk,
+    shard: toShard,
+    version: versions.moved,
+    history: [{ validAfter: at, shard: toShard }, ...chunk.history],
+  };
   const control = controlChunk && versions.control ? { ...controlChunk, version: versions.control } : undefined;
   return { moved, control };
 }
@@ -112,13 +132,20 @@ export function moveChunk(chunk: Chunk, toShard: ShardId, cv: CollectionVersion,
  */
 export function refineChunks(chunks: readonly Chunk[], newGeneration: CollectionGeneration, addedFields: number): Chunk[] {
   if (!Number.isSafeInteger(addedFields) || addedFields < 1) throw new TesseraError('BAD_VALUE', 'Refining adds at least one field.');
-  const versions = bumpVersionsOnRefine(chunks.map((c) => c.version), newGeneration);
+  const versions = bumpVersionsOnRefine(
+    chunks.map((c) => c.version),
+    newGeneration,
+  );
   const extend = (bound: ShardKey): ShardKey => {
     const last = bound[bound.length - 1] as Value;
     const isMax = typeBracketOf(last) === 'maxKey';
     return [...bound, ...Array.from({ length: addedFields }, (): Value => (isMax ? new MaxKey() : new MinKey()))];
   };
-  return chunks.map((c, i) => ({ ...c, range: { min: extend(c.range.min), max: extend(c.range.max) }, version: versions[i] as CollectionVersion }));
+  return chunks.map((c, i) => ({
+    ...c,
+    range: { min: extend(c.range.min), max: extend(c.range.max) },
+    version: versions[i] as CollectionVersion,
+  }));
 }
 
 function checkGeneration(chunk: Chunk, cv: CollectionGeneration): void {

@@ -73,8 +73,12 @@ describe('RoutingTable.fromChunks', () => {
     { problem: 'start', drop: 0 },
     { problem: 'end', drop: 3 },
   ])('refuses chunks with a $problem with CONFLICTING_OPERATION', ({ problem, drop }) => {
-    const chunks = buildTable({ points: [10, 20, 30] }).chunks().filter((_, i) => i !== drop);
-    expect(() => RoutingTable.fromChunks(chunks)).toThrow(expect.objectContaining({ code: 'CONFLICTING_OPERATION', details: expect.objectContaining({ problem }) }));
+    const chunks = buildTable({ points: [10, 20, 30] })
+      .chunks()
+      .filter((_, i) => i !== drop);
+    expect(() => RoutingTable.fromChunks(chunks)).toThrow(
+      expect.objectContaining({ code: 'CONFLICTING_OPERATION', details: expect.objectContaining({ problem }) }),
+    );
   });
 
   it('refuses overlapping chunks and mixed generations', () => {
@@ -134,11 +138,21 @@ describe('RoutingTable.applyChanges', () => {
   it.each([
     { name: 'a changed chunk that ends inside an existing chunk', ranges: [[new MinKey(), 5]] as Value[][] },
     { name: 'a changed chunk that starts inside an existing chunk', ranges: [[5, 10]] as Value[][] },
-    { name: 'changed chunks that overlap each other', ranges: [[new MinKey(), 10], [5, 10]] as Value[][] },
+    {
+      name: 'changed chunks that overlap each other',
+      ranges: [
+        [new MinKey(), 10],
+        [5, 10],
+      ] as Value[][],
+    },
   ])('refuses $name with CONFLICTING_OPERATION', ({ ranges }) => {
     const table = buildTable({ points: [10] });
     const base = table.chunkFor([5]);
-    const changes = ranges.map(([min, max], k) => ({ ...base, range: { min: [min as Value], max: [max as Value] }, version: { ...GEN, major: 9, minor: k } }));
+    const changes = ranges.map(([min, max], k) => ({
+      ...base,
+      range: { min: [min as Value], max: [max as Value] },
+      version: { ...GEN, major: 9, minor: k },
+    }));
     expect(() => table.applyChanges(changes)).toThrow(expect.objectContaining({ code: 'CONFLICTING_OPERATION' }));
   });
 });
@@ -190,8 +204,14 @@ function changesFor(table: RoutingTable, op: Op, time: number): Chunk[] | undefi
       const hi = numericBound(chunk.range.max[0] as Value, 1000);
       if (hi - lo < 2) return undefined;
       const count = 1 + (op.pick2 % 3);
-      const points = [...new Set(Array.from({ length: count }, (_, k) => lo + 1 + ((op.pick2 * (k + 7)) % (hi - lo - 1))))].sort((a, b) => a - b);
-      return splitChunk(chunk, points.map((p) => [p]), cv);
+      const points = [...new Set(Array.from({ length: count }, (_, k) => lo + 1 + ((op.pick2 * (k + 7)) % (hi - lo - 1))))].sort(
+        (a, b) => a - b,
+      );
+      return splitChunk(
+        chunk,
+        points.map((p) => [p]),
+        cv,
+      );
     }
     case 'merge': {
       const start = op.pick % chunks.length;
@@ -211,71 +231,91 @@ function changesFor(table: RoutingTable, op: Op, time: number): Chunk[] | undefi
 
 /** The naive model: replace every chunk overlapping a changed chunk, then sort. */
 function applyNaively(chunks: readonly Chunk[], changes: readonly Chunk[]): Chunk[] {
-  const kept = chunks.filter((c) => !changes.some((x) => compareShardKeys(c.range.min, x.range.max) < 0 && compareShardKeys(x.range.min, c.range.max) < 0));
+  const kept = chunks.filter(
+    (c) => !changes.some((x) => compareShardKeys(c.range.min, x.range.max) < 0 && compareShardKeys(x.range.min, c.range.max) < 0),
+  );
   return [...kept, ...changes].sort((a, b) => compareShardKeys(a.range.min, b.range.min));
 }
 
 function naiveShardVersion(chunks: readonly Chunk[], shard: ShardId): ChunkVersion {
-  return chunks.filter((c) => c.shard === shard).reduce((top, c) => (compareChunkVersions(c.version, top) === 'newer' ? c.version : top), zeroVersionOf(GEN));
+  return chunks
+    .filter((c) => c.shard === shard)
+    .reduce((top, c) => (compareChunkVersions(c.version, top) === 'newer' ? c.version : top), zeroVersionOf(GEN));
 }
 
 describe('RoutingTable under random splits, merges and moves', () => {
   it('keeps full coverage, strictly increasing collection versions, correct shard versions, and equals a full rebuild', () => {
     fc.assert(
-      fc.property(fc.array(arbOp, { minLength: 1, maxLength: 60 }), fc.integer({ min: 2, max: 8 }), fc.array(fc.integer({ min: -1100, max: 1100 }), { maxLength: 20 }), (ops, blockSize, probes) => {
-        let table = buildTable({ points: [-500, 0, 500], shards: ['s0', 's1'], blockSize });
-        let model = table.chunks();
-        let time = 2;
-        for (const op of ops) {
-          const changes = changesFor(table, op, time++);
-          if (changes === undefined) continue;
-          const before = table.collectionVersion;
-          table = table.applyChanges(changes);
-          model = applyNaively(model, changes);
-          expect(compareChunkVersions(table.collectionVersion, before)).toBe('newer');
-        }
-        const chunks = table.chunks();
-        expect(chunks).toEqual(model);
-        validateRangeCoverage(chunks.map((c) => c.range), KEY_SPACE);
-        for (const shard of SHARDS) expect(table.shardVersion(shard)).toEqual(naiveShardVersion(model, shard));
-        const rebuilt = RoutingTable.fromChunks(model, { blockSize });
-        expect(rebuilt.chunks()).toEqual(chunks);
-        expect(rebuilt.collectionVersion).toEqual(table.collectionVersion);
-        expect(rebuilt.shardVersions()).toEqual(table.shardVersions());
-        for (const shard of SHARDS) expect(rebuilt.chunkCountOnShard(shard)).toBe(table.chunkCountOnShard(shard));
-        for (const probe of probes) {
-          const key: ShardKey = [probe];
-          expect(table.chunkFor(key)).toBe(model.find((c) => rangeContainsKey(c.range, key)));
-        }
-      }),
+      fc.property(
+        fc.array(arbOp, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 2, max: 8 }),
+        fc.array(fc.integer({ min: -1100, max: 1100 }), { maxLength: 20 }),
+        (ops, blockSize, probes) => {
+          let table = buildTable({ points: [-500, 0, 500], shards: ['s0', 's1'], blockSize });
+          let model = table.chunks();
+          let time = 2;
+          for (const op of ops) {
+            const changes = changesFor(table, op, time++);
+            if (changes === undefined) continue;
+            const before = table.collectionVersion;
+            table = table.applyChanges(changes);
+            model = applyNaively(model, changes);
+            expect(compareChunkVersions(table.collectionVersion, before)).toBe('newer');
+          }
+          const chunks = table.chunks();
+          expect(chunks).toEqual(model);
+          validateRangeCoverage(
+            chunks.map((c) => c.range),
+            KEY_SPACE,
+          );
+          for (const shard of SHARDS) expect(table.shardVersion(shard)).toEqual(naiveShardVersion(model, shard));
+          const rebuilt = RoutingTable.fromChunks(model, { blockSize });
+          expect(rebuilt.chunks()).toEqual(chunks);
+          expect(rebuilt.collectionVersion).toEqual(table.collectionVersion);
+          expect(rebuilt.shardVersions()).toEqual(table.shardVersions());
+          for (const shard of SHARDS) expect(rebuilt.chunkCountOnShard(shard)).toBe(table.chunkCountOnShard(shard));
+          for (const probe of probes) {
+            const key: ShardKey = [probe];
+            expect(table.chunkFor(key)).toBe(model.find((c) => rangeContainsKey(c.range, key)));
+          }
+        },
+      ),
       { numRuns: 300 },
     );
   });
 
   it('gives the same table as a full rebuild for arbitrary re-partitions of random ranges', () => {
     fc.assert(
-      fc.property(fc.uniqueArray(fc.integer({ min: -200, max: 200 }), { minLength: 1, maxLength: 60 }), fc.nat(), fc.nat(), fc.array(fc.integer({ min: -200, max: 200 }), { maxLength: 5 }), (points, from, span, newPoints) => {
-        const table = buildTable({ points: [...points].sort((a, b) => a - b), shards: SHARDS, blockSize: 3 });
-        const chunks = table.chunks();
-        const start = from % chunks.length;
-        const replaced = chunks.slice(start, start + 1 + (span % 8));
-        const min = (replaced[0] as Chunk).range.min;
-        const max = (replaced[replaced.length - 1] as Chunk).range.max;
-        const inner = [...new Set(newPoints)].filter((p) => compareShardKeys(min, [p]) < 0 && compareShardKeys([p], max) < 0).sort((a, b) => a - b);
-        const bounds: ShardKey[] = [min, ...inner.map((p) => [p]), max];
-        const cv = table.collectionVersion;
-        const changes: Chunk[] = bounds.slice(1).map((hi, k) => ({
-          range: { min: bounds[k] as ShardKey, max: hi },
-          shard: SHARDS[k % SHARDS.length] as ShardId,
-          version: { ...GEN, major: cv.major + 1, minor: k },
-          history: [{ validAfter: at(9), shard: SHARDS[k % SHARDS.length] as ShardId }],
-        }));
-        const incremental = table.applyChanges(changes);
-        const full = RoutingTable.fromChunks(applyNaively(chunks, changes));
-        expect(incremental.chunks()).toEqual(full.chunks());
-        expect(incremental.shardVersions()).toEqual(full.shardVersions());
-        expect(incremental.collectionVersion).toEqual(full.collectionVersion);
-      }),
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: -200, max: 200 }), { minLength: 1, maxLength: 60 }),
+        fc.nat(),
+        fc.nat(),
+        fc.array(fc.integer({ min: -200, max: 200 }), { maxLength: 5 }),
+        (points, from, span, newPoints) => {
+          const table = buildTable({ points: [...points].sort((a, b) => a - b), shards: SHARDS, blockSize: 3 });
+          const chunks = table.chunks();
+          const start = from % chunks.length;
+          const replaced = chunks.slice(start, start + 1 + (span % 8));
+          const min = (replaced[0] as Chunk).range.min;
+          const max = (replaced[replaced.length - 1] as Chunk).range.max;
+          const inner = [...new Set(newPoints)]
+            .filter((p) => compareShardKeys(min, [p]) < 0 && compareShardKeys([p], max) < 0)
+            .sort((a, b) => a - b);
+          const bounds: ShardKey[] = [min, ...inner.map((p) => [p]), max];
+          const cv = table.collectionVersion;
+          const changes: Chunk[] = bounds.slice(1).map((hi, k) => ({
+            range: { min: bounds[k] as ShardKey, max: hi },
+            shard: SHARDS[k % SHARDS.length] as ShardId,
+            version: { ...GEN, major: cv.major + 1, minor: k },
+            history: [{ validAfter: at(9), shard: SHARDS[k % SHARDS.length] as ShardId }],
+          }));
+          const incremental = table.applyChanges(changes);
+          const full = RoutingTable.fromChunks(applyNaively(chunks, changes));
+          expect(incremental.chunks()).toEqual(full.chunks());
+          expect(incremental.shardVersions()).toEqual(full.shardVersions());
+          expect(incremental.collectionVersion).toEqual(full.collectionVersion);
+        },
+      ),
       { numRuns: 300 },
     );
   });

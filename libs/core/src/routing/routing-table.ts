@@ -69,12 +69,17 @@ export class RoutingTable {
     if (!isSortedByMin(entries)) entries = [...entries].sort((a, b) => (a.min < b.min ? -1 : a.min > b.min ? 1 : 0));
     const keySpaceMin = MIN_KEY_BYTE.repeat(arity);
     const keySpaceMax = MAX_KEY_BYTE.repeat(arity);
-    if ((entries[0] as EncodedChunk).min !== keySpaceMin) throw coverage('start', 'The chunks do not start at MinKey.', (entries[0] as EncodedChunk).chunk);
+    if ((entries[0] as EncodedChunk).min !== keySpaceMin)
+      throw coverage('start', 'The chunks do not start at MinKey.', (entries[0] as EncodedChunk).chunk);
     for (let i = 1; i < entries.length; i++) {
       const previous = entries[i - 1] as EncodedChunk;
       const current = entries[i] as EncodedChunk;
       if (previous.max !== current.min) {
-        throw coverage(previous.max < current.min ? 'gap' : 'overlap', `Chunks ${chunkRangeToString(previous.chunk.range)} and ${chunkRangeToString(current.chunk.range)} do not meet.`, current.chunk);
+        throw coverage(
+          previous.max < current.min ? 'gap' : 'overlap',
+          `Chunks ${chunkRangeToString(previous.chunk.range)} and ${chunkRangeToString(current.chunk.range)} do not meet.`,
+          current.chunk,
+        );
       }
     }
     const last = entries[entries.length - 1] as EncodedChunk;
@@ -111,7 +116,9 @@ export class RoutingTable {
     const probe = this.probeFor(key);
     const chunk = compareKeyToProbe(this.maxKey, probe) > 0 ? this.list.floorItem(probe) : undefined;
     if (chunk === undefined) {
-      throw new TesseraError('SHARD_KEY_NOT_FOUND', 'No chunk contains the given shard key.', { details: { collectionVersion: this.collectionVersion } });
+      throw new TesseraError('SHARD_KEY_NOT_FOUND', 'No chunk contains the given shard key.', {
+        details: { collectionVersion: this.collectionVersion },
+      });
     }
     if (atClusterTime === undefined) return chunk;
     const shard = shardAtClusterTime(chunk, atClusterTime);
@@ -165,7 +172,10 @@ export class RoutingTable {
 
   /** Returns the shards owning at least one chunk, sorted. O(shards). Throws nothing. */
   shardIds(): ShardId[] {
-    return [...this.stats].filter(([, s]) => s.count > 0).map(([id]) => id).sort();
+    return [...this.stats]
+      .filter(([, s]) => s.count > 0)
+      .map(([id]) => id)
+      .sort();
   }
 
   /** Returns how many chunks `shard` owns. O(1). Throws nothing. */
@@ -197,20 +207,29 @@ export class RoutingTable {
    */
   applyChanges(changed: readonly Chunk[]): RoutingTable {
     if (changed.length === 0) return this;
-    const entries = changed.map((chunk) => encodeChunk(chunk, this.generation, this.keyArity)).sort((a, b) => (a.min < b.min ? -1 : a.min > b.min ? 1 : 0));
+    const entries = changed
+      .map((chunk) => encodeChunk(chunk, this.generation, this.keyArity))
+      .sort((a, b) => (a.min < b.min ? -1 : a.min > b.min ? 1 : 0));
     const edits: BlockEdit<Chunk>[] = [];
-    for (let i = 0; i < entries.length; ) {
+    for (let i = 0; i < entries.length;) {
       const runStart = i;
       while (i + 1 < entries.length && (entries[i] as EncodedChunk).max === (entries[i + 1] as EncodedChunk).min) i++;
       const first = entries[runStart] as EncodedChunk;
       const last = entries[i] as EncodedChunk;
       const next = entries[i + 1];
-      if (next !== undefined && last.max > next.min) throw coverage('overlap', `Changed chunks ${chunkRangeToString(last.chunk.range)} and ${chunkRangeToString(next.chunk.range)} overlap.`, next.chunk);
+      if (next !== undefined && last.max > next.min)
+        throw coverage(
+          'overlap',
+          `Changed chunks ${chunkRangeToString(last.chunk.range)} and ${chunkRangeToString(next.chunk.range)} overlap.`,
+          next.chunk,
+        );
       i++;
       const start = this.list.exactPosition(probeFromString(first.min));
-      if (start < 0) throw coverage('gap', `Changed chunk ${chunkRangeToString(first.chunk.range)} starts inside an existing chunk.`, first.chunk);
+      if (start < 0)
+        throw coverage('gap', `Changed chunk ${chunkRangeToString(first.chunk.range)} starts inside an existing chunk.`, first.chunk);
       const end = last.max === this.maxKey ? this.list.size : this.list.exactPosition(probeFromString(last.max));
-      if (end < 0) throw coverage('gap', `Changed chunk ${chunkRangeToString(last.chunk.range)} ends inside an existing chunk.`, last.chunk);
+      if (end < 0)
+        throw coverage('gap', `Changed chunk ${chunkRangeToString(last.chunk.range)} ends inside an existing chunk.`, last.chunk);
       const run = entries.slice(runStart, i);
       edits.push({ start, end, keys: run.map((e) => e.min), items: run.map((e) => e.chunk) });
     }
@@ -232,7 +251,8 @@ export class RoutingTable {
     for (const edit of edits) {
       for (const removed of this.list.items(edit.start, edit.end)) {
         const s = stats.get(removed.shard) as ShardStats;
-        if (compareChunkVersions(removed.version, s.version) === 'same' && !lostTop.has(removed.shard)) lostTop.set(removed.shard, s.version);
+        if (compareChunkVersions(removed.version, s.version) === 'same' && !lostTop.has(removed.shard))
+          lostTop.set(removed.shard, s.version);
         stats.set(removed.shard, { count: s.count - 1, version: s.version });
       }
     }
@@ -289,12 +309,18 @@ interface EncodedChunk {
 
 function encodeChunk(chunk: Chunk, generation: CollectionGeneration, arity: number): EncodedChunk {
   if (!isSameGeneration(chunk.version, generation)) {
-    throw new TesseraError('STALE_EPOCH', `Chunk ${chunkRangeToString(chunk.range)} has version ${chunkVersionToString(chunk.version)} of another collection generation.`, {
-      details: { expected: generation, received: generationOf(chunk.version) },
-    });
+    throw new TesseraError(
+      'STALE_EPOCH',
+      `Chunk ${chunkRangeToString(chunk.range)} has version ${chunkVersionToString(chunk.version)} of another collection generation.`,
+      {
+        details: { expected: generation, received: generationOf(chunk.version) },
+      },
+    );
   }
   if (chunk.range.min.length !== arity || chunk.range.max.length !== arity) {
-    throw new TesseraError('BAD_VALUE', `Chunk ${chunkRangeToString(chunk.range)} does not have ${arity} key fields.`, { details: { expected: arity } });
+    throw new TesseraError('BAD_VALUE', `Chunk ${chunkRangeToString(chunk.range)} does not have ${arity} key fields.`, {
+      details: { expected: arity },
+    });
   }
   const min = encodeKeyToBinaryString(chunk.range.min);
   const max = encodeKeyToBinaryString(chunk.range.max);

@@ -15,7 +15,21 @@ const INT64_MAX = 2n ** 63n - 1n;
 export const arbDouble: fc.Arbitrary<number> = fc.oneof(
   fc.double(),
   fc.integer({ min: -1000, max: 1000 }),
-  fc.constantFrom(NaN, 0, -0, Infinity, -Infinity, Number.MIN_VALUE, -Number.MIN_VALUE, Number.MAX_VALUE, 2 ** 53, 2 ** 63, -(2 ** 63), 0.5, -0.5),
+  fc.constantFrom(
+    NaN,
+    0,
+    -0,
+    Infinity,
+    -Infinity,
+    Number.MIN_VALUE,
+    -Number.MIN_VALUE,
+    Number.MAX_VALUE,
+    2 ** 53,
+    2 ** 63,
+    -(2 ** 63),
+    0.5,
+    -0.5,
+  ),
 );
 
 /** int64 values, biased towards the 2^53 boundary where doubles lose precision. */
@@ -74,7 +88,21 @@ describe('the test arbitraries', () => {
   it('generate every supported type bracket', () => {
     const seen = new Set(fc.sample(arbValue, { numRuns: 3000, seed: 7 }).map((v) => typeBracketOf(v)));
     expect([...seen].sort()).toEqual(
-      ['array', 'binData', 'bool', 'date', 'maxKey', 'minKey', 'null', 'number', 'object', 'objectId', 'regex', 'string', 'timestamp'].sort(),
+      [
+        'array',
+        'binData',
+        'bool',
+        'date',
+        'maxKey',
+        'minKey',
+        'null',
+        'number',
+        'object',
+        'objectId',
+        'regex',
+        'string',
+        'timestamp',
+      ].sort(),
     );
   });
 });

@@ -106,7 +106,10 @@ describe('compareValues', () => {
 
   it('compares numbers exactly like a rational-arithmetic oracle', () => {
     const arb = fc.oneof(arbDouble, arbInt64);
-    fc.assert(fc.property(arb, arb, (a, b) => compareNumbers(a, b) === oracleCompare(a, b)), { numRuns: 3000 });
+    fc.assert(
+      fc.property(arb, arb, (a, b) => compareNumbers(a, b) === oracleCompare(a, b)),
+      { numRuns: 3000 },
+    );
   });
 
   it('is a total order: antisymmetric and transitive', () => {

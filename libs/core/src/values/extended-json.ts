@@ -53,7 +53,8 @@ export function toExtendedJsonObject(value: Value): unknown {
 function protectLargeIntegers(value: unknown): unknown {
   if (typeof value === 'bigint') return isSafe(value) ? Number(value) : { $numberLong: value.toString() };
   // Not `instanceof Long`: a Timestamp is a subclass of Long in the bson package.
-  if (value instanceof Long && value._bsontype === 'Long') return isSafe(value.toBigInt()) ? value.toNumber() : { $numberLong: value.toString() };
+  if (value instanceof Long && value._bsontype === 'Long')
+    return isSafe(value.toBigInt()) ? value.toNumber() : { $numberLong: value.toString() };
   if (Array.isArray(value)) return value.map(protectLargeIntegers);
   if (value !== null && typeof value === 'object' && isPlainObject(value)) {
     const out: Record<string, unknown> = {};

@@ -59,10 +59,14 @@ export const FIRST_CHUNK_MAJOR_MINOR = Object.freeze({ major: 1, minor: 0 });
  */
 export function makeChunkVersion(generation: CollectionGeneration, major: number, minor: number): ChunkVersion {
   if (!/^[0-9a-f]{24}$/.test(generation.epoch)) {
-    throw new TesseraError('BAD_VALUE', `A chunk version epoch must be an ObjectId in hex, got "${generation.epoch}".`, { details: { epoch: generation.epoch } });
+    throw new TesseraError('BAD_VALUE', `A chunk version epoch must be an ObjectId in hex, got "${generation.epoch}".`, {
+      details: { epoch: generation.epoch },
+    });
   }
   if (!Number.isSafeInteger(major) || major < 0 || !Number.isSafeInteger(minor) || minor < 0) {
-    throw new TesseraError('BAD_VALUE', `A chunk version needs non-negative integers, got ${major}|${minor}.`, { details: { major, minor } });
+    throw new TesseraError('BAD_VALUE', `A chunk version needs non-negative integers, got ${major}|${minor}.`, {
+      details: { major, minor },
+    });
   }
   return { epoch: generation.epoch, timestamp: { t: generation.timestamp.t, i: generation.timestamp.i }, major, minor };
 }
@@ -112,9 +116,13 @@ export function orderChunkVersions(a: ChunkVersion, b: ChunkVersion): -1 | 0 | 1
     case 'newer':
       return 1;
     case 'differentGeneration':
-      throw new TesseraError('STALE_EPOCH', `Versions ${chunkVersionToString(a)} and ${chunkVersionToString(b)} belong to different generations.`, {
-        details: { a, b },
-      });
+      throw new TesseraError(
+        'STALE_EPOCH',
+        `Versions ${chunkVersionToString(a)} and ${chunkVersionToString(b)} belong to different generations.`,
+        {
+          details: { a, b },
+        },
+      );
   }
 }
 

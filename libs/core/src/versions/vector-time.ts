@@ -29,7 +29,8 @@ export function laterClusterTime(a: ClusterTimestamp, b: ClusterTimestamp): Clus
 export function advanceVectorTime(current: VectorTime, received: Partial<VectorTime>): VectorTime {
   return {
     configTime: received.configTime === undefined ? current.configTime : laterClusterTime(current.configTime, received.configTime),
-    topologyTime: received.topologyTime === undefined ? current.topologyTime : laterClusterTime(current.topologyTime, received.topologyTime),
+    topologyTime:
+      received.topologyTime === undefined ? current.topologyTime : laterClusterTime(current.topologyTime, received.topologyTime),
   };
 }
 

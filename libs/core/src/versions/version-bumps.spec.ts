@@ -74,7 +74,7 @@ describe('the version table', () => {
     for (const version of versions.values()) expect(version).toEqual({ epoch: ZERO_EPOCH, timestamp: { t: 0, i: 0 }, major: 0, minor: 0 });
   });
 
-  it("row \"Refining a collection's shard key\": Ci<Mi, mi, Enew> forall i", () => {
+  it('row "Refining a collection\'s shard key": Ci<Mi, mi, Enew> forall i', () => {
     const before = [v('1|0'), v('3|2'), v('7|3')];
     const after = bumpVersionsOnRefine(before, NEW_GEN);
     expect(after.map(majorMinor)).toEqual(['1|0', '3|2', '7|3']);
@@ -98,10 +98,22 @@ describe('the version table', () => {
 
 describe('the chunk version conventions table', () => {
   it.each([
-    { row: 'First chunk for sharded collection | 1 | 0 | ObjectId()', version: firstChunkVersion(GEN), major: 1, minor: 0, epoch: GEN.epoch },
+    {
+      row: 'First chunk for sharded collection | 1 | 0 | ObjectId()',
+      version: firstChunkVersion(GEN),
+      major: 1,
+      minor: 0,
+      epoch: GEN.epoch,
+    },
     { row: 'Collection is unsharded | 0 | 0 | ObjectId()', version: UNSHARDED_VERSION, major: 0, minor: 0, epoch: ZERO_EPOCH },
     { row: 'Collection was dropped | 0 | 0 | ObjectId()', version: DROPPED_VERSION, major: 0, minor: 0, epoch: ZERO_EPOCH },
-    { row: 'Ignore the chunk version for this request | 0 | 0 | Max DateTime', version: IGNORED_VERSION, major: 0, minor: 0, epoch: IGNORED_EPOCH },
+    {
+      row: 'Ignore the chunk version for this request | 0 | 0 | Max DateTime',
+      version: IGNORED_VERSION,
+      major: 0,
+      minor: 0,
+      epoch: IGNORED_EPOCH,
+    },
   ])('row "$row"', ({ version, major, minor, epoch }) => {
     expect(version.major).toBe(major);
     expect(version.minor).toBe(minor);

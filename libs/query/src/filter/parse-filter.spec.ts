@@ -15,7 +15,10 @@ const doc: ValueObject = {
   nul: null,
   tags: ['red', 'blue'],
   nums: [1, 5, 9],
-  items: [{ k: 'a', q: 1 }, { k: 'b', q: 3 }],
+  items: [
+    { k: 'a', q: 1 },
+    { k: 'b', q: 3 },
+  ],
   sub: { x: 1, y: { z: 'deep' } },
   when: new Date('2024-01-01T00:00:00Z'),
 };
@@ -87,15 +90,27 @@ describe('parseFilter matching', () => {
   });
 
   it('accepts filters parsed from Extended JSON', () => {
-    const filter = parseFilter(fromExtendedJsonObject({ _id: { $oid: '0102030405060708090a0b0c' }, big: { $gt: { $numberLong: '9007199254740992' } } }));
+    const filter = parseFilter(
+      fromExtendedJsonObject({ _id: { $oid: '0102030405060708090a0b0c' }, big: { $gt: { $numberLong: '9007199254740992' } } }),
+    );
     expect(filter.matches(doc)).toBe(true);
   });
 });
 
 describe('parseFilter errors', () => {
   it.each<[string, unknown, RegExp, Record<string, unknown>]>([
-    ['an unknown field operator names it and the path', { 'a.b': { $foo: 1 } }, /Unknown operator \$foo at 'a\.b'/, { operator: '$foo', path: 'a.b' }],
-    ['an unknown operator deep inside $or', { $or: [{ a: 1 }, { b: { $elemMatch: { c: { $bar: 1 } } } }] }, /\$bar at 'c'/, { operator: '$bar' }],
+    [
+      'an unknown field operator names it and the path',
+      { 'a.b': { $foo: 1 } },
+      /Unknown operator \$foo at 'a\.b'/,
+      { operator: '$foo', path: 'a.b' },
+    ],
+    [
+      'an unknown operator deep inside $or',
+      { $or: [{ a: 1 }, { b: { $elemMatch: { c: { $bar: 1 } } } }] },
+      /\$bar at 'c'/,
+      { operator: '$bar' },
+    ],
     ['an unknown top-level operator', { $foo: [] }, /Unknown top-level operator \$foo/, { operator: '$foo' }],
     ['$where is refused as unsupported', { $where: 'this.a > 1' }, /\$where is not supported/, { operator: '$where' }],
     ['$expr is refused as unsupported', { $expr: { $gt: ['$a', 1] } }, /\$expr is not supported/, { operator: '$expr' }],

@@ -25,15 +25,41 @@ export interface CompiledFilter {
 const LOGICAL_OPERATORS = new Set(['$and', '$or', '$nor']);
 const UNSUPPORTED_TOP_LEVEL = new Set(['$where', '$function', '$expr', '$text', '$jsonSchema', '$sampleRate']);
 const UNSUPPORTED_FIELD_OPERATORS = new Set([
-  '$mod', '$bitsAllSet', '$bitsAllClear', '$bitsAnySet', '$bitsAnyClear', '$geoWithin', '$geoIntersects', '$near', '$nearSphere',
-  '$where', '$expr', '$function', '$jsonSchema', '$text',
+  '$mod',
+  '$bitsAllSet',
+  '$bitsAllClear',
+  '$bitsAnySet',
+  '$bitsAnyClear',
+  '$geoWithin',
+  '$geoIntersects',
+  '$near',
+  '$nearSphere',
+  '$where',
+  '$expr',
+  '$function',
+  '$jsonSchema',
+  '$text',
 ]);
 const VALUE_OPERATORS = new Set(['$eq', '$ne', '$gt', '$gte', '$lt', '$lte']);
 
 /** MongoDB's `$type` aliases by number, and the names `$type` accepts. */
 const BSON_TYPE_NUMBERS: Readonly<Record<number, string>> = {
-  1: 'double', 2: 'string', 3: 'object', 4: 'array', 5: 'binData', 7: 'objectId', 8: 'bool', 9: 'date',
-  10: 'null', 11: 'regex', 16: 'int', 17: 'timestamp', 18: 'long', 19: 'decimal', [-1]: 'minKey', 127: 'maxKey',
+  1: 'double',
+  2: 'string',
+  3: 'object',
+  4: 'array',
+  5: 'binData',
+  7: 'objectId',
+  8: 'bool',
+  9: 'date',
+  10: 'null',
+  11: 'regex',
+  16: 'int',
+  17: 'timestamp',
+  18: 'long',
+  19: 'decimal',
+  [-1]: 'minKey',
+  127: 'maxKey',
 };
 const BSON_TYPE_NAMES = new Set([...Object.values(BSON_TYPE_NUMBERS), 'number']);
 
@@ -146,7 +172,9 @@ function validateOperators(operators: ValueObject, path: string): ValueObject {
         const options = operators['$options'];
         if (options !== undefined && typeof options !== 'string') fail('has $options that is not a string');
         if (typeof operand === 'string') out[operator] = toRegExp(operand, (options as string | undefined) ?? '', path);
-        else if (isRegex(operand)) out[operator] = options === undefined ? asRegExp(operand, path) : toRegExp(asRegExp(operand, path).source, options as string, path);
+        else if (isRegex(operand))
+          out[operator] =
+            options === undefined ? asRegExp(operand, path) : toRegExp(asRegExp(operand, path).source, options as string, path);
         else fail('needs a string or a regular expression');
         break;
       }
@@ -155,12 +183,15 @@ function validateOperators(operators: ValueObject, path: string): ValueObject {
         break;
       case '$not':
         if (isRegex(operand)) out[operator] = asRegExp(operand, path);
-        else if (isDocument(operand) && Object.keys(operand).length > 0 && Object.keys(operand).every(isOperatorName)) out[operator] = validateOperators(operand, path);
+        else if (isDocument(operand) && Object.keys(operand).length > 0 && Object.keys(operand).every(isOperatorName))
+          out[operator] = validateOperators(operand, path);
         else fail('needs a regular expression or a document of operators');
         break;
       case '$elemMatch':
         if (!isDocument(operand)) fail('needs a document');
-        out[operator] = isElemMatchOnValues(operand as ValueObject) ? validateOperators(operand as ValueObject, path) : validateFilter(operand, `${path}.$elemMatch`);
+        out[operator] = isElemMatchOnValues(operand as ValueObject)
+          ? validateOperators(operand as ValueObject, path)
+          : validateFilter(operand, `${path}.$elemMatch`);
         break;
       case '$size': {
         const n = typeBracketOf(operand) === 'number' ? Number(numericValueOf(operand)) : NaN;

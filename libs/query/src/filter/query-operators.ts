@@ -54,7 +54,9 @@ function matchesRegex(document: unknown, selector: string, pattern: RegExp): boo
 }
 
 function matchesIn(document: unknown, selector: string, operand: readonly Value[]): boolean {
-  return operand.some((item) => (isRegex(item) ? matchesRegex(document, selector, asRegExp(item, selector)) : matchesEquality(document, selector, item)));
+  return operand.some((item) =>
+    isRegex(item) ? matchesRegex(document, selector, asRegExp(item, selector)) : matchesEquality(document, selector, item),
+  );
 }
 
 type Comparison = (ordering: number) => boolean;
@@ -110,7 +112,8 @@ export function bsonTypeNamesOf(value: Value): string[] {
 
 function numberKind(value: Value): 'int' | 'long' | 'double' {
   if (typeof value === 'bigint') return 'long';
-  if (typeof value === 'number') return Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 && !Object.is(value, -0) ? 'int' : 'double';
+  if (typeof value === 'number')
+    return Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 && !Object.is(value, -0) ? 'int' : 'double';
   const tag = (value as { _bsontype: string })._bsontype;
   return tag === 'Int32' ? 'int' : tag === 'Long' ? 'long' : 'double';
 }
@@ -126,7 +129,9 @@ function matchesType(document: unknown, selector: string, names: ReadonlySet<str
  * Builds the replacements for mingo's operators. `elemMatch(criteria)` compiles an `$elemMatch`
  * criteria into a predicate over one array element (used by `$all`).
  */
-export function buildFieldOperators(elemMatch: (criteria: ValueObject) => (element: Value) => boolean): Record<`$${string}`, FieldOperator> {
+export function buildFieldOperators(
+  elemMatch: (criteria: ValueObject) => (element: Value) => boolean,
+): Record<`$${string}`, FieldOperator> {
   return {
     $eq: (selector, operand) => (document) => matchesEquality(document, selector, operand as Value),
     $ne: (selector, operand) => (document) => !matchesEquality(document, selector, operand as Value),
@@ -142,7 +147,8 @@ export function buildFieldOperators(elemMatch: (criteria: ValueObject) => (eleme
       return (document) => matchesType(document, selector, names);
     },
     $exists: (selector, operand) => (document) => valuesAtPath(document as Value, selector).length > 0 === Boolean(operand),
-    $size: (selector, operand) => (document) => valuesAtPath(document as Value, selector).some((v) => Array.isArray(v) && v.length === operand),
+    $size: (selector, operand) => (document) =>
+      valuesAtPath(document as Value, selector).some((v) => Array.isArray(v) && v.length === operand),
     $all: (selector, operand) => {
       const items = operand as Value[];
       const tests = items.map((item): ((document: unknown) => boolean) => {

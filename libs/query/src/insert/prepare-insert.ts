@@ -30,9 +30,13 @@ export interface PreparedInsert {
 export function checkDocumentSize(document: ValueObject): number {
   const size = calculateObjectSize(document as Record<string, unknown>);
   if (size > MAX_DOCUMENT_SIZE) {
-    throw new TesseraError('DOCUMENT_TOO_LARGE', `The document${Object.hasOwn(document, '_id') ? ` with _id ${display(document['_id'])}` : ''} is ${size} bytes of BSON, over the ${MAX_DOCUMENT_SIZE}-byte limit.`, {
-      details: { size, limit: MAX_DOCUMENT_SIZE },
-    });
+    throw new TesseraError(
+      'DOCUMENT_TOO_LARGE',
+      `The document${Object.hasOwn(document, '_id') ? ` with _id ${display(document['_id'])}` : ''} is ${size} bytes of BSON, over the ${MAX_DOCUMENT_SIZE}-byte limit.`,
+      {
+        details: { size, limit: MAX_DOCUMENT_SIZE },
+      },
+    );
   }
   return size;
 }
@@ -45,10 +49,15 @@ export function checkDocumentSize(document: ValueObject): number {
  */
 export function prepareInsert(document: unknown, options: PrepareInsertOptions, index?: number): PreparedInsert {
   const where = index === undefined ? '' : ` (statement ${index})`;
-  if (!isDocument(document)) throw new TesseraError('BAD_VALUE', `A document to insert must be a document${where}, got ${display(document)}.`, { details: { index } });
+  if (!isDocument(document))
+    throw new TesseraError('BAD_VALUE', `A document to insert must be a document${where}, got ${display(document)}.`, {
+      details: { index },
+    });
   for (const field of Object.keys(document)) {
     if (field.startsWith('$')) {
-      throw new TesseraError('BAD_VALUE', `The top-level field name '${field}'${where} cannot start with '$'.`, { details: { field, index } });
+      throw new TesseraError('BAD_VALUE', `The top-level field name '${field}'${where} cannot start with '$'.`, {
+        details: { field, index },
+      });
     }
   }
   let prepared: ValueObject = document;
@@ -56,9 +65,13 @@ export function prepareInsert(document: unknown, options: PrepareInsertOptions, 
     const id = document['_id'] as Value;
     const type = id === undefined ? 'undefined' : typeBracketOf(id);
     if (type === 'array' || type === 'regex' || type === 'undefined') {
-      throw new TesseraError('BAD_VALUE', `The _id${where} cannot be ${type === 'array' ? 'an array' : type === 'regex' ? 'a regular expression' : 'undefined'}, got ${display(id)}.`, {
-        details: { field: '_id', index },
-      });
+      throw new TesseraError(
+        'BAD_VALUE',
+        `The _id${where} cannot be ${type === 'array' ? 'an array' : type === 'regex' ? 'a regular expression' : 'undefined'}, got ${display(id)}.`,
+        {
+          details: { field: '_id', index },
+        },
+      );
     }
     if (Object.keys(document)[0] !== '_id') {
       const { _id, ...rest } = document;

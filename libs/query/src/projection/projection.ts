@@ -34,9 +34,11 @@ export function compileProjection(spec: unknown): Projector {
   const included: string[] = [];
   const excluded: string[] = [];
   for (const [field, value] of Object.entries(spec)) {
-    if (field.split('.').some((s) => s === '' || s.startsWith('$'))) throw bad(`The projection field '${field}' is not supported (positional and $-prefixed paths are not).`, field);
+    if (field.split('.').some((s) => s === '' || s.startsWith('$')))
+      throw bad(`The projection field '${field}' is not supported (positional and $-prefixed paths are not).`, field);
     const type = typeNameOf(value);
-    if (type !== 'number' && type !== 'bool') throw bad(`The projection of '${field}' must be 1, 0, true or false (operators are not supported), got ${display(value)}.`, field);
+    if (type !== 'number' && type !== 'bool')
+      throw bad(`The projection of '${field}' must be 1, 0, true or false (operators are not supported), got ${display(value)}.`, field);
     const include = type === 'bool' ? value === true : Number(value as number) !== 0;
     if (field === '_id') includeId = include;
     else if (include) {

@@ -45,8 +45,16 @@ describe('compileSort', () => {
   });
 
   it('breaks ties on the next field', () => {
-    const docs: ValueObject[] = [{ a: 1, b: 1 }, { a: 0, b: 2 }, { a: 1, b: 0 }];
-    expect(docs.sort(compileSort({ a: -1, b: 1 }))).toEqual([{ a: 1, b: 0 }, { a: 1, b: 1 }, { a: 0, b: 2 }]);
+    const docs: ValueObject[] = [
+      { a: 1, b: 1 },
+      { a: 0, b: 2 },
+      { a: 1, b: 0 },
+    ];
+    expect(docs.sort(compileSort({ a: -1, b: 1 }))).toEqual([
+      { a: 1, b: 0 },
+      { a: 1, b: 1 },
+      { a: 0, b: 2 },
+    ]);
   });
 
   it('sorts numbers across types and types in MongoDB order', () => {
@@ -68,6 +76,9 @@ describe('parseSort', () => {
   });
 
   it('accepts 1 and -1 of any numeric type', () => {
-    expect(parseSort({ a: 1, b: Long.fromNumber(-1) })).toEqual([{ path: 'a', direction: 1 }, { path: 'b', direction: -1 }]);
+    expect(parseSort({ a: 1, b: Long.fromNumber(-1) })).toEqual([
+      { path: 'a', direction: 1 },
+      { path: 'b', direction: -1 },
+    ]);
   });
 });

@@ -31,9 +31,13 @@ export function parseSort(spec: unknown): SortField[] {
     }
     const n = toNumber(direction);
     if (n !== 1 && n !== -1) {
-      throw new TesseraError('BAD_VALUE', `The sort order of '${path}' must be 1 (ascending) or -1 (descending), got ${display(direction)}.`, {
-        details: { field: path },
-      });
+      throw new TesseraError(
+        'BAD_VALUE',
+        `The sort order of '${path}' must be 1 (ascending) or -1 (descending), got ${display(direction)}.`,
+        {
+          details: { field: path },
+        },
+      );
     }
     return { path, direction: n };
   });

@@ -1,7 +1,15 @@
 import { Long, MaxKey, MinKey, ObjectId } from 'bson';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { compareShardKeys, createInitialChunks, extractShardKey, hashShardKeyValue, parseShardKeyPattern, rangeContainsKey, RoutingTable } from '@tessera/core';
+import {
+  compareShardKeys,
+  createInitialChunks,
+  extractShardKey,
+  hashShardKeyValue,
+  parseShardKeyPattern,
+  rangeContainsKey,
+  RoutingTable,
+} from '@tessera/core';
 import type { ChunkRange, ShardKeyPattern, Value, ValueObject } from '@tessera/core';
 import { parseFilter } from '../filter/parse-filter.js';
 import { fullKeyRange, keyRangesForFilter, pointRange } from './key-ranges.js';
@@ -53,7 +61,9 @@ describe('keyRangesForFilter', () => {
 
   it('hashes equality and $in values on a hashed field', () => {
     const ranges = keyRangesForFilter(hashed, { a: { $in: ['x', 5] } });
-    const expected = [hashShardKeyValue('x'), hashShardKeyValue(5)].map((h) => pointRange([h])).sort((p, q) => compareShardKeys(p.min, q.min));
+    const expected = [hashShardKeyValue('x'), hashShardKeyValue(5)]
+      .map((h) => pointRange([h]))
+      .sort((p, q) => compareShardKeys(p.min, q.min));
     expect(ranges).toEqual(expected);
   });
 
@@ -90,8 +100,25 @@ describe('targetShards', () => {
 describe('keyRangesForFilter never misses a matching document (property)', () => {
   // A small pool, so that filters and documents often meet on the same values (and their bounds).
   const scalar: fc.Arbitrary<Value> = fc.constantFrom<Value>(
-    -1, 0, 1, 1.5, Long.fromNumber(1), 2n, 2 ** 60, NaN, -Infinity, '', 'a', 'b', null, false, true,
-    new Date(0), new ObjectId('000000000000000000000001'), { x: 1 }, {},
+    -1,
+    0,
+    1,
+    1.5,
+    Long.fromNumber(1),
+    2n,
+    2 ** 60,
+    NaN,
+    -Infinity,
+    '',
+    'a',
+    'b',
+    null,
+    false,
+    true,
+    new Date(0),
+    new ObjectId('000000000000000000000001'),
+    { x: 1 },
+    {},
   );
   const field = fc.constantFrom('a', 'a', 'b', 'c', 'x.y');
   const condition: fc.Arbitrary<Value> = fc.oneof(
@@ -110,7 +137,9 @@ describe('keyRangesForFilter never misses a matching document (property)', () =>
     filter: fc.oneof(
       { depthSize: 'small', withCrossShrink: true },
       leaf,
-      fc.tuple(fc.constantFrom('$and', '$or', '$nor'), fc.array(tie('filter'), { minLength: 1, maxLength: 3 })).map(([op, fs]) => ({ [op]: fs })),
+      fc
+        .tuple(fc.constantFrom('$and', '$or', '$nor'), fc.array(tie('filter'), { minLength: 1, maxLength: 3 }))
+        .map(([op, fs]) => ({ [op]: fs })),
       fc.tuple(leaf, fc.array(tie('filter'), { minLength: 1, maxLength: 2 })).map(([l, fs]) => ({ ...l, $or: fs })),
     ),
   }));
@@ -124,7 +153,14 @@ describe('keyRangesForFilter never misses a matching document (property)', () =>
     return doc;
   });
   const patterns = ['a:1', 'a:1,b:1', 'a:hashed', 'a:1,b:hashed', 'b:1,x.y:1', 'a:1,b:1,c:1'].map((spec) =>
-    parseShardKeyPattern(Object.fromEntries(spec.split(',').map((f) => f.split(':')).map(([k, v]) => [k, v === 'hashed' ? 'hashed' : 1]))),
+    parseShardKeyPattern(
+      Object.fromEntries(
+        spec
+          .split(',')
+          .map((f) => f.split(':'))
+          .map(([k, v]) => [k, v === 'hashed' ? 'hashed' : 1]),
+      ),
+    ),
   );
 
   it('every matching document has its shard key inside a returned range', () => {
@@ -136,7 +172,10 @@ describe('keyRangesForFilter never misses a matching document (property)', () =>
         for (const doc of docs) {
           if (!compiled.matches(doc)) continue;
           const key = extractShardKey(pattern, doc);
-          expect(ranges.some((r) => rangeContainsKey(r, key)), `key ${String(key)} of a matching document`).toBe(true);
+          expect(
+            ranges.some((r) => rangeContainsKey(r, key)),
+            `key ${String(key)} of a matching document`,
+          ).toBe(true);
         }
       }),
       { numRuns: 1000 },

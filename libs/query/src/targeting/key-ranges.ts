@@ -48,7 +48,12 @@ export function keyRangesForFilter(pattern: ShardKeyPattern, filter: unknown): C
 /** True when the ranges are exactly the pattern's whole key space. Throws nothing for supported values. */
 export function isFullKeySpace(pattern: ShardKeyPattern, ranges: readonly ChunkRange[]): boolean {
   const [only] = ranges;
-  return ranges.length === 1 && only !== undefined && compareShardKeys(only.min, globalMinKey(pattern)) <= 0 && compareShardKeys(only.max, globalMaxKey(pattern)) >= 0;
+  return (
+    ranges.length === 1 &&
+    only !== undefined &&
+    compareShardKeys(only.min, globalMinKey(pattern)) <= 0 &&
+    compareShardKeys(only.max, globalMaxKey(pattern)) >= 0
+  );
 }
 
 function rangesForConjunction(pattern: ShardKeyPattern, filter: ValueObject): ChunkRange[] {
@@ -71,7 +76,9 @@ function rangesForConjunction(pattern: ShardKeyPattern, filter: ValueObject): Ch
 /** A hashed field keeps its points (hashed); any non-point interval means every hash value. */
 function hashIntervals(set: IntervalSet): IntervalSet {
   if (!set.every(isPoint)) return FULL_INTERVALS;
-  return unionIntervals([set.map((i) => hashShardKeyValue(i.lo.value)).map((value) => ({ lo: { value, inclusive: true }, hi: { value, inclusive: true } }))]);
+  return unionIntervals([
+    set.map((i) => hashShardKeyValue(i.lo.value)).map((value) => ({ lo: { value, inclusive: true }, hi: { value, inclusive: true } })),
+  ]);
 }
 
 /**
@@ -104,7 +111,10 @@ function rangesFromFieldIntervals(perField: readonly IntervalSet[]): ChunkRange[
 
 /** Returns the union of range lists, sorted by min and merged. Throws nothing for supported values. */
 export function unionRangeSets(sets: readonly (readonly ChunkRange[])[]): ChunkRange[] {
-  const all = sets.flat().filter((r) => compareShardKeys(r.min, r.max) < 0).sort((a, b) => compareShardKeys(a.min, b.min));
+  const all = sets
+    .flat()
+    .filter((r) => compareShardKeys(r.min, r.max) < 0)
+    .sort((a, b) => compareShardKeys(a.min, b.min));
   const out: ChunkRange[] = [];
   for (const range of all) {
     const last = out[out.length - 1];

@@ -24,7 +24,12 @@ export interface ShardTargets {
  * the pattern's arity, which can only add a neighbouring chunk, never lose one.
  * Throws as `RoutingTable.shardsForRange` and `shardFor` (`STALE_CHUNK_HISTORY` with `atClusterTime`).
  */
-export function shardsForKeyRanges(table: RoutingTable, pattern: ShardKeyPattern, ranges: readonly ChunkRange[], atClusterTime?: ClusterTimestamp): ShardId[] {
+export function shardsForKeyRanges(
+  table: RoutingTable,
+  pattern: ShardKeyPattern,
+  ranges: readonly ChunkRange[],
+  atClusterTime?: ClusterTimestamp,
+): ShardId[] {
   const n = pattern.fields.length;
   const shards = new Set<ShardId>();
   for (const range of ranges) {
@@ -40,7 +45,12 @@ export function shardsForKeyRanges(table: RoutingTable, pattern: ShardKeyPattern
  * Returns the shards a filter targets on `table`.
  * Throws `BAD_VALUE` as `parseFilter` for an invalid filter, and as `shardsForKeyRanges`.
  */
-export function targetShards(table: RoutingTable, pattern: ShardKeyPattern, filter: unknown, atClusterTime?: ClusterTimestamp): ShardTargets {
+export function targetShards(
+  table: RoutingTable,
+  pattern: ShardKeyPattern,
+  filter: unknown,
+  atClusterTime?: ClusterTimestamp,
+): ShardTargets {
   const ranges = keyRangesForFilter(pattern, filter);
   return { shards: shardsForKeyRanges(table, pattern, ranges, atClusterTime), ranges, broadcast: isFullKeySpace(pattern, ranges) };
 }

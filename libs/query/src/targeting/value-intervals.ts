@@ -27,7 +27,19 @@ export type IntervalSet = readonly Interval[];
 export const FULL_INTERVALS: IntervalSet = [{ lo: { value: new MinKey(), inclusive: true }, hi: { value: new MaxKey(), inclusive: true } }];
 
 const BRACKET_ORDER: readonly TypeBracket[] = [
-  'minKey', 'null', 'number', 'string', 'object', 'array', 'binData', 'objectId', 'bool', 'date', 'timestamp', 'regex', 'maxKey',
+  'minKey',
+  'null',
+  'number',
+  'string',
+  'object',
+  'array',
+  'binData',
+  'objectId',
+  'bool',
+  'date',
+  'timestamp',
+  'regex',
+  'maxKey',
 ];
 
 /** The lowest value of each type bracket, so that `$gt: 5` can stop before the strings start. */
@@ -86,7 +98,10 @@ function isEmpty(interval: Interval): boolean {
 
 /** Returns the union of interval sets, sorted and merged. Throws nothing for supported values. */
 export function unionIntervals(sets: readonly IntervalSet[]): IntervalSet {
-  const all = sets.flat().filter((i) => !isEmpty(i)).sort((a, b) => compareLo(a.lo, b.lo));
+  const all = sets
+    .flat()
+    .filter((i) => !isEmpty(i))
+    .sort((a, b) => compareLo(a.lo, b.lo));
   const out: Interval[] = [];
   for (const interval of all) {
     const last = out[out.length - 1];

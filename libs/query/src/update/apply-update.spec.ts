@@ -45,7 +45,11 @@ describe('applyUpdate operators', () => {
     ['$pop last', { $pop: { arr: 1 } }, { ...base, arr: [1, 2] }],
     ['$pop first', { $pop: { arr: -1 } }, { ...base, arr: [2, 3] }],
     ['$currentDate', { $currentDate: { at: true } }, { ...base, at: now }],
-    ['$currentDate as a timestamp', { $currentDate: { ts: { $type: 'timestamp' } } }, { ...base, ts: new Timestamp({ t: 1714564800, i: 1 }) }],
+    [
+      '$currentDate as a timestamp',
+      { $currentDate: { ts: { $type: 'timestamp' } } },
+      { ...base, ts: new Timestamp({ t: 1714564800, i: 1 }) },
+    ],
     ['$setOnInsert is ignored outside an upsert insert', { $setOnInsert: { z: 1 } }, base],
     ['$set _id to the same value', { $set: { _id: id } }, base],
   ])('%s', (_name, update, expected) => {
@@ -123,7 +127,11 @@ describe('updateChangesShardKey', () => {
 
 describe('upsertDocument', () => {
   it('starts from the filter equality fields, then applies the update with $setOnInsert', () => {
-    const doc = upsertDocument({ _id: 7, 'a.b': 1, c: { $eq: 2 }, d: { $gt: 3 }, $and: [{ e: 'x' }] }, { $set: { f: 1 }, $setOnInsert: { g: 2 } }, now);
+    const doc = upsertDocument(
+      { _id: 7, 'a.b': 1, c: { $eq: 2 }, d: { $gt: 3 }, $and: [{ e: 'x' }] },
+      { $set: { f: 1 }, $setOnInsert: { g: 2 } },
+      now,
+    );
     expect(doc).toEqual({ _id: 7, a: { b: 1 }, c: 2, e: 'x', f: 1, g: 2 });
   });
   it('a replacement keeps only the filter _id', () => {

@@ -29,7 +29,19 @@ export interface UpdateResult {
 }
 
 const OPERATORS = new Set([
-  '$set', '$unset', '$inc', '$mul', '$min', '$max', '$rename', '$push', '$addToSet', '$pull', '$pop', '$currentDate', '$setOnInsert',
+  '$set',
+  '$unset',
+  '$inc',
+  '$mul',
+  '$min',
+  '$max',
+  '$rename',
+  '$push',
+  '$addToSet',
+  '$pull',
+  '$pop',
+  '$currentDate',
+  '$setOnInsert',
 ]);
 
 /** True when `update` is an operator update (`$`-prefixed keys), false for a replacement document. Throws `BAD_VALUE` when it mixes both or is not a document. */
@@ -38,7 +50,10 @@ export function isOperatorUpdate(update: unknown): boolean {
   const keys = Object.keys(update);
   const operators = keys.filter(isOperatorName);
   if (operators.length > 0 && operators.length !== keys.length) {
-    throw new TesseraError('BAD_VALUE', `An update cannot mix operators (${operators[0]}) and fields (${keys.find((k) => !isOperatorName(k))}).`);
+    throw new TesseraError(
+      'BAD_VALUE',
+      `An update cannot mix operators (${operators[0]}) and fields (${keys.find((k) => !isOperatorName(k))}).`,
+    );
   }
   return operators.length > 0;
 }
@@ -52,11 +67,17 @@ export function isOperatorUpdate(update: unknown): boolean {
  * `DOCUMENT_TOO_LARGE` when the result exceeds 16 MiB.
  */
 export function applyUpdate(document: ValueObject, update: unknown, options: ApplyUpdateOptions): UpdateResult {
-  const result = isOperatorUpdate(update) ? applyOperators(document, update as ValueObject, options) : applyReplacement(document, update as ValueObject);
+  const result = isOperatorUpdate(update)
+    ? applyOperators(document, update as ValueObject, options)
+    : applyReplacement(document, update as ValueObject);
   if (Object.hasOwn(document, '_id') && (!Object.hasOwn(result, '_id') || !sameValue(document['_id'] as Value, result['_id'] as Value))) {
-    throw new TesseraError('IMMUTABLE_FIELD', `Performing an update on the path '_id' would modify the immutable field '_id' of ${describeDocument(document)}.`, {
-      details: { field: '_id' },
-    });
+    throw new TesseraError(
+      'IMMUTABLE_FIELD',
+      `Performing an update on the path '_id' would modify the immutable field '_id' of ${describeDocument(document)}.`,
+      {
+        details: { field: '_id' },
+      },
+    );
   }
   checkDocumentSize(result);
   return { doc: result, modified: !sameValue(document, result) };
@@ -93,16 +114,21 @@ function applyOperators(document: ValueObject, update: ValueObject, options: App
   const paths: string[] = [];
   for (const [operator, fields] of Object.entries(update)) {
     if (!OPERATORS.has(operator)) {
-      throw new TesseraError('FAILED_TO_PARSE', `Unknown modifier: ${operator}. Expected one of ${[...OPERATORS].join(', ')}.`, { details: { operator } });
+      throw new TesseraError('FAILED_TO_PARSE', `Unknown modifier: ${operator}. Expected one of ${[...OPERATORS].join(', ')}.`, {
+        details: { operator },
+      });
     }
     if (!isDocument(fields)) {
-      throw new TesseraError('FAILED_TO_PARSE', `Modifier ${operator} needs a document of fields, got ${display(fields)}.`, { details: { operator } });
+      throw new TesseraError('FAILED_TO_PARSE', `Modifier ${operator} needs a document of fields, got ${display(fields)}.`, {
+        details: { operator },
+      });
     }
     for (const [path, operand] of Object.entries(fields)) {
       steps.push({ operator, path, segments: parseUpdatePath(path, operator), operand });
       paths.push(path);
       if (operator === '$rename') {
-        if (typeof operand !== 'string' || operand === path) fail(operator, path, `needs a different target path as a string, got ${display(operand)}`);
+        if (typeof operand !== 'string' || operand === path)
+          fail(operator, path, `needs a different target path as a string, got ${display(operand)}`);
         parseUpdatePath(operand as string, operator);
         paths.push(operand as string);
       }
@@ -126,7 +152,11 @@ function arrayAt(working: MutableDocument, step: Step, original: ValueObject): V
   const current = getPath(working, step.segments);
   if (current === undefined) return undefined;
   if (!Array.isArray(current)) {
-    fail(step.operator, step.path, `needs an array, but the field is of type ${typeNameOf(current)} in document ${describeDocument(original)}`);
+    fail(
+      step.operator,
+      step.path,
+      `needs an array, but the field is of type ${typeNameOf(current)} in document ${describeDocument(original)}`,
+    );
   }
   return current as Value[];
 }
@@ -147,7 +177,12 @@ function applyStep(working: MutableDocument, step: Step, options: ApplyUpdateOpt
       if (!isNumber(operand)) fail(operator, path, `needs a numeric argument, got ${display(operand)}`);
       const current = getPath(working, segments);
       if (current === undefined) return setPath(working, segments, operator === '$inc' ? operand : zeroLike(operand));
-      if (!isNumber(current)) fail(operator, path, `cannot apply to a value of non-numeric type ${typeNameOf(current)} in document ${describeDocument(original)}`);
+      if (!isNumber(current))
+        fail(
+          operator,
+          path,
+          `cannot apply to a value of non-numeric type ${typeNameOf(current)} in document ${describeDocument(original)}`,
+        );
       return setPath(working, segments, applyArithmetic(operator, current as Value, operand, path));
     }
     case '$min':
@@ -172,7 +207,11 @@ function applyStep(working: MutableDocument, step: Step, options: ApplyUpdateOpt
       const current = arrayAt(working, step, original);
       if (current === undefined) return;
       const matches = pullPredicate(operand);
-      return setPath(working, segments, current.filter((element) => !matches(element)));
+      return setPath(
+        working,
+        segments,
+        current.filter((element) => !matches(element)),
+      );
     }
     case '$pop': {
       if (operand !== 1 && operand !== -1) fail(operator, path, `needs 1 or -1, got ${display(operand)}`);
@@ -201,7 +240,8 @@ function appendToArray(operator: '$push' | '$addToSet', current: Value[], operan
   const spec = operand as ValueObject;
   if (usesEach) {
     for (const key of Object.keys(spec)) {
-      if (!PUSH_MODIFIERS.has(key) || (operator === '$addToSet' && key !== '$each')) fail(operator, path, `does not support the modifier ${key}`);
+      if (!PUSH_MODIFIERS.has(key) || (operator === '$addToSet' && key !== '$each'))
+        fail(operator, path, `does not support the modifier ${key}`);
     }
     if (!Array.isArray(spec['$each'])) fail(operator, path, `needs $each to be an array, got ${display(spec['$each'])}`);
   }
@@ -214,7 +254,12 @@ function appendToArray(operator: '$push' | '$addToSet', current: Value[], operan
   let out = [...current];
   const position = usesEach ? spec['$position'] : undefined;
   if (position !== undefined && !Number.isInteger(position)) fail(operator, path, `needs an integer $position, got ${display(position)}`);
-  const at = position === undefined ? out.length : (position as number) < 0 ? Math.max(0, out.length + (position as number)) : Math.min(position as number, out.length);
+  const at =
+    position === undefined
+      ? out.length
+      : (position as number) < 0
+        ? Math.max(0, out.length + (position as number))
+        : Math.min(position as number, out.length);
   out.splice(at, 0, ...items);
   if (usesEach && spec['$sort'] !== undefined) out = sortForPush(out, spec['$sort'], path);
   const slice = usesEach ? spec['$slice'] : undefined;

@@ -25,12 +25,21 @@ export function cloneValue<T extends Value>(value: T): T {
 export function parseUpdatePath(path: string, operator: string): string[] {
   const segments = path.split('.');
   for (const segment of segments) {
-    if (segment === '') throw new TesseraError('BAD_VALUE', `The update path '${path}' in ${operator} contains an empty field name.`, { details: { path, operator } });
+    if (segment === '')
+      throw new TesseraError('BAD_VALUE', `The update path '${path}' in ${operator} contains an empty field name.`, {
+        details: { path, operator },
+      });
     if (segment === '$' || segment.startsWith('$[')) {
-      throw new TesseraError('BAD_VALUE', `The positional operator in '${path}' (${operator}) is not supported.`, { details: { path, operator } });
+      throw new TesseraError('BAD_VALUE', `The positional operator in '${path}' (${operator}) is not supported.`, {
+        details: { path, operator },
+      });
     }
     if (segment.startsWith('$')) {
-      throw new TesseraError('BAD_VALUE', `The dollar ($) prefixed field '${segment}' in '${path}' (${operator}) is not valid for storage.`, { details: { path, operator } });
+      throw new TesseraError(
+        'BAD_VALUE',
+        `The dollar ($) prefixed field '${segment}' in '${path}' (${operator}) is not valid for storage.`,
+        { details: { path, operator } },
+      );
     }
   }
   return segments;
@@ -109,7 +118,9 @@ function descend(container: Container, key: string | number, segments: readonly 
 
 function notViable(segments: readonly string[], segment: string, element: Value): TesseraError {
   const path = segments.join('.');
-  return new TesseraError('BAD_VALUE', `Cannot create field '${segment}' of '${path}' in element ${display(element)}.`, { details: { path } });
+  return new TesseraError('BAD_VALUE', `Cannot create field '${segment}' of '${path}' in element ${display(element)}.`, {
+    details: { path },
+  });
 }
 
 /** Removes the field at `segments` (an array element becomes null, as MongoDB's `$unset`). Returns whether something was removed. Throws nothing. */

@@ -1,0 +1,34 @@
+import type { DataSource } from 'typeorm';
+import { type Value, type ValueObject, compareValues, toExtendedJsonObject, valueAtPath, valuesEqual } from '@tessera/core';
+import { parseFilter } from '@tessera/query';
+import { scanMatching } from './document-scan.js';
+import type { CollectionHandle } from './document-store.js';
+
+/** count and distinct over the owned documents that match a filter (orphans never count). */
+export class DocumentAggregates {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /** How many owned documents match, after `skip` and capped by `limit` (0 = no cap). */
+  async count(handle: CollectionHandle, filter: ValueObject, skip = 0, limit = 0): Promise<number> {
+    const matches = await scanMatching(this.dataSource.manager, handle, { raw: filter, compiled: parseFilter(filter) });
+    const afterSkip = Math.max(0, matches.length - skip);
+    return limit > 0 ? Math.min(afterSkip, limit) : afterSkip;
+  }
+
+  /**
+   * The distinct values of `key` (a dotted path) among matching documents, as MongoDB: an array
+   * value contributes its elements, missing fields contribute nothing; in MongoDB's value order.
+   */
+  async distinct(handle: CollectionHandle, key: string, filter: ValueObject): Promise<unknown[]> {
+    const matches = await scanMatching(this.dataSource.manager, handle, { raw: filter, compiled: parseFilter(filter) });
+    const values: Value[] = [];
+    for (const { document } of matches) {
+      const value = valueAtPath(document, key);
+      if (value === undefined) continue;
+      for (const element of Array.isArray(value) ? (value as Value[]) : [value]) {
+        if (!values.some((v) => valuesEqual(v, element))) values.push(element);
+      }
+    }
+    return values.sort(compareValues).map((v) => toExtendedJsonObject(v));
+  }
+}

@@ -1,0 +1,60 @@
+import type { EntityManager } from 'typeorm';
+import { type ChunkRange, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
+import { type CompiledFilter, idEqualityFromFilter, keyRangesForFilter } from '@tessera/query';
+import type { CollectionHandle } from './document-store.js';
+
+/** A stored document as read back: its encoded `_id`, encoded shard key and value. */
+export interface StoredDocument {
+  id: Buffer;
+  shardKey: Buffer;
+  document: ValueObject;
+}
+
+/**
+ * SQL conditions that narrow a scan to what a filter can match: the shard key ranges it implies
+ * (btree on `shard_key`) and an `_id` equality (primary key). Parameters start at $1.
+ */
+export function scanConditions(handle: CollectionHandle, filter: ValueObject): { sql: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const parts: string[] = [];
+  const id = idEqualityFromFilter(filter);
+  if (id !== undefined) {
+    params.push(Buffer.from(encodeKey([id])));
+    parts.push(`id = $${params.length}`);
+  }
+  const ranges: ChunkRange[] = keyRangesForFilter(handle.pattern, filter);
+  if (ranges.length === 0) return { sql: 'false', params };
+  const rangeSql = ranges.map((range) => {
+    params.push(Buffer.from(encodeKey(range.min)), Buffer.from(encodeKey(range.max)));
+    return `(shard_key >= $${params.length - 1} AND shard_key < $${params.length})`;
+  });
+  parts.push(`(${rangeSql.join(' OR ')})`);
+  return { sql: parts.join(' AND '), params };
+}
+
+/**
+ * The owned documents matching `compiled`, in `_id` order, locked for update when asked (the
+ * caller's transaction then owns them until it ends). Stops after `limit` matches.
+ */
+export async function scanMatching(
+  manager: EntityManager,
+  handle: CollectionHandle,
+  filter: { raw: ValueObject; compiled: CompiledFilter },
+  options: { forUpdate?: boolean; limit?: number } = {},
+): Promise<StoredDocument[]> {
+  const compiled = filter.compiled;
+  const where = scanConditions(handle, filter.raw);
+  const rows: Array<{ id: Buffer; shard_key: Buffer; doc: unknown }> = await manager.query(
+    `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql} ORDER BY id${options.forUpdate ? ' FOR UPDATE' : ''}`,
+    where.params,
+  );
+  const matches: StoredDocument[] = [];
+  for (const row of rows) {
+    if (!handle.owns(row.shard_key)) continue;
+    const document = fromExtendedJsonObject(row.doc) as ValueObject;
+    if (!compiled.matches(document)) continue;
+    matches.push({ id: row.id, shardKey: row.shard_key, document });
+    if (options.limit !== undefined && matches.length >= options.limit) break;
+  }
+  return matches;
+}

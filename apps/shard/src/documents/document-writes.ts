@@ -1,0 +1,235 @@
+import type { ObjectId } from 'bson';
+import type { DataSource, EntityManager } from 'typeorm';
+import {
+  TesseraError,
+  type Value,
+  type ValueObject,
+  encodeKey,
+  extractShardKey,
+  fromExtendedJsonObject,
+  toExtendedJsonObject,
+  valuesEqual,
+} from '@tessera/core';
+import type { DeleteCommandResult, FindAndModifyResult, UpdateCommandResult, WriteErrorEntry } from '@tessera/protocol';
+import {
+  type CompiledFilter,
+  applyUpdate,
+  checkDocumentSize,
+  compileProjection,
+  compileSort,
+  parseFilter,
+  prepareInsert,
+  updateChangesShardKey,
+  upsertDocument,
+} from '@tessera/query';
+import { type StoredDocument, scanMatching } from './document-scan.js';
+import type { CollectionHandle } from './document-store.js';
+
+export interface UpdateStatement {
+  q: ValueObject;
+  u: unknown;
+  multi: boolean;
+  upsert: boolean;
+}
+
+export interface DeleteStatement {
+  q: ValueObject;
+  limit: 0 | 1;
+}
+
+export interface FindAndModifyRequest {
+  query: ValueObject;
+  sort?: ValueObject;
+  update?: unknown;
+  remove: boolean;
+  new: boolean;
+  upsert: boolean;
+  fields?: ValueObject;
+}
+
+interface Clock {
+  now(): Date;
+  generateId(): ObjectId;
+}
+
+/**
+ * Updates, deletes and findAndModify on one collection's table. Each statement runs in a
+ * transaction of its own that locks the documents it changes, so a statement applies whole or
+ * not at all; a failed statement is a write error for its index, and an ordered batch stops
+ * there (earlier statements stay, as in MongoDB). A change of shard key value is refused: it
+ * would move the document to another chunk, which needs a transaction (a later issue).
+ */
+export class DocumentWrites {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly clock: Clock,
+  ) {}
+
+  async update(handle: CollectionHandle, statements: readonly UpdateStatement[], ordered: boolean): Promise<UpdateCommandResult> {
+    const result: UpdateCommandResult = { matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] };
+    for (const [index, statement] of statements.entries()) {
+      try {
+        const outcome = await this.dataSource.transaction((manager) => this.updateOne(manager, handle, statement, index));
+        result.matchedCount += outcome.matched;
+        result.modifiedCount += outcome.modified;
+        if (outcome.upsertedId !== undefined) result.upserted.push({ index, _id: toExtendedJsonObject(outcome.upsertedId) });
+      } catch (error) {
+        recordWriteError(result.writeErrors, index, error);
+        if (ordered) break;
+      }
+    }
+    return result;
+  }
+
+  async delete(handle: CollectionHandle, statements: readonly DeleteStatement[], ordered: boolean): Promise<DeleteCommandResult> {
+    const result: DeleteCommandResult = { deletedCount: 0, writeErrors: [] };
+    for (const [index, statement] of statements.entries()) {
+      try {
+        result.deletedCount += await this.dataSource.transaction(async (manager) => {
+          const matches = await scanMatching(manager, handle, filterOf(statement.q), {
+            forUpdate: true,
+            limit: statement.limit === 1 ? 1 : undefined,
+          });
+          if (matches.length > 0)
+            await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [matches.map((m) => m.id)]);
+          return matches.length;
+        });
+      } catch (error) {
+        recordWriteError(result.writeErrors, index, error);
+        if (ordered) break;
+      }
+    }
+    return result;
+  }
+
+  /** MongoDB's findAndModify: the first match by `sort`, removed or updated, before or after. */
+  async findAndModify(handle: CollectionHandle, request: FindAndModifyRequest): Promise<FindAndModifyResult> {
+    if (request.remove === (request.update !== undefined)) {
+      throw new TesseraError('FAILED_TO_PARSE', 'findAndModify needs exactly one of remove: true and an update');
+    }
+    if (request.remove && (request.upsert || request.new))
+      throw new TesseraError('FAILED_TO_PARSE', 'findAndModify cannot combine remove with upsert or new');
+    const project = compileProjection(request.fields);
+    const sort = request.sort === undefined ? undefined : compileSort(request.sort);
+    return this.dataSource.transaction(async (manager) => {
+      const matches = await scanMatching(manager, handle, filterOf(request.query), { forUpdate: true, limit: sort ? undefined : 1 });
+      if (sort) matches.sort((a, b) => sort(a.document, b.document));
+      const target = matches[0];
+      if (target === undefined) {
+        if (!request.upsert) return { value: null, lastErrorObject: { n: 0, updatedExisting: false } };
+        const inserted = await this.upsert(manager, handle, request.query, request.update, 0);
+        return {
+          value: request.new ? toExtendedJsonObject(project(inserted)) : null,
+          lastErrorObject: { n: 1, updatedExisting: false, upserted: toExtendedJsonObject(inserted['_id'] as Value) },
+        };
+      }
+      if (request.remove) {
+        await manager.query(`DELETE FROM ${handle.table} WHERE id = $1`, [target.id]);
+        return { value: toExtendedJsonObject(project(target.document)), lastErrorObject: { n: 1, updatedExisting: false } };
+      }
+      const after = await this.rewrite(manager, handle, target, request.update);
+      return {
+        value: toExtendedJsonObject(project(request.new ? after : target.document)),
+        lastErrorObject: { n: 1, updatedExisting: true },
+      };
+    });
+  }
+
+  private async updateOne(
+    manager: EntityManager,
+    handle: CollectionHandle,
+    statement: UpdateStatement,
+    index: number,
+  ): Promise<{ matched: number; modified: number; upsertedId?: Value }> {
+    const matches = await scanMatching(manager, handle, filterOf(statement.q), { forUpdate: true, limit: statement.multi ? undefined : 1 });
+    if (matches.length === 0) {
+      if (!statement.upsert) return { matched: 0, modified: 0 };
+      const inserted = await this.upsert(manager, handle, statement.q, statement.u, index);
+      return { matched: 0, modified: 0, upsertedId: inserted['_id'] as Value };
+    }
+    let modified = 0;
+    for (const match of matches) {
+      const before = JSON.stringify(toExtendedJsonObject(match.document));
+      const after = await this.rewrite(manager, handle, match, statement.u);
+      if (JSON.stringify(toExtendedJsonObject(after)) !== before) modified++;
+    }
+    return { matched: matches.length, modified };
+  }
+
+  /** Applies `update` to a stored document and writes it back; returns the new document. */
+  private async rewrite(manager: EntityManager, handle: CollectionHandle, stored: StoredDocument, update: unknown): Promise<ValueObject> {
+    const { doc: after, modified } = applyUpdate(stored.document, update, { now: this.clock.now() });
+    if (!modified) return stored.document;
+    if (updateChangesShardKey(handle.pattern, stored.document, after)) {
+      throw new TesseraError(
+        'ILLEGAL_OPERATION',
+        `this update would change the shard key of a document in ${handle.ns}; shard key values can only change inside a transaction`,
+        {
+          details: { namespace: handle.ns, shardKey: handle.pattern.fields.map((f) => f.path) },
+        },
+      );
+    }
+    if (!valuesEqual(stored.document['_id'] as Value, after['_id'] as Value)) {
+      throw new TesseraError('IMMUTABLE_FIELD', "an update cannot change a document's _id");
+    }
+    const size = checkDocumentSize(after);
+    await manager.query(`UPDATE ${handle.table} SET doc = $2, size = $3 WHERE id = $1`, [
+      stored.id,
+      JSON.stringify(toExtendedJsonObject(after)),
+      size,
+    ]);
+    return after;
+  }
+
+  private async upsert(
+    manager: EntityManager,
+    handle: CollectionHandle,
+    query: ValueObject,
+    update: unknown,
+    index: number,
+  ): Promise<ValueObject> {
+    const seeded = upsertDocument(query, update, this.clock.now());
+    const { document, size } = prepareInsert(seeded, { generateId: () => this.clock.generateId() }, index);
+    const key = encodeKey(extractShardKey(handle.pattern, document));
+    if (!handle.owns(key)) {
+      throw new TesseraError(
+        'STALE_CONFIG',
+        `the document an upsert into ${handle.ns} would insert belongs to a chunk this shard does not own`,
+        { details: { namespace: handle.ns, index } },
+      );
+    }
+    const inserted: unknown[] = await manager.query(
+      `INSERT INTO ${handle.table} (id, shard_key, doc, size) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING id`,
+      [Buffer.from(encodeKey([document['_id'] as Value])), Buffer.from(key), JSON.stringify(toExtendedJsonObject(document)), size],
+    );
+    if (inserted.length === 0) {
+      throw new TesseraError(
+        'DUPLICATE_KEY',
+        `E11000 duplicate key error collection: ${handle.ns}: the upserted document's _id or unique shard key exists (statement ${index})`,
+        {
+          details: { index },
+        },
+      );
+    }
+    return document;
+  }
+}
+
+function filterOf(q: ValueObject): { raw: ValueObject; compiled: CompiledFilter } {
+  return { raw: q, compiled: parseFilter(q) };
+}
+
+/**
+ * Records a statement's failure. Even a routing error stays a write error of its statement:
+ * the statements before it are committed, and failing the whole request would make a retry
+ * apply them twice.
+ */
+function recordWriteError(errors: WriteErrorEntry[], index: number, error: unknown): void {
+  const envelope = error instanceof TesseraError ? error.toEnvelope() : new TesseraError('INTERNAL', (error as Error).message).toEnvelope();
+  errors.push({ index, error: envelope });
+}
+
+/** Parses a filter or update received as Extended JSON. */
+export function fromWire(value: unknown): ValueObject {
+  return fromExtendedJsonObject(value) as ValueObject;
+}

@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import { chunkVersionSchema } from './catalog-messages.js';
+import type { ErrorEnvelope } from '@tessera/core';
+
+/**
+ * The shard's versioned data commands (internal routes under /internal/data). Documents,
+ * filters, updates, sorts and projections travel as Extended JSON (relaxed). Every command
+ * carries the sender's routing version for this shard: the shard version of a sharded
+ * collection, or `UNSHARDED_VERSION` plus the database version of an unsharded one; a mismatch
+ * answers `STALE_CONFIG` / `STALE_DB_VERSION` with both versions.
+ */
+const ejsonDocument = z.record(z.string(), z.unknown());
+
+export const databaseVersionSchema = z.strictObject({ uuid: z.string().min(1), lastMod: z.number().int().min(0) });
+
+const versioned = {
+  ns: z.string().min(3),
+  shardVersion: chunkVersionSchema,
+  databaseVersion: databaseVersionSchema.optional(),
+};
+
+export const insertCommandSchema = z.strictObject({
+  ...versioned,
+  documents: z.array(z.unknown()).min(1).max(100_000),
+  ordered: z.boolean().default(true),
+});
+export type InsertCommand = z.input<typeof insertCommandSchema>;
+
+export const findCommandSchema = z.strictObject({
+  ...versioned,
+  filter: ejsonDocument.default({}),
+  sort: ejsonDocument.optional(),
+  projection: ejsonDocument.optional(),
+  skip: z.number().int().min(0).optional(),
+  limit: z.number().int().min(0).optional(),
+  batchSize: z.number().int().min(0).optional(),
+});
+export type FindCommand = z.input<typeof findCommandSchema>;
+
+export const getMoreCommandSchema = z.strictObject({ cursorId: z.string().regex(/^\d+$/), batchSize: z.number().int().min(0).optional() });
+export type GetMoreCommand = z.input<typeof getMoreCommandSchema>;
+
+export const killCursorsCommandSchema = z.strictObject({ cursorIds: z.array(z.string()).max(10_000) });
+
+export const updateStatementSchema = z.strictObject({
+  q: ejsonDocument,
+  u: z.union([ejsonDocument, z.array(z.unknown())]),
+  multi: z.boolean().default(false),
+  upsert: z.boolean().default(false),
+});
+export const updateCommandSchema = z.strictObject({
+  ...versioned,
+  updates: z.array(updateStatementSchema).min(1).max(100_000),
+  ordered: z.boolean().default(true),
+});
+export type UpdateCommand = z.input<typeof updateCommandSchema>;
+
+export const deleteStatementSchema = z.strictObject({ q: ejsonDocument, limit: z.union([z.literal(0), z.literal(1)]) });
+export const deleteCommandSchema = z.strictObject({
+  ...versioned,
+  deletes: z.array(deleteStatementSchema).min(1).max(100_000),
+  ordered: z.boolean().default(true),
+});
+export type DeleteCommand = z.input<typeof deleteCommandSchema>;
+
+export const findAndModifyCommandSchema = z.strictObject({
+  ...versioned,
+  query: ejsonDocument.default({}),
+  sort: ejsonDocument.optional(),
+  update: z.union([ejsonDocument, z.array(z.unknown())]).optional(),
+  remove: z.boolean().default(false),
+  new: z.boolean().default(false),
+  upsert: z.boolean().default(false),
+  fields: ejsonDocument.optional(),
+});
+export type FindAndModifyCommand = z.input<typeof findAndModifyCommandSchema>;
+
+export const countCommandSchema = z.strictObject({
+  ...versioned,
+  filter: ejsonDocument.default({}),
+  skip: z.number().int().min(0).optional(),
+  limit: z.number().int().min(0).optional(),
+});
+export type CountCommand = z.input<typeof countCommandSchema>;
+
+export const distinctCommandSchema = z.strictObject({ ...versioned, key: z.string().min(1), filter: ejsonDocument.default({}) });
+export type DistinctCommand = z.input<typeof distinctCommandSchema>;
+
+/** A statement of a batch that failed, by its index in the request the shard received. */
+export interface WriteErrorEntry {
+  index: number;
+  error: ErrorEnvelope;
+}
+
+export interface InsertCommandResult {
+  insertedCount: number;
+  insertedIds: Array<{ index: number; _id: unknown }>;
+  writeErrors: WriteErrorEntry[];
+}
+
+export interface CursorBatch {
+  /** Null when the query is exhausted. */
+  cursorId: string | null;
+  documents: unknown[];
+}
+
+export interface UpdateCommandResult {
+  matchedCount: number;
+  modifiedCount: number;
+  upserted: Array<{ index: number; _id: unknown }>;
+  writeErrors: WriteErrorEntry[];
+}
+
+export interface DeleteCommandResult {
+  deletedCount: number;
+  writeErrors: WriteErrorEntry[];
+}
+
+export interface FindAndModifyResult {
+  value: unknown;
+  lastErrorObject: { n: number; updatedExisting: boolean; upserted?: unknown };
+}
