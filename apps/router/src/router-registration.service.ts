@@ -43,7 +43,11 @@ export class RouterRegistrationService implements OnModuleInit, OnApplicationBoo
   }
 
   onApplicationBootstrap(): void {
-    this.loop = runPeriodically(() => this.ping(), this.settings.TESSERA_ROUTER_PING_INTERVAL_MS, () => undefined);
+    this.loop = runPeriodically(
+      () => this.ping(),
+      this.settings.TESSERA_ROUTER_PING_INTERVAL_MS,
+      () => undefined,
+    );
   }
 
   onApplicationShutdown(): void {

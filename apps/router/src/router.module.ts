@@ -1,9 +1,23 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { PlatformModule } from '@tessera/platform';
+import { CollectionController } from './controllers/collection.controller.js';
+import { CursorsController } from './controllers/cursors.controller.js';
+import { DocumentsController } from './controllers/documents.controller.js';
+import { OpenApiController } from './controllers/openapi.controller.js';
+import { DocumentsService } from './documents/documents.service.js';
 import { HelloController } from './hello.controller.js';
+import { QueryService } from './reads/query.service.js';
 import { RouterRegistrationService } from './router-registration.service.js';
 import type { RouterSettings } from './router.settings.js';
+import { ClusterRoutingService } from './routing/cluster-routing.service.js';
+import { WriteService } from './writes/write.service.js';
+
+/**
+ * Every controller of the public API. DocumentsController comes before CollectionController
+ * only for readability; their paths do not overlap. The openapi spec test walks this list.
+ */
+export const ROUTER_CONTROLLERS = [HelloController, OpenApiController, CollectionController, DocumentsController, CursorsController];
 
 /** A router's composition root. Routers are stateless: no database of their own. */
 @Module({})
@@ -12,8 +26,8 @@ export class RouterModule {
     return {
       module: RouterModule,
       imports: [PlatformModule.forRoot(settings, logger)],
-      controllers: [HelloController],
-      providers: [RouterRegistrationService],
+      controllers: ROUTER_CONTROLLERS,
+      providers: [RouterRegistrationService, ClusterRoutingService, QueryService, WriteService, DocumentsService],
     };
   }
 }

@@ -1,0 +1,89 @@
+/**
+ * The public request bodies, as zod schemas over their JSON (Extended JSON values are plain
+ * JSON objects at this point, e.g. `{"$oid": "..."}`). They validate the edge and generate
+ * the OpenAPI request schemas, so the two cannot drift apart.
+ */
+import { z } from 'zod';
+
+/** A document, filter, update, sort or projection: a JSON object (Extended JSON). */
+export const documentSchema = z
+  .record(z.string(), z.unknown())
+  .meta({ description: 'A document in Extended JSON (relaxed or canonical).' });
+const count = z.number().int().min(0);
+/** MongoDB's maxWriteBatchSize. */
+const MAX_WRITE_BATCH = 100_000;
+
+export const insertBodySchema = z.strictObject({
+  documents: z
+    .array(documentSchema)
+    .min(1)
+    .max(MAX_WRITE_BATCH)
+    .meta({ description: 'Documents to insert; `_id` is generated (an ObjectId) when missing.' }),
+  ordered: z.boolean().default(true).meta({ description: 'Stop at the first error (true) or go on with the others (false).' }),
+});
+
+export const findBodySchema = z.strictObject({
+  filter: documentSchema.default({}),
+  sort: documentSchema.optional(),
+  projection: documentSchema.optional(),
+  limit: count.optional().meta({ description: 'At most this many documents in all; 0 means no limit.' }),
+  skip: count.optional(),
+  batchSize: count.optional().meta({ description: 'Documents in the first batch (default 101).' }),
+});
+
+export const nextBodySchema = z.strictObject({
+  batchSize: count.optional().meta({ description: 'Documents in this batch (default 101).' }),
+});
+
+export const updateStatementBodySchema = z.strictObject({
+  q: documentSchema,
+  u: z
+    .union([documentSchema, z.array(documentSchema)])
+    .meta({ description: 'An update document (`$set`, ...) or a replacement document.' }),
+  multi: z.boolean().default(false),
+  upsert: z.boolean().default(false),
+});
+export const updateBodySchema = z.strictObject({
+  updates: z.array(updateStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
+  ordered: z.boolean().default(true),
+});
+
+export const deleteStatementBodySchema = z.strictObject({
+  q: documentSchema,
+  limit: z.union([z.literal(0), z.literal(1)]).meta({ description: '1 deletes one matching document, 0 all of them.' }),
+});
+export const deleteBodySchema = z.strictObject({
+  deletes: z.array(deleteStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
+  ordered: z.boolean().default(true),
+});
+
+export const findAndModifyBodySchema = z
+  .strictObject({
+    query: documentSchema.default({}),
+    sort: documentSchema.optional(),
+    update: z.union([documentSchema, z.array(documentSchema)]).optional(),
+    remove: z.boolean().default(false),
+    new: z.boolean().default(false).meta({ description: 'Return the document after the update (true) or before it (false).' }),
+    upsert: z.boolean().default(false),
+    fields: documentSchema.optional().meta({ description: 'A projection of the returned document.' }),
+  })
+  .refine((body) => body.remove !== (body.update !== undefined), { message: 'exactly one of "remove: true" and "update" is required' });
+
+export const countBodySchema = z.strictObject({
+  filter: documentSchema.default({}),
+  skip: count.optional(),
+  limit: count.optional(),
+});
+
+export const distinctBodySchema = z.strictObject({
+  key: z.string().min(1).meta({ description: 'The field (dotted path) whose distinct values to return.' }),
+  filter: documentSchema.default({}),
+});
+
+export type InsertBody = z.output<typeof insertBodySchema>;
+export type FindBody = z.output<typeof findBodySchema>;
+export type UpdateBody = z.output<typeof updateBodySchema>;
+export type DeleteBody = z.output<typeof deleteBodySchema>;
+export type FindAndModifyBody = z.output<typeof findAndModifyBodySchema>;
+export type CountBody = z.output<typeof countBodySchema>;
+export type DistinctBody = z.output<typeof distinctBodySchema>;

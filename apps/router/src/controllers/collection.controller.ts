@@ -1,0 +1,69 @@
+import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
+import { parseWith } from '@tessera/platform';
+import { namespaceOf } from '../api/namespace.js';
+import {
+  countBodySchema,
+  deleteBodySchema,
+  distinctBodySchema,
+  findAndModifyBodySchema,
+  findBodySchema,
+  insertBodySchema,
+  updateBodySchema,
+} from '../api/request-schemas.js';
+import { QueryService } from '../reads/query.service.js';
+import { WriteService } from '../writes/write.service.js';
+
+/**
+ * CRUD commands on one collection, MongoDB's command names under `/v1/{db}/{coll}`. Bodies and
+ * answers are Extended JSON. (The index routes, `POST/GET/DELETE /v1/{db}/{coll}/indexes`,
+ * will get a controller of their own beside this one.)
+ */
+@Controller('v1/:db/:coll')
+export class CollectionController {
+  constructor(
+    private readonly writes: WriteService,
+    private readonly queries: QueryService,
+  ) {}
+
+  @Post('insert')
+  @HttpCode(200)
+  insert(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+    return this.writes.insert(namespaceOf(db, coll), parseWith(insertBodySchema, body, 'insert request'));
+  }
+
+  @Post('find')
+  @HttpCode(200)
+  find(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+    return this.queries.find(namespaceOf(db, coll), parseWith(findBodySchema, body ?? {}, 'find request'));
+  }
+
+  @Post('update')
+  @HttpCode(200)
+  update(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+    return this.writes.update(namespaceOf(db, coll), parseWith(updateBodySchema, body, 'update request'));
+  }
+
+  @Post('delete')
+  @HttpCode(200)
+  delete(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+    return this.writes.delete(namespaceOf(db, coll), parseWith(deleteBodySchema, body, 'delete request'));
+  }
+
+  @Post('findAndModify')
+  @HttpCode(200)
+  findAndModify(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+    return this.writes.findAndModify(namespaceOf(db, coll), parseWith(findAndModifyBodySchema, body, 'findAndModify request'));
+  }
+
+  @Post('count')
+  @HttpCode(200)
+  count(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+    return this.queries.count(namespaceOf(db, coll), parseWith(countBodySchema, body ?? {}, 'count request'));
+  }
+
+  @Post('distinct')
+  @HttpCode(200)
+  distinct(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+    return this.queries.distinct(namespaceOf(db, coll), parseWith(distinctBodySchema, body, 'distinct request'));
+  }
+}

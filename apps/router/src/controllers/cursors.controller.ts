@@ -1,0 +1,25 @@
+import { Body, Controller, Delete, HttpCode, Param, Post } from '@nestjs/common';
+import { z } from 'zod';
+import { parseWith } from '@tessera/platform';
+import { nextBodySchema } from '../api/request-schemas.js';
+import { QueryService } from '../reads/query.service.js';
+
+const cursorIdSchema = z.string().regex(/^[1-9]\d{0,19}$/, 'must be a cursor id (decimal digits)');
+
+/** MongoDB's getMore and killCursors on the router's cursors. */
+@Controller('v1/cursors')
+export class CursorsController {
+  constructor(private readonly queries: QueryService) {}
+
+  @Post(':id/next')
+  @HttpCode(200)
+  next(@Param('id') id: string, @Body() body: unknown) {
+    const { batchSize } = parseWith(nextBodySchema, body ?? {}, 'next request');
+    return this.queries.next(parseWith(cursorIdSchema, id, 'cursor id'), batchSize);
+  }
+
+  @Delete(':id')
+  kill(@Param('id') id: string) {
+    return this.queries.kill(parseWith(cursorIdSchema, id, 'cursor id'));
+  }
+}

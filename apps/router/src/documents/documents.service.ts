@@ -1,0 +1,102 @@
+import { Injectable } from '@nestjs/common';
+import { TesseraError, type Value, type ValueObject, shardKeyFromEqualityQuery, valueAtPath } from '@tessera/core';
+import { type PublicWriteError, documentIdFromPath, errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
+import { QueryService } from '../reads/query.service.js';
+import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
+import { WriteService } from '../writes/write.service.js';
+
+/**
+ * The single-document REST convenience routes, built on the batch operations. `{id}` is read
+ * by `documentIdFromPath`. On a sharded collection whose shard key is not `_id`, a write by
+ * `_id` alone could not be targeted (`SHARD_KEY_NOT_FOUND`), so the router first reads the
+ * document's shard key (a find by `_id`, scatter-gather) and then writes with `_id` plus the
+ * full key; a shard key never changes outside a transaction, so the key it read still holds.
+ */
+@Injectable()
+export class DocumentsService {
+  constructor(
+    private readonly cluster: ClusterRoutingService,
+    private readonly queries: QueryService,
+    private readonly writes: WriteService,
+  ) {}
+
+  async create(ns: string, document: Record<string, unknown>): Promise<{ insertedId: unknown; ok: 1 }> {
+    const result = await this.writes.insert(ns, { documents: [document], ordered: true });
+    throwFirstWriteError(result.writeErrors);
+    return { insertedId: result.insertedIds['0'], ok: 1 };
+  }
+
+  async get(ns: string, id: string): Promise<unknown> {
+    const _id = documentIdFromPath(id);
+    const found = await this.queries.find(ns, { filter: toWire({ _id }) as Record<string, unknown>, limit: 1, batchSize: 1 });
+    const document = found.cursor.firstBatch?.[0];
+    if (document === undefined) throw notFound(ns, _id);
+    return document;
+  }
+
+  /** Replaces the document (PUT); `NOT_FOUND` when there is none. */
+  async replace(
+    ns: string,
+    id: string,
+    replacement: Record<string, unknown>,
+  ): Promise<{ matchedCount: number; modifiedCount: number; ok: 1 }> {
+    if (Object.keys(replacement).some((k) => k.startsWith('$'))) {
+      throw new TesseraError('BAD_VALUE', 'A replacement document (PUT) cannot contain update operators; use PATCH.', {
+        details: { field: '(root)' },
+      });
+    }
+    return this.updateOne(ns, id, replacement);
+  }
+
+  /** Updates the document (PATCH): a body without `$` operators is `{ $set: body }`, else the body is the update. */
+  async patch(ns: string, id: string, body: Record<string, unknown>): Promise<{ matchedCount: number; modifiedCount: number; ok: 1 }> {
+    const keys = Object.keys(body);
+    const update = keys.length > 0 && keys.every((k) => k.startsWith('$')) ? body : { $set: body };
+    return this.updateOne(ns, id, update);
+  }
+
+  async remove(ns: string, id: string): Promise<{ deletedCount: number; ok: 1 }> {
+    const q = await this.filterFor(ns, id);
+    const result = await this.writes.delete(ns, { deletes: [{ q, limit: 1 }], ordered: true });
+    throwFirstWriteError(result.writeErrors);
+    if (result.deletedCount === 0) throw notFound(ns, documentIdFromPath(id));
+    return { deletedCount: result.deletedCount, ok: 1 };
+  }
+
+  private async updateOne(ns: string, id: string, u: Record<string, unknown>) {
+    const q = await this.filterFor(ns, id);
+    const result = await this.writes.update(ns, { updates: [{ q, u, multi: false, upsert: false }], ordered: true });
+    throwFirstWriteError(result.writeErrors);
+    if (result.matchedCount === 0) throw notFound(ns, documentIdFromPath(id));
+    return { matchedCount: result.matchedCount, modifiedCount: result.modifiedCount, ok: 1 as const };
+  }
+
+  /** `{_id}` when that targets one shard, else `{_id, ...shard key of the stored document}` (wire form). */
+  private async filterFor(ns: string, id: string): Promise<Record<string, unknown>> {
+    const _id = documentIdFromPath(id);
+    const byId = { _id };
+    const routing = await this.cluster.routingForRead(ns);
+    if (routing === undefined) throw notFound(ns, _id);
+    if (routing.kind === 'unsharded' || shardKeyFromEqualityQuery(routing.pattern, byId) !== undefined)
+      return toWire(byId) as Record<string, unknown>;
+    const projection = Object.fromEntries([['_id', 1], ...routing.pattern.fields.map((f) => [f.path, 1])]);
+    const found = await this.queries.find(ns, { filter: toWire(byId) as Record<string, unknown>, projection, limit: 1, batchSize: 1 });
+    const stored = found.cursor.firstBatch?.[0];
+    if (stored === undefined) throw notFound(ns, _id);
+    const document = fromWire(stored) as ValueObject;
+    const filter: Record<string, Value> = { _id };
+    for (const field of routing.pattern.fields) filter[field.path] = valueAtPath(document, field.path) ?? null;
+    return toWire(filter) as Record<string, unknown>;
+  }
+}
+
+function throwFirstWriteError(errors: readonly PublicWriteError[]): void {
+  const first = errors[0];
+  if (first !== undefined) throw errorFromPublic(first);
+}
+
+function notFound(ns: string, _id: Value): TesseraError {
+  return new TesseraError('NOT_FOUND', `no document with _id ${JSON.stringify(toWire(_id))} in ${ns}`, {
+    details: { namespace: ns, _id: toWire(_id) },
+  });
+}

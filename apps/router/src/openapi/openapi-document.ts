@@ -1,0 +1,196 @@
+/**
+ * The public API's OpenAPI 3.1 document. Request bodies come from the zod schemas that
+ * validate them (`api/request-schemas.ts`), so the document and the validation agree;
+ * responses are described here. `openapi.spec.ts` checks that every route the controllers
+ * register is described.
+ */
+import { z } from 'zod';
+import {
+  countBodySchema,
+  deleteBodySchema,
+  distinctBodySchema,
+  documentSchema,
+  findAndModifyBodySchema,
+  findBodySchema,
+  insertBodySchema,
+  nextBodySchema,
+  updateBodySchema,
+} from '../api/request-schemas.js';
+
+type JsonSchema = Record<string, unknown>;
+
+interface Operation {
+  readonly method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  readonly path: string;
+  readonly summary: string;
+  readonly description?: string;
+  readonly body?: z.ZodType;
+  readonly response: JsonSchema;
+  readonly tag: string;
+}
+
+const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
+const ok = { type: 'integer', const: 1 };
+const count = { type: 'integer', minimum: 0 };
+const byIndex = { type: 'object', additionalProperties: true, description: 'Values by statement index ("0", "1", ...).' };
+const writeErrors = { type: 'array', items: ref('WriteError') };
+
+const ns = '/v1/{db}/{coll}';
+const OPERATIONS: readonly Operation[] = [
+  { tag: 'router', method: 'get', path: '/v1/hello', summary: "MongoDB's hello: msg \"isdbgrid\" says this is a router (mongos)", response: { type: 'object', additionalProperties: true } },
+  { tag: 'router', method: 'get', path: '/v1/openapi.json', summary: 'This OpenAPI document', response: { type: 'object', additionalProperties: true } },
+  { tag: 'router', method: 'get', path: '/v1/docs', summary: 'This document as an HTML page', response: { type: 'string' } },
+  {
+    tag: 'crud',
+    method: 'post',
+    path: `${ns}/insert`,
+    summary: 'insertMany',
+    description: 'Creates the database and collection on first write. Ordered inserts stop at the first error; statements before it stay.',
+    body: insertBodySchema,
+    response: obj({ insertedCount: count, insertedIds: byIndex, writeErrors, ok }),
+  },
+  {
+    tag: 'crud',
+    method: 'post',
+    path: `${ns}/find`,
+    summary: 'find; answers the first batch and a cursor id ("0" when exhausted)',
+    description: 'Targets the shards the filter can match (shard key equality: one shard; a range on the key prefix: the overlapping shards; else all), merges sorted results, then applies skip and limit. A missing database or collection answers an empty batch.',
+    body: findBodySchema,
+    response: ref('CursorResponse'),
+  },
+  { tag: 'cursors', method: 'post', path: '/v1/cursors/{id}/next', summary: 'getMore: the next batch', body: nextBodySchema, response: ref('CursorResponse') },
+  { tag: 'cursors', method: 'delete', path: '/v1/cursors/{id}', summary: 'killCursors', response: obj({ cursorsKilled: { type: 'array', items: { type: 'string' } }, ok }) },
+  {
+    tag: 'crud',
+    method: 'post',
+    path: `${ns}/update`,
+    summary: 'update (updateOne / updateMany / replaceOne)',
+    description: 'On a sharded collection an upsert, and a multi:false update that does not reach exactly one shard, need the full shard key by equality in q (SHARD_KEY_NOT_FOUND otherwise).',
+    body: updateBodySchema,
+    response: obj({ matchedCount: count, modifiedCount: count, upsertedCount: count, upsertedIds: byIndex, writeErrors, ok }),
+  },
+  {
+    tag: 'crud',
+    method: 'post',
+    path: `${ns}/delete`,
+    summary: 'delete (deleteOne / deleteMany)',
+    description: 'On a sharded collection a limit:1 delete that does not reach exactly one shard needs the full shard key by equality in q.',
+    body: deleteBodySchema,
+    response: obj({ deletedCount: count, writeErrors, ok }),
+  },
+  {
+    tag: 'crud',
+    method: 'post',
+    path: `${ns}/findAndModify`,
+    summary: "findAndModify, as MongoDB's command",
+    description: 'On a sharded collection the query must reach exactly one shard (the full shard key by equality; always for an upsert).',
+    body: findAndModifyBodySchema,
+    response: obj({
+      value: { description: 'The document before or after (new: true) the change, or null.' },
+      lastErrorObject: obj({ n: count, updatedExisting: { type: 'boolean' }, upserted: {} }, ['n', 'updatedExisting']),
+      ok,
+    }),
+  },
+  { tag: 'crud', method: 'post', path: `${ns}/count`, summary: 'count', body: countBodySchema, response: obj({ n: count, ok }) },
+  { tag: 'crud', method: 'post', path: `${ns}/distinct`, summary: 'distinct (values in MongoDB value order)', body: distinctBodySchema, response: obj({ values: { type: 'array', items: {} }, ok }) },
+  { tag: 'documents', method: 'post', path: `${ns}/documents`, summary: 'Insert one document', body: documentSchema, response: obj({ insertedId: {}, ok }) },
+  { tag: 'documents', method: 'get', path: `${ns}/documents/{id}`, summary: 'Read one document by _id (404 NOT_FOUND if none)', response: ref('Document') },
+  {
+    tag: 'documents',
+    method: 'put',
+    path: `${ns}/documents/{id}`,
+    summary: 'Replace one document by _id (404 if none)',
+    body: documentSchema,
+    response: obj({ matchedCount: count, modifiedCount: count, ok }),
+  },
+  {
+    tag: 'documents',
+    method: 'patch',
+    path: `${ns}/documents/{id}`,
+    summary: 'Update one document by _id: a body without $ operators is applied as { $set: body } (404 if none)',
+    body: documentSchema,
+    response: obj({ matchedCount: count, modifiedCount: count, ok }),
+  },
+  { tag: 'documents', method: 'delete', path: `${ns}/documents/{id}`, summary: 'Delete one document by _id (404 if none)', response: obj({ deletedCount: count, ok }) },
+];
+
+function obj(properties: Record<string, JsonSchema>, required = Object.keys(properties)): JsonSchema {
+  return { type: 'object', properties, required };
+}
+
+/** The JSON Schema (2020-12, OpenAPI 3.1's dialect) of a request body, as the edge validates it. */
+function requestSchema(schema: z.ZodType): JsonSchema {
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+  return rest;
+}
+
+const PATH_PARAMETERS: Record<string, { description: string; schema: JsonSchema }> = {
+  db: { description: 'Database name: 1-63 characters, none of / \\ . space " $ * < > : | ?', schema: { type: 'string', maxLength: 63 } },
+  coll: { description: 'Collection name: non-empty, no $, not starting with "system."', schema: { type: 'string' } },
+  id: {
+    description: 'For documents: the _id; 24 hex digits are an ObjectId, an integer literal a number, anything else a string. For cursors: the cursor id.',
+    schema: { type: 'string' },
+  },
+};
+
+/** Builds the document. */
+export function buildOpenApiDocument(): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const operation of OPERATIONS) {
+    const parameters = [...operation.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({ name, in: 'path', required: true, ...PATH_PARAMETERS[name!] }));
+    const json = operation.path === '/v1/docs' ? { 'text/html': { schema: operation.response } } : { 'application/json': { schema: operation.response } };
+    (paths[operation.path] ??= {})[operation.method] = {
+      tags: [operation.tag],
+      operationId: `${operation.method}${operation.path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
+      summary: operation.summary,
+      ...(operation.description ? { description: operation.description } : {}),
+      ...(parameters.length > 0 ? { parameters } : {}),
+      ...(operation.body ? { requestBody: { required: operation.method !== 'post' || !operation.path.startsWith('/v1/cursors'), content: { 'application/json': { schema: requestSchema(operation.body) } } } } : {}),
+      responses: {
+        [operation.method === 'post' && operation.path.endsWith('/documents') ? '201' : '200']: { description: 'Success', content: json },
+        default: { description: 'An error: MongoDB shape with an HTTP status from the error code', content: { 'application/json': { schema: ref('ErrorResponse') } } },
+      },
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Tessera router API',
+      version: '1',
+      description:
+        'The public REST API of a Tessera router (mongos). Request and response bodies are MongoDB Extended JSON (relaxed on output): ' +
+        '{"$oid": "..."}, {"$date": "..."}, {"$numberLong": "..."}, ... Errors answer { ok: 0, code, codeName, errmsg, details } with an HTTP status for the code.',
+    },
+    tags: [
+      { name: 'crud', description: 'Commands on a collection' },
+      { name: 'cursors', description: 'Router cursors' },
+      { name: 'documents', description: 'Single-document convenience routes' },
+      { name: 'router', description: 'About this router' },
+    ],
+    paths,
+    components: {
+      schemas: {
+        Document: { type: 'object', additionalProperties: true, description: 'A document in relaxed Extended JSON.' },
+        WriteError: obj({ index: count, code: { type: 'integer' }, codeName: { type: 'string' }, errmsg: { type: 'string' }, details: { type: 'object' } }, ['index', 'code', 'codeName', 'errmsg']),
+        ErrorResponse: obj({ ok: { type: 'integer', const: 0 }, code: { type: 'integer' }, codeName: { type: 'string' }, errmsg: { type: 'string' }, details: { type: 'object' } }, ['ok', 'code', 'codeName', 'errmsg']),
+        CursorResponse: obj({
+          cursor: obj(
+            {
+              id: { type: 'string', pattern: '^\\d+$', description: '"0" when the cursor is exhausted.' },
+              ns: { type: 'string' },
+              firstBatch: { type: 'array', items: ref('Document') },
+              nextBatch: { type: 'array', items: ref('Document') },
+            },
+            ['id', 'ns'],
+          ),
+          ok,
+        }),
+      },
+    },
+  };
+}
+
+/** Every operation as `METHOD /path/{param}`, for the coverage test. */
+export function describedRoutes(): string[] {
+  return OPERATIONS.map((o) => `${o.method.toUpperCase()} ${o.path}`);
+}

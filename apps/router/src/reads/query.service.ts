@@ -1,0 +1,185 @@
+import { Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { TesseraError, type Value, type ValueObject, compareValues } from '@tessera/core';
+import type { CursorBatch, FindCommand, ShardClient } from '@tessera/protocol';
+import { type Periodic, runPeriodically } from '@tessera/platform';
+import { compileProjection, compileSort, validateFilter } from '@tessera/query';
+import { withStaleRetries } from '@tessera/routing';
+import { fromWire, toWire } from '../api/extended-json.js';
+import type { CountBody, DistinctBody, FindBody } from '../api/request-schemas.js';
+import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
+import { routeFilter } from '../writes/write-targeting.js';
+import { CursorRegistry } from './cursor-registry.js';
+import { planShardFind } from './find-plan.js';
+import { RouterCursor, type ShardBatch, type ShardCursorPort } from './router-cursor.js';
+
+/** MongoDB's default first batch; we use it for later batches too. */
+export const DEFAULT_BATCH_SIZE = 101;
+
+export interface CursorResponse {
+  cursor: { id: string; ns: string; firstBatch?: unknown[]; nextBatch?: unknown[] };
+  ok: 1;
+}
+
+/**
+ * The router's reads: target the shards a filter reaches, ask them in parallel, merge (sorted
+ * when asked), apply skip and limit after the merge, and keep a router cursor for the rest.
+ * Reads of a database or collection that does not exist answer empty.
+ */
+@Injectable()
+export class QueryService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly cursors = new CursorRegistry();
+  private reaper: Periodic | undefined;
+
+  constructor(private readonly cluster: ClusterRoutingService) {}
+
+  onApplicationBootstrap(): void {
+    this.reaper = runPeriodically(
+      async () => void (await this.cursors.reapIdle()),
+      60_000,
+      () => undefined,
+    );
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.reaper?.stop();
+    await this.cursors.closeAll();
+  }
+
+  async find(ns: string, body: FindBody): Promise<CursorResponse> {
+    const filter = validateFilter(fromWire(body.filter), '');
+    const compare = body.sort === undefined ? undefined : compileSort(fromWire(body.sort));
+    const project = body.projection === undefined ? undefined : compileProjection(fromWire(body.projection));
+    const firstBatchSize = body.batchSize ?? DEFAULT_BATCH_SIZE;
+    const empty: CursorResponse = { cursor: { id: '0', ns, firstBatch: [] }, ok: 1 };
+    return withStaleRetries(this.cluster.cache, ns, async () => {
+      const routing = await this.cluster.routingForRead(ns);
+      if (routing === undefined) return empty;
+      const shards = routeFilter(filter, routing);
+      if (shards.length === 0) return empty;
+      const plan = planShardFind({ ...body, filter: body.filter, batchSize: firstBatchSize }, shards.length);
+      const batches = await this.openShardCursors(ns, routing, shards, plan.command);
+      const cursor = new RouterCursor(
+        ns,
+        batches,
+        {
+          ...(plan.mergeSorted ? { compare: compare! } : {}),
+          skip: plan.routerSkip,
+          limit: body.limit ?? 0,
+          ...(plan.projectOnRouter ? { project: project! } : {}),
+        },
+        this.cursorPort(),
+      );
+      const documents = await cursor.nextBatch(firstBatchSize);
+      const id = cursor.isExhausted ? '0' : this.cursors.register(cursor);
+      return { cursor: { id, ns, firstBatch: documents.map(toWire) }, ok: 1 };
+    });
+  }
+
+  async next(id: string, batchSize = DEFAULT_BATCH_SIZE): Promise<CursorResponse> {
+    const { cursor, documents, exhausted } = await this.cursors.next(id, batchSize);
+    return { cursor: { id: exhausted ? '0' : id, ns: cursor.ns, nextBatch: documents.map(toWire) }, ok: 1 };
+  }
+
+  async kill(id: string): Promise<{ cursorsKilled: string[]; ok: 1 }> {
+    await this.cursors.kill(id);
+    return { cursorsKilled: [id], ok: 1 };
+  }
+
+  /** MongoDB's count: shards count in parallel; with several, skip and limit apply to the sum. */
+  async count(ns: string, body: CountBody): Promise<{ n: number; ok: 1 }> {
+    const filter = validateFilter(fromWire(body.filter), '');
+    return withStaleRetries(this.cluster.cache, ns, async () => {
+      const routing = await this.cluster.routingForRead(ns);
+      const shards = routing === undefined ? [] : routeFilter(filter, routing);
+      if (routing === undefined || shards.length === 0) return { n: 0, ok: 1 as const };
+      const skip = body.skip ?? 0;
+      const limit = body.limit ?? 0;
+      const single = shards.length === 1;
+      const counts = await Promise.all(
+        shards.map(async (shard) => {
+          const client = await this.cluster.shard(shard);
+          const window = single ? { skip, limit } : limit > 0 ? { limit: skip + limit } : {};
+          return emptyIfMissing(client.count({ ns, ...routing.versioningFor(shard), filter: body.filter, ...window }), { n: 0 });
+        }),
+      );
+      const total = counts.reduce((sum, c) => sum + c.n, 0);
+      if (single) return { n: total, ok: 1 as const };
+      const n = Math.max(0, total - skip);
+      return { n: limit > 0 ? Math.min(n, limit) : n, ok: 1 as const };
+    });
+  }
+
+  /** MongoDB's distinct: the union of each shard's distinct values, without duplicates (in value order). */
+  async distinct(ns: string, body: DistinctBody): Promise<{ values: unknown[]; ok: 1 }> {
+    const filter = validateFilter(fromWire(body.filter), '');
+    return withStaleRetries(this.cluster.cache, ns, async () => {
+      const routing = await this.cluster.routingForRead(ns);
+      const shards = routing === undefined ? [] : routeFilter(filter, routing);
+      if (routing === undefined) return { values: [], ok: 1 as const };
+      const answers = await Promise.all(
+        shards.map(async (shard) => {
+          const client = await this.cluster.shard(shard);
+          return emptyIfMissing(client.distinct({ ns, ...routing.versioningFor(shard), key: body.key, filter: body.filter }), {
+            values: [],
+          });
+        }),
+      );
+      return { values: unionOfValues(answers.map((a) => a.values.map(fromWire))).map(toWire), ok: 1 as const };
+    });
+  }
+
+  /** Opens one cursor per shard in parallel; if any fails, kills the others and throws its error (a stale one is retried). */
+  private async openShardCursors(
+    ns: string,
+    routing: CollectionRouting,
+    shards: string[],
+    command: Omit<FindCommand, 'ns' | 'shardVersion'>,
+  ) {
+    const settled = await Promise.allSettled(
+      shards.map(async (shard) => {
+        const client = await this.cluster.shard(shard);
+        const batch = await emptyIfMissing(client.find({ ...command, ns, ...routing.versioningFor(shard) }), {
+          cursorId: null,
+          documents: [],
+        });
+        return { shard, batch: batchFromWire(batch) };
+      }),
+    );
+    const failure = settled.find((s) => s.status === 'rejected');
+    const opened = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    if (failure !== undefined) {
+      const port = this.cursorPort();
+      await Promise.allSettled(opened.filter((o) => o.batch.cursorId !== null).map((o) => port.kill(o.shard, [o.batch.cursorId!])));
+      throw failure.reason;
+    }
+    return opened;
+  }
+
+  private cursorPort(): ShardCursorPort {
+    const client = (shard: string): Promise<ShardClient> => this.cluster.shard(shard);
+    return {
+      getMore: async (shard, cursorId, batchSize) => batchFromWire(await (await client(shard)).getMore({ cursorId, batchSize })),
+      kill: async (shard, cursorIds) => void (await (await client(shard)).killCursors(cursorIds)),
+    };
+  }
+}
+
+function batchFromWire(batch: CursorBatch): ShardBatch {
+  return { cursorId: batch.cursorId, documents: batch.documents.map((d) => fromWire(d) as ValueObject) };
+}
+
+/** A collection missing on a shard reads as empty. */
+async function emptyIfMissing<T>(answer: Promise<T>, empty: T): Promise<T> {
+  try {
+    return await answer;
+  } catch (error) {
+    if (error instanceof TesseraError && error.code === 'NAMESPACE_NOT_FOUND') return empty;
+    throw error;
+  }
+}
+
+/** The distinct values of several lists, in MongoDB's value order. */
+export function unionOfValues(lists: readonly (readonly Value[])[]): Value[] {
+  const all = lists.flat().sort(compareValues);
+  return all.filter((value, i) => i === 0 || compareValues(all[i - 1]!, value) !== 0);
+}

@@ -1,0 +1,83 @@
+/**
+ * Which shards a write statement goes to (reference "Query Isolation"), from the routing of
+ * its collection. Pure.
+ *
+ * - insert: the shard owning the document's shard key (`extractShardKey` + `chunkFor`).
+ * - multi update / delete with `limit: 0`: every shard `targetShards` names for the filter.
+ * - single update (`multi: false`), delete with `limit: 1`, findAndModify: they must reach
+ *   exactly one shard, or two shards could each change "the one" document. The full shard key
+ *   by equality gives that shard; a filter whose key ranges fall on one shard also does.
+ *   Otherwise `SHARD_KEY_NOT_FOUND` (MongoDB: "could not extract exact shard key"). We chose
+ *   this over trying shards one at a time: it is deterministic and never changes two documents.
+ * - upsert: the full shard key by equality is required, since the inserted document takes its
+ *   shard key from the filter; otherwise `SHARD_KEY_NOT_FOUND`.
+ * - an unsharded collection: its database's primary shard, always.
+ */
+import {
+  type RoutingTable,
+  type ShardKeyPattern,
+  TesseraError,
+  type ValueObject,
+  extractShardKey,
+  shardKeyFromEqualityQuery,
+  shardKeyPatternToObject,
+} from '@tessera/core';
+import { targetShards, validateFilter } from '@tessera/query';
+
+/** How a collection is routed, reduced to what targeting needs. */
+export type WriteRouting =
+  | { readonly kind: 'sharded'; readonly ns: string; readonly table: RoutingTable; readonly pattern: ShardKeyPattern }
+  | { readonly kind: 'unsharded'; readonly ns: string; readonly primaryShard: string };
+
+/** The shard an insert goes to. Throws `BAD_VALUE` when a shard key field holds an array or a regex. */
+export function routeInsert(document: ValueObject, routing: WriteRouting): string {
+  if (routing.kind === 'unsharded') return routing.primaryShard;
+  return routing.table.shardFor(extractShardKey(routing.pattern, document));
+}
+
+/** The shards a filter reaches; used by multi-writes and reads. Throws `BAD_VALUE` for an invalid filter. */
+export function routeFilter(filter: unknown, routing: WriteRouting): string[] {
+  if (routing.kind === 'unsharded') {
+    validateFilter(filter, '');
+    return [routing.primaryShard];
+  }
+  return targetShards(routing.table, routing.pattern, filter).shards;
+}
+
+/** What a statement needs from targeting. */
+export interface WriteShape {
+  readonly filter: unknown;
+  /** True for a single-document write (`multi: false`, `limit: 1`, findAndModify). */
+  readonly single: boolean;
+  readonly upsert: boolean;
+  /** Names the operation in messages, e.g. "update", "delete", "findAndModify". */
+  readonly operation: string;
+}
+
+/**
+ * The shards an update, delete or findAndModify goes to (see the module comment); empty when
+ * no document can match. Throws `SHARD_KEY_NOT_FOUND` or `BAD_VALUE`.
+ */
+export function routeWrite(shape: WriteShape, routing: WriteRouting): string[] {
+  const filter = validateFilter(shape.filter, '');
+  if (routing.kind === 'unsharded') return [routing.primaryShard];
+  if (!shape.single && !shape.upsert) return targetShards(routing.table, routing.pattern, filter).shards;
+  const key = shardKeyFromEqualityQuery(routing.pattern, filter);
+  if (key !== undefined) return [routing.table.shardFor(key)];
+  if (!shape.upsert) {
+    const shards = targetShards(routing.table, routing.pattern, filter).shards;
+    if (shards.length <= 1) return shards;
+  }
+  throw shardKeyNotFound(shape, routing);
+}
+
+function shardKeyNotFound(shape: WriteShape, routing: WriteRouting & { kind: 'sharded' }): TesseraError {
+  const keyPattern = shardKeyPatternToObject(routing.pattern);
+  const what = shape.upsert ? `an upsert (${shape.operation})` : `a single-document ${shape.operation}`;
+  return new TesseraError(
+    'SHARD_KEY_NOT_FOUND',
+    `Failed to target ${what} on sharded collection ${routing.ns}: could not extract the exact shard key ${JSON.stringify(keyPattern)} from the filter. ` +
+      `Include every shard key field by equality${shape.upsert ? '' : ', or use a multi-document write'}.`,
+    { details: { namespace: routing.ns, shardKey: keyPattern } },
+  );
+}

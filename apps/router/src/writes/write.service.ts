@@ -1,0 +1,248 @@
+import { Injectable } from '@nestjs/common';
+import { ObjectId } from 'bson';
+import { TesseraError, type Value, type ValueObject } from '@tessera/core';
+import type { FindAndModifyResult, InsertCommandResult, UpdateCommandResult, DeleteCommandResult } from '@tessera/protocol';
+import { isOperatorUpdate, prepareInsert } from '@tessera/query';
+import { withStaleRetries } from '@tessera/routing';
+import { type PublicWriteError, documentFromWire, fromWire, publicWriteError, toWire } from '../api/extended-json.js';
+import type { DeleteBody, FindAndModifyBody, InsertBody, UpdateBody } from '../api/request-schemas.js';
+import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
+import { type ShardWriteReply, type StatementRouting, type WriteExecution, envelopeOf, executeWriteBatch } from './write-execution.js';
+import type { ChildBatch, RoutedStatement, RouterWriteError } from './write-plan.js';
+import { type WriteShape, routeInsert, routeWrite } from './write-targeting.js';
+
+export interface InsertResponse {
+  insertedCount: number;
+  /** `_id` by the user's statement index, as the drivers' insertMany result. */
+  insertedIds: Record<string, unknown>;
+  writeErrors: PublicWriteError[];
+  ok: 1;
+}
+
+export interface UpdateResponse {
+  matchedCount: number;
+  modifiedCount: number;
+  upsertedCount: number;
+  upsertedIds: Record<string, unknown>;
+  writeErrors: PublicWriteError[];
+  ok: 1;
+}
+
+export interface DeleteResponse {
+  deletedCount: number;
+  writeErrors: PublicWriteError[];
+  ok: 1;
+}
+
+interface UpdateStatement {
+  q: ValueObject;
+  u: Value;
+  multi: boolean;
+  upsert: boolean;
+}
+
+/**
+ * The router's writes: validate at the edge, split per shard (`executeWriteBatch`), send in
+ * parallel or in order, retry what met stale routing, and map the shards' answers back to the
+ * user's statement indexes. A write to a database that does not exist creates it first.
+ */
+@Injectable()
+export class WriteService {
+  constructor(private readonly cluster: ClusterRoutingService) {}
+
+  async insert(ns: string, body: InsertBody): Promise<InsertResponse> {
+    // Prepared here as on the shard: `_id` must exist before routing (it may be the shard key),
+    // and a bad document is refused without sending anything.
+    const prepared = body.documents.map((json, index): ValueObject | TesseraError => {
+      try {
+        return prepareInsert(documentFromWire(json), { generateId: () => new ObjectId() }, index).document;
+      } catch (error) {
+        if (error instanceof TesseraError) return error;
+        throw error;
+      }
+    });
+    const execution = await this.execute<InsertCommandResult>(
+      ns,
+      prepared.length,
+      body.ordered,
+      (index, routing) => {
+        const document = prepared[index]!;
+        if (document instanceof TesseraError) throw document;
+        return [routeInsert(document, routing)];
+      },
+      (batch, routing) =>
+        this.cluster
+          .shard(batch.shard)
+          .then((client) =>
+            client.insert({
+              ns,
+              ...routing.versioningFor(batch.shard),
+              ordered: body.ordered,
+              documents: batch.indexes.map((i) => toWire(prepared[i] as ValueObject)),
+            }),
+          ),
+    );
+    const insertedIds: Record<string, unknown> = {};
+    for (const { batch, reply } of execution.replies)
+      for (const { index, _id } of reply.insertedIds) insertedIds[String(batch.indexes[index])] = _id;
+    return {
+      insertedCount: Object.keys(insertedIds).length,
+      insertedIds: sortedByIndex(insertedIds),
+      writeErrors: publicErrors(execution),
+      ok: 1,
+    };
+  }
+
+  async update(ns: string, body: UpdateBody): Promise<UpdateResponse> {
+    const statements: UpdateStatement[] = body.updates.map((s) => ({
+      q: documentFromWire(s.q),
+      u: fromWire(s.u),
+      multi: s.multi,
+      upsert: s.upsert,
+    }));
+    const execution = await this.execute<UpdateCommandResult>(
+      ns,
+      statements.length,
+      body.ordered,
+      (index, routing) => {
+        const statement = statements[index]!;
+        checkUpdateShape(statement);
+        return routeWrite({ filter: statement.q, single: !statement.multi, upsert: statement.upsert, operation: 'update' }, routing);
+      },
+      (batch, routing) =>
+        this.cluster.shard(batch.shard).then((client) =>
+          client.update({
+            ns,
+            ...routing.versioningFor(batch.shard),
+            ordered: body.ordered,
+            updates: batch.indexes.map((i) => {
+              const s = statements[i]!;
+              return {
+                q: toWire(s.q) as Record<string, unknown>,
+                u: toWire(s.u) as Record<string, unknown>,
+                multi: s.multi,
+                upsert: s.upsert,
+              };
+            }),
+          }),
+        ),
+    );
+    let matchedCount = 0;
+    let modifiedCount = 0;
+    const upsertedIds: Record<string, unknown> = {};
+    for (const { batch, reply } of execution.replies) {
+      matchedCount += reply.matchedCount;
+      modifiedCount += reply.modifiedCount;
+      for (const { index, _id } of reply.upserted) upsertedIds[String(batch.indexes[index])] = _id;
+    }
+    const upsertedCount = Object.keys(upsertedIds).length;
+    return {
+      matchedCount,
+      modifiedCount,
+      upsertedCount,
+      upsertedIds: sortedByIndex(upsertedIds),
+      writeErrors: publicErrors(execution),
+      ok: 1,
+    };
+  }
+
+  async delete(ns: string, body: DeleteBody): Promise<DeleteResponse> {
+    const statements = body.deletes.map((s) => ({ q: documentFromWire(s.q), limit: s.limit }));
+    const execution = await this.execute<DeleteCommandResult>(
+      ns,
+      statements.length,
+      body.ordered,
+      (index, routing) => {
+        const statement = statements[index]!;
+        return routeWrite({ filter: statement.q, single: statement.limit === 1, upsert: false, operation: 'delete' }, routing);
+      },
+      (batch, routing) =>
+        this.cluster.shard(batch.shard).then((client) =>
+          client.delete({
+            ns,
+            ...routing.versioningFor(batch.shard),
+            ordered: body.ordered,
+            deletes: batch.indexes.map((i) => ({ q: toWire(statements[i]!.q) as Record<string, unknown>, limit: statements[i]!.limit })),
+          }),
+        ),
+    );
+    const deletedCount = execution.replies.reduce((sum, { reply }) => sum + reply.deletedCount, 0);
+    return { deletedCount, writeErrors: publicErrors(execution), ok: 1 };
+  }
+
+  /** MongoDB's findAndModify on one shard: `{ lastErrorObject, value, ok: 1 }`. */
+  async findAndModify(ns: string, body: FindAndModifyBody): Promise<FindAndModifyResult & { ok: 1 }> {
+    const query = documentFromWire(body.query);
+    const update = body.update === undefined ? undefined : fromWire(body.update);
+    if (update !== undefined) checkUpdateShape({ q: query, u: update, multi: false, upsert: body.upsert });
+    const shape: WriteShape = { filter: query, single: true, upsert: body.upsert, operation: 'findAndModify' };
+    return withStaleRetries(this.cluster.cache, ns, async () => {
+      const routing = await this.cluster.routingForWrite(ns);
+      const [shard] = routeWrite(shape, routing);
+      if (shard === undefined) return { value: null, lastErrorObject: { n: 0, updatedExisting: false }, ok: 1 as const };
+      const client = await this.cluster.shard(shard);
+      const result = await client.findAndModify({
+        ns,
+        ...routing.versioningFor(shard),
+        query: body.query,
+        remove: body.remove,
+        new: body.new,
+        upsert: body.upsert,
+        ...(body.sort ? { sort: body.sort } : {}),
+        ...(body.fields ? { fields: body.fields } : {}),
+        ...(update !== undefined ? { update: toWire(update) as Record<string, unknown> } : {}),
+      });
+      return { ...result, ok: 1 as const };
+    });
+  }
+
+  private execute<R extends ShardWriteReply>(
+    ns: string,
+    count: number,
+    ordered: boolean,
+    target: (index: number, routing: CollectionRouting) => string[],
+    send: (batch: ChildBatch, routing: CollectionRouting) => Promise<R>,
+  ): Promise<WriteExecution<R>> {
+    let routing: CollectionRouting | undefined;
+    return executeWriteBatch<R>(count, ordered, {
+      route: async (indexes): Promise<StatementRouting> => {
+        routing = await this.cluster.routingForWrite(ns);
+        const statements: RoutedStatement[] = [];
+        const routerErrors: RouterWriteError[] = [];
+        for (const index of indexes) {
+          try {
+            statements.push({ index, shards: target(index, routing) });
+          } catch (error) {
+            if (!(error instanceof TesseraError)) throw error;
+            routerErrors.push({ index, error: envelopeOf(error) });
+          }
+        }
+        return { statements, routerErrors };
+      },
+      send: (batch) => send(batch, routing!),
+      handleStale: (error) => this.cluster.handleStale(ns, error),
+    });
+  }
+}
+
+/** MongoDB refuses a replacement document with `multi: true`. Throws `FAILED_TO_PARSE`; `BAD_VALUE` as `isOperatorUpdate`. */
+function checkUpdateShape(statement: UpdateStatement): void {
+  if (Array.isArray(statement.u)) return;
+  if (statement.multi && !isOperatorUpdate(statement.u)) {
+    throw new TesseraError(
+      'FAILED_TO_PARSE',
+      'A multi update (multi: true) needs update operators such as $set; a replacement document updates one document.',
+      {
+        details: { field: 'u' },
+      },
+    );
+  }
+}
+
+function publicErrors(execution: WriteExecution<unknown>): PublicWriteError[] {
+  return execution.writeErrors.map(({ index, error }) => publicWriteError(index, error));
+}
+
+function sortedByIndex(byIndex: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(byIndex).sort(([a], [b]) => Number(a) - Number(b)));
+}
