@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { type Value, type ValueObject, compareValues, toExtendedJsonObject, valueAtPath, valuesEqual } from '@tessera/core';
+import { type Value, type ValueObject, compareValues, toExtendedJsonObject, typeBracketOf, valuesEqual } from '@tessera/core';
 import { parseFilter } from '@tessera/query';
 import { scanMatching } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
@@ -23,12 +23,23 @@ export class DocumentAggregates {
     const matches = await scanMatching(this.dataSource.manager, handle, { raw: filter, compiled: parseFilter(filter) });
     const values: Value[] = [];
     for (const { document } of matches) {
-      const value = valueAtPath(document, key);
-      if (value === undefined) continue;
-      for (const element of Array.isArray(value) ? (value as Value[]) : [value]) {
+      for (const element of valuesAtPath(document, key.split('.'))) {
         if (!values.some((v) => valuesEqual(v, element))) values.push(element);
       }
     }
     return values.sort(compareValues).map((v) => toExtendedJsonObject(v));
   }
+}
+
+/**
+ * The values a dotted path reaches, as MongoDB's distinct walks it: through arrays of embedded
+ * documents element by element, and an array at the end contributes its elements.
+ */
+function valuesAtPath(value: Value, segments: readonly string[]): Value[] {
+  if (Array.isArray(value))
+    return (value as Value[]).flatMap((element) => (segments.length === 0 ? [element] : valuesAtPath(element, segments)));
+  if (segments.length === 0) return [value];
+  if (value === null || typeof value !== 'object' || typeBracketOf(value) !== 'object') return [];
+  const next = (value as ValueObject)[segments[0]!];
+  return next === undefined ? [] : valuesAtPath(next, segments.slice(1));
 }

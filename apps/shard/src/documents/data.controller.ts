@@ -1,0 +1,68 @@
+import { Body, Controller, HttpCode, Post, UseGuards } from '@nestjs/common';
+import { z } from 'zod';
+import { ClusterAuthGuard, parseWith } from '@tessera/platform';
+import type { CursorBatch, DeleteCommandResult, FindAndModifyResult, InsertCommandResult, UpdateCommandResult } from '@tessera/protocol';
+import { ShardDataService } from './shard-data.service.js';
+
+const killCursorsSchema = z.strictObject({ cursorIds: z.array(z.string()).max(10_000) });
+
+/** The versioned data commands routers send; validation happens in the service. */
+@Controller('internal/data')
+@UseGuards(ClusterAuthGuard)
+export class DataController {
+  constructor(private readonly data: ShardDataService) {}
+
+  @Post('insert')
+  @HttpCode(200)
+  insert(@Body() body: unknown): Promise<InsertCommandResult> {
+    return this.data.insert(body as never);
+  }
+
+  @Post('find')
+  @HttpCode(200)
+  find(@Body() body: unknown): Promise<CursorBatch> {
+    return this.data.find(body as never);
+  }
+
+  @Post('getMore')
+  @HttpCode(200)
+  getMore(@Body() body: unknown): Promise<CursorBatch> {
+    return this.data.getMore(body as never);
+  }
+
+  @Post('killCursors')
+  @HttpCode(200)
+  killCursors(@Body() body: unknown): { killed: string[]; notFound: string[] } {
+    return this.data.killCursors(parseWith(killCursorsSchema, body, 'killCursors command').cursorIds);
+  }
+
+  @Post('update')
+  @HttpCode(200)
+  update(@Body() body: unknown): Promise<UpdateCommandResult> {
+    return this.data.update(body as never);
+  }
+
+  @Post('delete')
+  @HttpCode(200)
+  delete(@Body() body: unknown): Promise<DeleteCommandResult> {
+    return this.data.delete(body as never);
+  }
+
+  @Post('findAndModify')
+  @HttpCode(200)
+  findAndModify(@Body() body: unknown): Promise<FindAndModifyResult> {
+    return this.data.findAndModify(body as never);
+  }
+
+  @Post('count')
+  @HttpCode(200)
+  count(@Body() body: unknown): Promise<{ n: number }> {
+    return this.data.count(body as never);
+  }
+
+  @Post('distinct')
+  @HttpCode(200)
+  distinct(@Body() body: unknown): Promise<{ values: unknown[] }> {
+    return this.data.distinct(body as never);
+  }
+}

@@ -1,0 +1,233 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { ObjectId } from 'bson';
+import type { Logger } from 'pino';
+import { DataSource } from 'typeorm';
+import { type ChunkVersion, TesseraError, UNSHARDED_VERSION, isUnshardedVersion, parseShardKeyPattern } from '@tessera/core';
+import {
+  type CountCommand,
+  type CursorBatch,
+  type DeleteCommand,
+  type DeleteCommandResult,
+  type DistinctCommand,
+  type FindAndModifyCommand,
+  type FindAndModifyResult,
+  type FindCommand,
+  type GetMoreCommand,
+  type InsertCommand,
+  type InsertCommandResult,
+  type UpdateCommand,
+  type UpdateCommandResult,
+  countCommandSchema,
+  deleteCommandSchema,
+  distinctCommandSchema,
+  findAndModifyCommandSchema,
+  findCommandSchema,
+  getMoreCommandSchema,
+  insertCommandSchema,
+  namespaceSchema,
+  updateCommandSchema,
+} from '@tessera/protocol';
+import { InternalClients, LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
+import { CatalogCache } from '@tessera/routing';
+import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
+import { ShardIdentityService } from '../identity/shard-identity.service.js';
+import { ShardingState } from '../sharding/sharding-state.js';
+import { CursorManager } from './cursor-manager.js';
+import { DocumentAggregates } from './document-aggregates.js';
+import { type CollectionHandle, DocumentStore } from './document-store.js';
+import { DocumentWrites, fromWire } from './document-writes.js';
+
+interface Versioned {
+  ns: string;
+  shardVersion: ChunkVersion;
+  databaseVersion?: { uuid: string; lastMod: number } | undefined;
+}
+
+const CURSOR_REAP_INTERVAL_MS = 60_000;
+
+/**
+ * The shard's versioned data commands. Each one first checks the sender's routing version
+ * (refreshing from the config server when the sender is ahead) and takes the ownership view it
+ * will filter orphans with, then runs on the collection's table. An unsharded collection is
+ * created on the database's primary shard by its first write.
+ */
+@Injectable()
+export class ShardDataService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private sharding: Promise<ShardingState> | undefined;
+  private readonly store: DocumentStore;
+  private readonly cursors: CursorManager;
+  private readonly writes: DocumentWrites;
+  private readonly aggregates: DocumentAggregates;
+  private reaper: Periodic | undefined;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly identity: ShardIdentityService,
+    private readonly storage: CollectionStorageService,
+    private readonly clients: InternalClients,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    this.store = new DocumentStore(dataSource);
+    this.cursors = new CursorManager(dataSource);
+    this.writes = new DocumentWrites(dataSource, { now: () => new Date(), generateId: () => new ObjectId() });
+    this.aggregates = new DocumentAggregates(dataSource);
+  }
+
+  onApplicationBootstrap(): void {
+    this.reaper = runPeriodically(
+      async () => {
+        const reaped = this.cursors.reapIdle();
+        if (reaped > 0) this.logger.info({ reaped }, `closed ${reaped} idle cursor(s)`);
+      },
+      CURSOR_REAP_INTERVAL_MS,
+      () => undefined,
+    );
+  }
+
+  onApplicationShutdown(): void {
+    this.reaper?.stop();
+  }
+
+  async insert(input: InsertCommand): Promise<InsertCommandResult> {
+    const command = parseWith(insertCommandSchema, input, 'insert command');
+    const handle = (await this.handleFor(command, true))!;
+    return this.store.insert(handle, command.documents, { ordered: command.ordered, generateId: () => new ObjectId() });
+  }
+
+  async find(input: FindCommand): Promise<CursorBatch> {
+    const command = parseWith(findCommandSchema, input, 'find command');
+    const handle = await this.handleFor(command, false);
+    if (handle === undefined) return { cursorId: null, documents: [] };
+    return this.cursors.find(handle, {
+      filter: fromWire(command.filter),
+      ...(command.sort ? { sort: fromWire(command.sort) } : {}),
+      ...(command.projection ? { projection: fromWire(command.projection) } : {}),
+      ...(command.skip !== undefined ? { skip: command.skip } : {}),
+      ...(command.limit !== undefined ? { limit: command.limit } : {}),
+      ...(command.batchSize !== undefined ? { batchSize: command.batchSize } : {}),
+    });
+  }
+
+  getMore(input: GetMoreCommand): Promise<CursorBatch> {
+    const command = parseWith(getMoreCommandSchema, input, 'getMore command');
+    return this.cursors.getMore(command.cursorId, command.batchSize);
+  }
+
+  killCursors(cursorIds: string[]): { killed: string[]; notFound: string[] } {
+    return this.cursors.kill(cursorIds);
+  }
+
+  async update(input: UpdateCommand): Promise<UpdateCommandResult> {
+    const command = parseWith(updateCommandSchema, input, 'update command');
+    const handle = await this.handleFor(
+      command,
+      command.updates.some((u) => u.upsert),
+    );
+    if (handle === undefined) return { matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] };
+    const statements = command.updates.map((u) => ({
+      q: fromWire(u.q),
+      u: Array.isArray(u.u) ? u.u : fromWire(u.u),
+      multi: u.multi,
+      upsert: u.upsert,
+    }));
+    return this.writes.update(handle, statements, command.ordered);
+  }
+
+  async delete(input: DeleteCommand): Promise<DeleteCommandResult> {
+    const command = parseWith(deleteCommandSchema, input, 'delete command');
+    const handle = await this.handleFor(command, false);
+    if (handle === undefined) return { deletedCount: 0, writeErrors: [] };
+    return this.writes.delete(
+      handle,
+      command.deletes.map((d) => ({ q: fromWire(d.q), limit: d.limit })),
+      command.ordered,
+    );
+  }
+
+  async findAndModify(input: FindAndModifyCommand): Promise<FindAndModifyResult> {
+    const command = parseWith(findAndModifyCommandSchema, input, 'findAndModify command');
+    const handle = await this.handleFor(command, command.upsert);
+    if (handle === undefined) return { value: null, lastErrorObject: { n: 0, updatedExisting: false } };
+    return this.writes.findAndModify(handle, {
+      query: fromWire(command.query),
+      ...(command.sort ? { sort: fromWire(command.sort) } : {}),
+      ...(command.update !== undefined ? { update: Array.isArray(command.update) ? command.update : fromWire(command.update) } : {}),
+      ...(command.fields ? { fields: fromWire(command.fields) } : {}),
+      remove: command.remove,
+      new: command.new,
+      upsert: command.upsert,
+    });
+  }
+
+  async count(input: CountCommand): Promise<{ n: number }> {
+    const command = parseWith(countCommandSchema, input, 'count command');
+    const handle = await this.handleFor(command, false);
+    return { n: handle === undefined ? 0 : await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit) };
+  }
+
+  async distinct(input: DistinctCommand): Promise<{ values: unknown[] }> {
+    const command = parseWith(distinctCommandSchema, input, 'distinct command');
+    const handle = await this.handleFor(command, false);
+    return { values: handle === undefined ? [] : await this.aggregates.distinct(handle, command.key, fromWire(command.filter)) };
+  }
+
+  /**
+   * Checks the command's routing version and answers the collection's handle: the table, the
+   * shard key and the ownership view. Undefined when the collection does not exist here and
+   * `create` is false (reads of a missing collection find nothing).
+   */
+  private async handleFor(command: Versioned, create: boolean): Promise<CollectionHandle | undefined> {
+    const ns = parseWith(namespaceSchema, command.ns, 'namespace');
+    const state = await this.shardingState();
+    if (isUnshardedVersion(command.shardVersion)) {
+      if (command.databaseVersion === undefined) {
+        throw new TesseraError('BAD_VALUE', `a command on the unsharded collection ${ns} must carry the database version`, {
+          details: { ns },
+        });
+      }
+      await state.checkDatabaseVersion(ns.slice(0, ns.indexOf('.')), command.databaseVersion);
+    }
+    const metadata = await state.checkShardVersion(ns, isUnshardedVersion(command.shardVersion) ? UNSHARDED_VERSION : command.shardVersion);
+    const info = metadata.info;
+    if (info.kind === 'sharded') {
+      const exists = await this.tableExists(info.uuid);
+      if (!exists && !create) return undefined;
+      if (!exists) await this.storage.createCollection(info.uuid, { ns, keyPattern: info.keyPatternObject });
+      return { ns, table: tableName(info.uuid), pattern: info.keyPattern, owns: metadata.owns };
+    }
+    let local = await this.localCollection(ns);
+    if (local === undefined) {
+      if (!create) return undefined;
+      await this.storage.createCollection(randomUUID(), { ns, keyPattern: { _id: 1 } });
+      local = (await this.localCollection(ns))!;
+    }
+    return { ns, table: tableName(local.uuid), pattern: parseShardKeyPattern(local.key_pattern), owns: metadata.owns };
+  }
+
+  private async tableExists(uuid: string): Promise<boolean> {
+    const rows: unknown[] = await this.dataSource.query('SELECT 1 FROM collections WHERE uuid = $1', [uuid]);
+    return rows.length > 0;
+  }
+
+  private async localCollection(ns: string): Promise<{ uuid: string; key_pattern: Record<string, 1 | 'hashed'> } | undefined> {
+    const rows: Array<{ uuid: string; key_pattern: Record<string, 1 | 'hashed'> }> = await this.dataSource.query(
+      'SELECT uuid, key_pattern FROM collections WHERE ns = $1',
+      [ns],
+    );
+    return rows[0];
+  }
+
+  /** The shard's sharding state, made once this shard knows its name and config server. */
+  private shardingState(): Promise<ShardingState> {
+    this.sharding ??= (async () => {
+      const identity = await this.identity.get();
+      if (identity === null) {
+        this.sharding = undefined;
+        throw new TesseraError('ILLEGAL_OPERATION', 'this shard has not been added to a cluster yet (addShard gives it its identity)');
+      }
+      return new ShardingState(identity.shardName, new CatalogCache(this.clients.config(identity.configUrl)));
+    })();
+    return this.sharding;
+  }
+}
