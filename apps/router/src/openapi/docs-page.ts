@@ -18,10 +18,15 @@ export function renderDocsPage(document: Record<string, unknown>): string {
   const schemas = (document['components'] as { schemas: Record<string, unknown> }).schemas;
   const sections = Object.entries(paths).flatMap(([path, methods]) =>
     Object.entries(methods).map(([method, op]) => {
-      const parameters = (op.parameters ?? []).map((p) => `<li><code>${escape(p.name)}</code> ${escape(p.description ?? '')}</li>`).join('');
+      const parameters = (op.parameters ?? [])
+        .map((p) => `<li><code>${escape(p.name)}</code> ${escape(p.description ?? '')}</li>`)
+        .join('');
       const request = op.requestBody ? Object.values(op.requestBody.content)[0]?.schema : undefined;
       const responses = Object.entries(op.responses)
-        .map(([status, r]) => `<h4>${escape(status)} — ${escape(r.description)}</h4>${r.content ? json(Object.values(r.content)[0]?.schema) : ''}`)
+        .map(
+          ([status, r]) =>
+            `<h4>${escape(status)} — ${escape(r.description)}</h4>${r.content ? json(Object.values(r.content)[0]?.schema) : ''}`,
+        )
         .join('');
       return `<section id="${escape(method + path)}"><h3><span class="m ${method}">${method.toUpperCase()}</span> <code>${escape(path)}</code></h3>
 <p>${escape(op.summary ?? '')}</p>${op.description ? `<p>${escape(op.description)}</p>` : ''}
@@ -30,9 +35,13 @@ ${request !== undefined ? `<h4>Request body</h4>${json(request)}` : ''}${respons
     }),
   );
   const toc = Object.entries(paths)
-    .flatMap(([path, methods]) => Object.keys(methods).map((m) => `<li><a href="#${escape(m + path)}">${m.toUpperCase()} ${escape(path)}</a></li>`))
+    .flatMap(([path, methods]) =>
+      Object.keys(methods).map((m) => `<li><a href="#${escape(m + path)}">${m.toUpperCase()} ${escape(path)}</a></li>`),
+    )
     .join('');
-  const components = Object.entries(schemas).map(([name, schema]) => `<h4 id="${escape(name)}">${escape(name)}</h4>${json(schema)}`).join('');
+  const components = Object.entries(schemas)
+    .map(([name, schema]) => `<h4 id="${escape(name)}">${escape(name)}</h4>${json(schema)}`)
+    .join('');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escape(info.title)}</title>
 <style>

@@ -37,8 +37,20 @@ const writeErrors = { type: 'array', items: ref('WriteError') };
 
 const ns = '/v1/{db}/{coll}';
 const OPERATIONS: readonly Operation[] = [
-  { tag: 'router', method: 'get', path: '/v1/hello', summary: "MongoDB's hello: msg \"isdbgrid\" says this is a router (mongos)", response: { type: 'object', additionalProperties: true } },
-  { tag: 'router', method: 'get', path: '/v1/openapi.json', summary: 'This OpenAPI document', response: { type: 'object', additionalProperties: true } },
+  {
+    tag: 'router',
+    method: 'get',
+    path: '/v1/hello',
+    summary: 'MongoDB\'s hello: msg "isdbgrid" says this is a router (mongos)',
+    response: { type: 'object', additionalProperties: true },
+  },
+  {
+    tag: 'router',
+    method: 'get',
+    path: '/v1/openapi.json',
+    summary: 'This OpenAPI document',
+    response: { type: 'object', additionalProperties: true },
+  },
   { tag: 'router', method: 'get', path: '/v1/docs', summary: 'This document as an HTML page', response: { type: 'string' } },
   {
     tag: 'crud',
@@ -54,18 +66,33 @@ const OPERATIONS: readonly Operation[] = [
     method: 'post',
     path: `${ns}/find`,
     summary: 'find; answers the first batch and a cursor id ("0" when exhausted)',
-    description: 'Targets the shards the filter can match (shard key equality: one shard; a range on the key prefix: the overlapping shards; else all), merges sorted results, then applies skip and limit. A missing database or collection answers an empty batch.',
+    description:
+      'Targets the shards the filter can match (shard key equality: one shard; a range on the key prefix: the overlapping shards; else all), merges sorted results, then applies skip and limit. A missing database or collection answers an empty batch.',
     body: findBodySchema,
     response: ref('CursorResponse'),
   },
-  { tag: 'cursors', method: 'post', path: '/v1/cursors/{id}/next', summary: 'getMore: the next batch', body: nextBodySchema, response: ref('CursorResponse') },
-  { tag: 'cursors', method: 'delete', path: '/v1/cursors/{id}', summary: 'killCursors', response: obj({ cursorsKilled: { type: 'array', items: { type: 'string' } }, ok }) },
+  {
+    tag: 'cursors',
+    method: 'post',
+    path: '/v1/cursors/{id}/next',
+    summary: 'getMore: the next batch',
+    body: nextBodySchema,
+    response: ref('CursorResponse'),
+  },
+  {
+    tag: 'cursors',
+    method: 'delete',
+    path: '/v1/cursors/{id}',
+    summary: 'killCursors',
+    response: obj({ cursorsKilled: { type: 'array', items: { type: 'string' } }, ok }),
+  },
   {
     tag: 'crud',
     method: 'post',
     path: `${ns}/update`,
     summary: 'update (updateOne / updateMany / replaceOne)',
-    description: 'On a sharded collection an upsert, and a multi:false update that does not reach exactly one shard, need the full shard key by equality in q (SHARD_KEY_NOT_FOUND otherwise).',
+    description:
+      'On a sharded collection an upsert, and a multi:false update that does not reach exactly one shard, need the full shard key by equality in q (SHARD_KEY_NOT_FOUND otherwise).',
     body: updateBodySchema,
     response: obj({ matchedCount: count, modifiedCount: count, upsertedCount: count, upsertedIds: byIndex, writeErrors, ok }),
   },
@@ -74,7 +101,8 @@ const OPERATIONS: readonly Operation[] = [
     method: 'post',
     path: `${ns}/delete`,
     summary: 'delete (deleteOne / deleteMany)',
-    description: 'On a sharded collection a limit:1 delete that does not reach exactly one shard needs the full shard key by equality in q.',
+    description:
+      'On a sharded collection a limit:1 delete that does not reach exactly one shard needs the full shard key by equality in q.',
     body: deleteBodySchema,
     response: obj({ deletedCount: count, writeErrors, ok }),
   },
@@ -92,9 +120,29 @@ const OPERATIONS: readonly Operation[] = [
     }),
   },
   { tag: 'crud', method: 'post', path: `${ns}/count`, summary: 'count', body: countBodySchema, response: obj({ n: count, ok }) },
-  { tag: 'crud', method: 'post', path: `${ns}/distinct`, summary: 'distinct (values in MongoDB value order)', body: distinctBodySchema, response: obj({ values: { type: 'array', items: {} }, ok }) },
-  { tag: 'documents', method: 'post', path: `${ns}/documents`, summary: 'Insert one document', body: documentSchema, response: obj({ insertedId: {}, ok }) },
-  { tag: 'documents', method: 'get', path: `${ns}/documents/{id}`, summary: 'Read one document by _id (404 NOT_FOUND if none)', response: ref('Document') },
+  {
+    tag: 'crud',
+    method: 'post',
+    path: `${ns}/distinct`,
+    summary: 'distinct (values in MongoDB value order)',
+    body: distinctBodySchema,
+    response: obj({ values: { type: 'array', items: {} }, ok }),
+  },
+  {
+    tag: 'documents',
+    method: 'post',
+    path: `${ns}/documents`,
+    summary: 'Insert one document',
+    body: documentSchema,
+    response: obj({ insertedId: {}, ok }),
+  },
+  {
+    tag: 'documents',
+    method: 'get',
+    path: `${ns}/documents/{id}`,
+    summary: 'Read one document by _id (404 NOT_FOUND if none)',
+    response: ref('Document'),
+  },
   {
     tag: 'documents',
     method: 'put',
@@ -111,7 +159,13 @@ const OPERATIONS: readonly Operation[] = [
     body: documentSchema,
     response: obj({ matchedCount: count, modifiedCount: count, ok }),
   },
-  { tag: 'documents', method: 'delete', path: `${ns}/documents/{id}`, summary: 'Delete one document by _id (404 if none)', response: obj({ deletedCount: count, ok }) },
+  {
+    tag: 'documents',
+    method: 'delete',
+    path: `${ns}/documents/{id}`,
+    summary: 'Delete one document by _id (404 if none)',
+    response: obj({ deletedCount: count, ok }),
+  },
 ];
 
 function obj(properties: Record<string, JsonSchema>, required = Object.keys(properties)): JsonSchema {
@@ -128,7 +182,8 @@ const PATH_PARAMETERS: Record<string, { description: string; schema: JsonSchema 
   db: { description: 'Database name: 1-63 characters, none of / \\ . space " $ * < > : | ?', schema: { type: 'string', maxLength: 63 } },
   coll: { description: 'Collection name: non-empty, no $, not starting with "system."', schema: { type: 'string' } },
   id: {
-    description: 'For documents: the _id; 24 hex digits are an ObjectId, an integer literal a number, anything else a string. For cursors: the cursor id.',
+    description:
+      'For documents: the _id; 24 hex digits are an ObjectId, an integer literal a number, anything else a string. For cursors: the cursor id.',
     schema: { type: 'string' },
   },
 };
@@ -137,18 +192,36 @@ const PATH_PARAMETERS: Record<string, { description: string; schema: JsonSchema 
 export function buildOpenApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const operation of OPERATIONS) {
-    const parameters = [...operation.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({ name, in: 'path', required: true, ...PATH_PARAMETERS[name!] }));
-    const json = operation.path === '/v1/docs' ? { 'text/html': { schema: operation.response } } : { 'application/json': { schema: operation.response } };
+    const parameters = [...operation.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
+      name,
+      in: 'path',
+      required: true,
+      ...PATH_PARAMETERS[name!],
+    }));
+    const json =
+      operation.path === '/v1/docs'
+        ? { 'text/html': { schema: operation.response } }
+        : { 'application/json': { schema: operation.response } };
     (paths[operation.path] ??= {})[operation.method] = {
       tags: [operation.tag],
       operationId: `${operation.method}${operation.path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
       summary: operation.summary,
       ...(operation.description ? { description: operation.description } : {}),
       ...(parameters.length > 0 ? { parameters } : {}),
-      ...(operation.body ? { requestBody: { required: operation.method !== 'post' || !operation.path.startsWith('/v1/cursors'), content: { 'application/json': { schema: requestSchema(operation.body) } } } } : {}),
+      ...(operation.body
+        ? {
+            requestBody: {
+              required: operation.method !== 'post' || !operation.path.startsWith('/v1/cursors'),
+              content: { 'application/json': { schema: requestSchema(operation.body) } },
+            },
+          }
+        : {}),
       responses: {
         [operation.method === 'post' && operation.path.endsWith('/documents') ? '201' : '200']: { description: 'Success', content: json },
-        default: { description: 'An error: MongoDB shape with an HTTP status from the error code', content: { 'application/json': { schema: ref('ErrorResponse') } } },
+        default: {
+          description: 'An error: MongoDB shape with an HTTP status from the error code',
+          content: { 'application/json': { schema: ref('ErrorResponse') } },
+        },
       },
     };
   }
@@ -171,8 +244,26 @@ export function buildOpenApiDocument(): Record<string, unknown> {
     components: {
       schemas: {
         Document: { type: 'object', additionalProperties: true, description: 'A document in relaxed Extended JSON.' },
-        WriteError: obj({ index: count, code: { type: 'integer' }, codeName: { type: 'string' }, errmsg: { type: 'string' }, details: { type: 'object' } }, ['index', 'code', 'codeName', 'errmsg']),
-        ErrorResponse: obj({ ok: { type: 'integer', const: 0 }, code: { type: 'integer' }, codeName: { type: 'string' }, errmsg: { type: 'string' }, details: { type: 'object' } }, ['ok', 'code', 'codeName', 'errmsg']),
+        WriteError: obj(
+          {
+            index: count,
+            code: { type: 'integer' },
+            codeName: { type: 'string' },
+            errmsg: { type: 'string' },
+            details: { type: 'object' },
+          },
+          ['index', 'code', 'codeName', 'errmsg'],
+        ),
+        ErrorResponse: obj(
+          {
+            ok: { type: 'integer', const: 0 },
+            code: { type: 'integer' },
+            codeName: { type: 'string' },
+            errmsg: { type: 'string' },
+            details: { type: 'object' },
+          },
+          ['ok', 'code', 'codeName', 'errmsg'],
+        ),
         CursorResponse: obj({
           cursor: obj(
             {

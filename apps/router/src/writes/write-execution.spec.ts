@@ -19,12 +19,24 @@ describe('planning child batches', () => {
 
   it('an unordered batch sends one child batch per shard, all at once', () => {
     const plan = planWriteWaves(routed('A', 'B', 'A', ['A', 'B']), [], false);
-    expect(plan.waves).toEqual([[{ shard: 'A', indexes: [0, 2, 3] }, { shard: 'B', indexes: [1, 3] }]]);
+    expect(plan.waves).toEqual([
+      [
+        { shard: 'A', indexes: [0, 2, 3] },
+        { shard: 'B', indexes: [1, 3] },
+      ],
+    ]);
   });
 
   it('an ordered statement for several shards is a wave of its own', () => {
     const plan = planWriteWaves(routed('A', ['A', 'B'], 'B'), [], true);
-    expect(plan.waves).toEqual([[{ shard: 'A', indexes: [0] }], [{ shard: 'A', indexes: [1] }, { shard: 'B', indexes: [1] }], [{ shard: 'B', indexes: [2] }]]);
+    expect(plan.waves).toEqual([
+      [{ shard: 'A', indexes: [0] }],
+      [
+        { shard: 'A', indexes: [1] },
+        { shard: 'B', indexes: [1] },
+      ],
+      [{ shard: 'B', indexes: [2] }],
+    ]);
   });
 
   it('an ordered batch is cut at the first statement the router refused', () => {

@@ -71,16 +71,14 @@ export class WriteService {
         return [routeInsert(document, routing)];
       },
       (batch, routing) =>
-        this.cluster
-          .shard(batch.shard)
-          .then((client) =>
-            client.insert({
-              ns,
-              ...routing.versioningFor(batch.shard),
-              ordered: body.ordered,
-              documents: batch.indexes.map((i) => toWire(prepared[i] as ValueObject)),
-            }),
-          ),
+        this.cluster.shard(batch.shard).then((client) =>
+          client.insert({
+            ns,
+            ...routing.versioningFor(batch.shard),
+            ordered: body.ordered,
+            documents: batch.indexes.map((i) => toWire(prepared[i] as ValueObject)),
+          }),
+        ),
     );
     const insertedIds: Record<string, unknown> = {};
     for (const { batch, reply } of execution.replies)
