@@ -53,6 +53,16 @@ export class ShardClient {
     return this.http.call('POST', `/internal/collections/${uuid}/refine`, { keyPattern });
   }
 
+  /** The collection the shard stores under `ns`; `NAMESPACE_NOT_FOUND` if none. */
+  describeNamespace(ns: string): Promise<{ uuid: string; keyPattern: Record<string, 1 | 'hashed'>; documents: number }> {
+    return this.http.call('GET', `/internal/namespaces/${encodeURIComponent(ns)}`);
+  }
+
+  /** Drops the collection stored under `ns`, sharded or not (idempotent). */
+  dropNamespace(ns: string): Promise<{ dropped: boolean }> {
+    return this.http.call('DELETE', `/internal/namespaces/${encodeURIComponent(ns)}`);
+  }
+
   /** Drops every collection of a database on the shard (idempotent). */
   dropDatabase(db: string): Promise<{ dropped: number }> {
     return this.http.call('DELETE', `/internal/databases/${encodeURIComponent(db)}`);

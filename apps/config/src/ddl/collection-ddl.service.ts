@@ -53,6 +53,8 @@ interface ShardCollectionState {
   epoch: string;
   /** Set when the collection was already sharded with the same options: nothing to do. */
   existing?: ShardCollectionResult;
+  /** Sharding an existing unsharded collection: its data stays on the primary, under its uuid. */
+  adopt?: boolean;
   shards: string[];
   numChunks: number;
   result?: ShardCollectionResult;
@@ -87,7 +89,7 @@ export class CollectionDdlService implements OnModuleInit {
   onModuleInit(): void {
     this.coordinators.define<ShardCollectionArgs, ShardCollectionState, ShardCollectionResult>({
       kind: 'shardCollection',
-      phases: ['prepare', 'createOnShards', 'commit'],
+      phases: ['prepare', 'createOnShards', 'commit', 'rekeyAfterCommit'],
       resources: (request) => [databaseLock(databaseOf(request.ns)), request.ns],
       initialState: () => ({ uuid: randomUUID(), epoch: new ObjectId().toHexString(), shards: [], numChunks: 1 }),
       runPhase: (phase, context) => this.runShardCollectionPhase(phase, context.request, context.state, context.inFencedTransaction),
@@ -190,6 +192,31 @@ export class CollectionDdlService implements OnModuleInit {
           );
         }
         const database = await inFencedTransaction((manager) => this.databases.createDatabaseLocked(manager, databaseOf(request.ns)));
+        const unsharded = await this.existingUnsharded(database.primaryShard, request.ns);
+        if (unsharded !== undefined && unsharded.documents > 0) {
+          if (request.unique) {
+            throw new TesseraError(
+              'ILLEGAL_OPERATION',
+              `sharding the existing collection ${request.ns} with a unique key is not supported; shard it before writing to it`,
+              {
+                details: { ns: request.ns },
+              },
+            );
+          }
+          if (request.numInitialChunks !== undefined) {
+            throw new TesseraError(
+              'BAD_VALUE',
+              `numInitialChunks applies only to an empty collection; ${request.ns} holds ${unsharded.documents} documents`,
+              {
+                details: { ns: request.ns, documents: unsharded.documents },
+              },
+            );
+          }
+          // As MongoDB: an existing collection starts as one chunk on its primary shard, which the
+          // splitter and balancer then divide and spread.
+          return { ...state, uuid: unsharded.uuid, adopt: true, shards: [database.primaryShard], numChunks: 1 };
+        }
+        if (unsharded !== undefined) await this.clients.shard(await this.shardUrl(database.primaryShard)).dropNamespace(request.ns);
         if (!hashedPrefix) return { ...state, shards: [database.primaryShard], numChunks: 1 };
         const active: Array<{ name: string }> = await this.dataSource.query("SELECT name FROM shards WHERE state = 'active' ORDER BY name");
         const shards = active.map((s) => s.name);
@@ -197,6 +224,12 @@ export class CollectionDdlService implements OnModuleInit {
         return { ...state, shards, numChunks };
       }
       case 'createOnShards': {
+        if (state.adopt) {
+          // Re-key the existing documents for the shard key; repeated after the commit for writes
+          // that arrived in between.
+          await this.clients.shard(await this.shardUrl(state.shards[0]!)).refineShardKey(state.uuid, request.key);
+          return state;
+        }
         const urls = await this.shardUrls(state.shards);
         await Promise.all(
           urls.map((url) =>
@@ -250,6 +283,11 @@ export class CollectionDdlService implements OnModuleInit {
             },
           };
         });
+      case 'rekeyAfterCommit':
+        // Writes that reached the unsharded collection between the first re-key and the commit
+        // were keyed by _id; since the commit the shard refuses unsharded writes to it.
+        if (state.adopt) await this.clients.shard(await this.shardUrl(state.shards[0]!)).refineShardKey(state.uuid, request.key);
+        return state;
       default:
         throw new TesseraError('INTERNAL', `shardCollection has no phase ${phase}`);
     }
@@ -323,6 +361,22 @@ export class CollectionDdlService implements OnModuleInit {
       default:
         throw new TesseraError('INTERNAL', `refineCollectionShardKey has no phase ${phase}`);
     }
+  }
+
+  /** The collection the primary shard stores under `ns` before it is sharded, if any. */
+  private async existingUnsharded(primary: string, ns: string): Promise<{ uuid: string; documents: number } | undefined> {
+    try {
+      return await this.clients.shard(await this.shardUrl(primary)).describeNamespace(ns);
+    } catch (error) {
+      if (error instanceof TesseraError && error.code === 'NAMESPACE_NOT_FOUND') return undefined;
+      throw error;
+    }
+  }
+
+  private async shardUrl(name: string): Promise<string> {
+    const [url] = await this.shardUrls([name]);
+    if (url === undefined) throw new TesseraError('SHARD_NOT_FOUND', `no shard named "${name}"`, { details: { shard: name } });
+    return url;
   }
 
   private async shardUrls(names: string[]): Promise<string[]> {

@@ -6,10 +6,11 @@ import { ConfigClockService } from '../clock/config-clock.service.js';
 import type { FencedTransaction } from './ddl-coordinator.js';
 
 /**
- * Drops one sharded collection for dropCollection and dropDatabase: migrations are blocked
+ * Drops one collection for dropCollection and dropDatabase. A sharded one: migrations are blocked
  * first (`allow_migrations`), the collection's table is dropped on every shard, then the catalog
  * forgets it (chunks go with it) in one transaction. Each step is idempotent, so a resumed
- * coordinator can repeat it. A new collection of that name later gets a new uuid and epoch.
+ * coordinator can repeat it. A new collection of that name later gets a new uuid and epoch. An
+ * unsharded one is dropped on every shard that stores it.
  */
 @Injectable()
 export class CollectionDropper {
@@ -24,7 +25,7 @@ export class CollectionDropper {
   async dropCollectionLocked(ns: string, inFencedTransaction: FencedTransaction): Promise<boolean> {
     const rows: Array<{ uuid: string }> = await this.dataSource.query('SELECT uuid FROM collections WHERE ns = $1', [ns]);
     const uuid = rows[0]?.uuid;
-    if (uuid === undefined) return false;
+    if (uuid === undefined) return this.dropUnsharded(ns, inFencedTransaction);
     await inFencedTransaction((manager) =>
       manager.query('UPDATE collections SET allow_migrations = false, updated_at = now() WHERE uuid = $1', [uuid]),
     );
@@ -38,5 +39,19 @@ export class CollectionDropper {
       await this.changelog.record(manager, { what: 'dropCollection', ns, details: { uuid } });
     });
     return true;
+  }
+
+  /** An unsharded collection lives on its database's primary shard (or, after a movePrimary, wherever a copy was left): drop it everywhere. */
+  private async dropUnsharded(ns: string, inFencedTransaction: FencedTransaction): Promise<boolean> {
+    const shards: Array<{ url: string }> = await this.dataSource.query('SELECT url FROM shards');
+    const results = await Promise.all(shards.map((s) => this.clients.shard(s.url).dropNamespace(ns)));
+    const dropped = results.some((r) => r.dropped);
+    if (dropped) {
+      await inFencedTransaction(async (manager) => {
+        await this.clock.tick(manager);
+        await this.changelog.record(manager, { what: 'dropCollection', ns, details: { sharded: false } });
+      });
+    }
+    return dropped;
   }
 }

@@ -52,6 +52,25 @@ export class CollectionStorageService {
     });
   }
 
+  /** The collection this shard stores under `ns`, with its document count; undefined if none. */
+  async describeNamespace(ns: string): Promise<{ uuid: string; keyPattern: Record<string, 1 | 'hashed'>; documents: number } | undefined> {
+    const rows: Array<CollectionRow> = await this.dataSource.query(
+      'SELECT uuid, ns, table_name, key_pattern FROM collections WHERE ns = $1',
+      [ns],
+    );
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    const counted: Array<{ n: string }> = await this.dataSource.query(`SELECT count(*) AS n FROM ${tableName(row.uuid)}`);
+    return { uuid: row.uuid, keyPattern: row.key_pattern, documents: Number(counted[0]!.n) };
+  }
+
+  /** Drops the collection stored under `ns` (sharded or not); answers whether there was one. */
+  async dropNamespace(ns: string): Promise<boolean> {
+    const rows: Array<{ uuid: string }> = await this.dataSource.query('SELECT uuid FROM collections WHERE ns = $1', [ns]);
+    for (const row of rows) await this.dropCollection(row.uuid);
+    return rows.length > 0;
+  }
+
   /** Drops every collection of a database. Returns how many were dropped. */
   async dropDatabase(db: string): Promise<number> {
     const rows: CollectionRow[] = await this.dataSource.query('SELECT uuid FROM collections WHERE db = $1', [db]);

@@ -1,4 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Post, Put, UseGuards } from '@nestjs/common';
+import { TesseraError } from '@tessera/core';
 import { ClusterAuthGuard, parseWith } from '@tessera/platform';
 import { type ShardStats, keyPatternSchema } from '@tessera/protocol';
 import { z } from 'zod';
@@ -29,6 +30,18 @@ export class CollectionsController {
   async refine(@Param('uuid', ParseUUIDPipe) uuid: string, @Body() body: unknown): Promise<{ rekeyed: number }> {
     const { keyPattern } = parseWith(refineSchema, body, 'refine request');
     return { rekeyed: await this.storage.refineShardKey(uuid, keyPattern) };
+  }
+
+  @Get('namespaces/:ns')
+  async describeNamespace(@Param('ns') ns: string): Promise<{ uuid: string; keyPattern: Record<string, 1 | 'hashed'>; documents: number }> {
+    const found = await this.storage.describeNamespace(ns);
+    if (found === undefined) throw new TesseraError('NAMESPACE_NOT_FOUND', `this shard stores no collection ${ns}`, { details: { ns } });
+    return found;
+  }
+
+  @Delete('namespaces/:ns')
+  async dropNamespace(@Param('ns') ns: string): Promise<{ dropped: boolean }> {
+    return { dropped: await this.storage.dropNamespace(ns) };
   }
 
   @Delete('databases/:db')
