@@ -106,6 +106,11 @@ export class ShardClient {
     return this.http.call('POST', '/internal/data/count', command);
   }
 
+  /** Makes the shard reload its filtering metadata of `ns` (after a migration commit it took part in). */
+  refreshMetadata(ns: string): Promise<{ shardVersion: unknown }> {
+    return this.http.call('POST', '/internal/data/refreshMetadata', { ns });
+  }
+
   distinct(command: DistinctCommand): Promise<{ values: unknown[] }> {
     return this.http.call('POST', '/internal/data/distinct', command);
   }

@@ -148,6 +148,19 @@ describe('the catalog cache', () => {
     expect(config.calls).toHaveLength(2);
   });
 
+  it("refreshes when a shard reports a version of itself that differs from the cache's, and not when they agree", async () => {
+    const { config, cache, table } = setup();
+    const before = await table();
+    config.move(0, 's1');
+    cache.markCollectionStale('db.c', before.shardVersion('s0'), 's0');
+    await table();
+    expect(config.calls).toHaveLength(1);
+    const moved = RoutingTable.fromChunks(config.chunks).shardVersion('s0');
+    cache.markCollectionStale('db.c', moved, 's0');
+    expect((await table()).shardVersion('s0')).toEqual(moved);
+    expect(config.calls).toHaveLength(2);
+  });
+
   it('ignores a stale mark for a version it already has', async () => {
     const { config, cache, table } = setup();
     const current = await table();

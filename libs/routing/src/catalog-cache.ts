@@ -66,16 +66,22 @@ export class CatalogCache {
   }
 
   /**
-   * Marks a namespace stale so its next use refreshes. With `wanted` (the version a shard
-   * reported), a cache that already has that version or a newer one is left alone.
+   * Marks a namespace stale so its next use refreshes. With `wanted`, a version that is known to
+   * be current, a cache that already has it is left alone: the collection version when `shard`
+   * is not given (cached same or newer), else that shard's version (cached equal), which is what
+   * a shard reports in `STALE_CONFIG`.
    */
-  markCollectionStale(ns: string, wanted?: ChunkVersion): void {
+  markCollectionStale(ns: string, wanted?: ChunkVersion, shard?: string): void {
     const entry = this.collections.get(ns);
     if (entry === undefined) return;
     const cached = entry.value;
     if (wanted !== undefined && cached?.kind === 'sharded') {
-      const relation = compareChunkVersions(cached.table.collectionVersion, wanted);
-      if (relation === 'same' || relation === 'newer') return;
+      if (shard === undefined) {
+        const relation = compareChunkVersions(cached.table.collectionVersion, wanted);
+        if (relation === 'same' || relation === 'newer') return;
+      } else if (compareChunkVersions(cached.table.shardVersion(shard), wanted) === 'same') {
+        return;
+      }
     }
     entry.stale = true;
   }

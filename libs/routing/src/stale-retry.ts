@@ -18,7 +18,7 @@ export async function withStaleRetries<T>(cache: CatalogCache, ns: string, attem
       switch (error.code) {
         case 'STALE_CONFIG':
         case 'STALE_EPOCH':
-          cache.markCollectionStale(ns, wantedVersionOf(error));
+          cache.markCollectionStale(ns, wantedVersionOf(error), typeof error.details?.shard === 'string' ? error.details.shard : undefined);
           break;
         case 'STALE_DB_VERSION':
           cache.markDatabaseStale(ns.includes('.') ? ns.slice(0, ns.indexOf('.')) : ns);

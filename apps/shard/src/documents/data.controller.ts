@@ -5,6 +5,7 @@ import type { CursorBatch, DeleteCommandResult, FindAndModifyResult, InsertComma
 import { ShardDataService } from './shard-data.service.js';
 
 const killCursorsSchema = z.strictObject({ cursorIds: z.array(z.string()).max(10_000) });
+const refreshSchema = z.strictObject({ ns: z.string() });
 
 /** The versioned data commands routers send; validation happens in the service. */
 @Controller('internal/data')
@@ -58,6 +59,12 @@ export class DataController {
   @HttpCode(200)
   count(@Body() body: unknown): Promise<{ n: number }> {
     return this.data.count(body as never);
+  }
+
+  @Post('refreshMetadata')
+  @HttpCode(200)
+  refreshMetadata(@Body() body: unknown): Promise<{ shardVersion: unknown }> {
+    return this.data.refreshMetadata(parseWith(refreshSchema, body, 'refreshMetadata command').ns);
   }
 
   @Post('distinct')

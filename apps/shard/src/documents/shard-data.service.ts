@@ -3,7 +3,14 @@ import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { type ChunkVersion, TesseraError, UNSHARDED_VERSION, isUnshardedVersion, parseShardKeyPattern } from '@tessera/core';
+import {
+  type ChunkVersion,
+  IGNORED_VERSION,
+  TesseraError,
+  UNSHARDED_VERSION,
+  isUnshardedVersion,
+  parseShardKeyPattern,
+} from '@tessera/core';
 import {
   type CountCommand,
   type CursorBatch,
@@ -170,6 +177,17 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const command = parseWith(distinctCommandSchema, input, 'distinct command');
     const handle = await this.handleFor(command, false);
     return { values: handle === undefined ? [] : await this.aggregates.distinct(handle, command.key, fromWire(command.filter)) };
+  }
+
+  /**
+   * Forgets and reloads this shard's filtering metadata of `ns` (MongoDB's
+   * _flushRoutingTableCacheUpdates): what a migration's donor and recipient do after the commit,
+   * so that a sender with the old version is told STALE_CONFIG. Answers the new shard version.
+   */
+  async refreshMetadata(ns: string): Promise<{ shardVersion: ChunkVersion }> {
+    const state = await this.shardingState();
+    state.invalidate(parseWith(namespaceSchema, ns, 'namespace'));
+    return { shardVersion: (await state.checkShardVersion(ns, IGNORED_VERSION)).shardVersion };
   }
 
   /**
