@@ -1,0 +1,161 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { Agent, request } from 'undici';
+import { encodeKey, extractShardKey, parseShardKeyPattern, toExtendedJsonObject } from '@tessera/core';
+import { ShardClient } from '@tessera/protocol';
+import { CatalogCache } from '@tessera/routing';
+import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
+
+/**
+ * bench:crud — on a local cluster of real processes (3 shards, 1 router, one embedded Postgres
+ * with its default durable settings): inserts per second through the router for batches of 1
+ * and of 100 documents of about 200 bytes, against raw `pg` inserts of the same rows into one
+ * database of the same server with the same batch sizes and concurrency (the physical limit
+ * here); then point reads by shard key, p50/p99, through the router and straight from a shard.
+ * Everything, load generator included, shares this machine's cores.
+ */
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const READS = Number(process.env.BENCH_READS ?? 2_000);
+const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
+const payload = 'x'.repeat(150);
+const documentFor = (k: number) => ({ k, n: k, payload });
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Runs `worker` from `CONCURRENCY` loops for `SECONDS`; answers documents written per second. */
+async function throughput(batch: number, insert: (first: number, count: number) => Promise<void>): Promise<number> {
+  let next = 0;
+  let written = 0;
+  const deadline = performance.now() + SECONDS * 1000;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < deadline) {
+        const first = next;
+        next += batch;
+        await insert(first, batch);
+        written += batch;
+      }
+    }),
+  );
+  return written / SECONDS;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
+chmodSync(dir, 0o755);
+const agent = new Agent({ connections: CONCURRENCY * 2 });
+const cluster = new LocalCluster({
+  rootDir: dir,
+  distDir: join(repoRoot, 'dist'),
+  shards: 3,
+  routers: 1,
+  pgPort: await freePort(),
+  fresh: true,
+  ports: { config: await freePort(), router: await freePort(), shard: [await freePort(), await freePort(), await freePort()] },
+  databasePrefix: 'bench',
+  env: { TESSERA_LOG_LEVEL: 'warn' },
+  onProgress: (message) => console.log(`  ${message}`),
+});
+
+try {
+  console.log('bench:crud — starting a local cluster (3 shards, 1 router)');
+  await cluster.start();
+  const config = cluster.configClient();
+  for (let i = 0; i < 50 && !(await config.leader()).self.isLeader; i++) await new Promise((r) => setTimeout(r, 100));
+  const router = cluster.routerUrls[0]!;
+  const results: Array<{ what: string; router: number; raw: number; goal: number }> = [];
+
+  // Raw baseline: the same rows, shaped as a shard stores them, in one database of the same server.
+  const rawUrl = cluster.node('shard0').env.TESSERA_DATABASE_URL!.replace(/\/[^/]+$/, '/bench_raw');
+  const admin = new pg.Client({ connectionString: cluster.node('shard0').env.TESSERA_DATABASE_URL });
+  await admin.connect();
+  await admin.query('CREATE DATABASE bench_raw');
+  await admin.end();
+  const raw = new pg.Pool({ connectionString: rawUrl, max: CONCURRENCY });
+  const pattern = parseShardKeyPattern({ k: 1 });
+
+  for (const batch of [1, 100]) {
+    const ns = `bench.docs${batch}`;
+    await config.shardCollection({ ns, key: { k: 'hashed' } });
+    const viaRouter = await throughput(batch, async (first, count) => {
+      const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
+      const response = await request(`${router}/v1/bench/docs${batch}/insert`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ documents, ordered: false }),
+      });
+      const answer = (await response.body.json()) as { insertedCount?: number };
+      if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+    });
+
+    const table = `raw${batch}`;
+    await raw.query(`CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`);
+    await raw.query(`CREATE INDEX ON ${table} (shard_key)`);
+    const rawRate = await throughput(batch, async (first, count) => {
+      const rows = Array.from({ length: count }, (_, i) => {
+        const document = { _id: first + i, ...documentFor(first + i) };
+        const text = JSON.stringify(toExtendedJsonObject(document));
+        return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
+      });
+      await raw.query(
+        `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
+        [0, 1, 2, 3].map((column) => rows.map((row) => row[column])),
+      );
+    });
+    results.push({ what: `insert, batches of ${batch}`, router: viaRouter, raw: rawRate, goal: batch === 1 ? 0.3 : 0.5 });
+  }
+
+  // Point reads by shard key: through the router, and straight from the owning shard.
+  const ns = 'bench.docs100';
+  const cache = new CatalogCache(config);
+  const info = await cache.getCollectionRoutingInfo(ns);
+  if (info.kind !== 'sharded') throw new Error('expected a sharded collection');
+  const shards = new Map(
+    (await config.listShards()).map((s) => [s.name, new ShardClient(s.url, { clusterKey: cluster.clusterKey, dispatcher: agent })]),
+  );
+  const latencies = { router: [] as number[], shard: [] as number[] };
+  for (let i = 0; i < READS; i++) {
+    const k = Math.floor(Math.random() * 10_000);
+    let started = performance.now();
+    const response = await request(`${router}/v1/bench/docs100/find`, {
+      dispatcher: agent,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ filter: { k } }),
+    });
+    await response.body.text();
+    latencies.router.push(performance.now() - started);
+    const key = extractShardKey(info.keyPattern, { k });
+    const owner = info.table.chunkFor(key).shard;
+    started = performance.now();
+    await shards.get(owner)!.find({ ns, shardVersion: info.table.shardVersion(owner), filter: { k } });
+    latencies.shard.push(performance.now() - started);
+  }
+  await raw.end();
+
+  console.log(`\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run, ~200 B documents, hashed shard key over 3 shards\n`);
+  console.log('what                        router docs/s   raw pg docs/s   ratio   goal');
+  for (const r of results) {
+    const ratio = r.router / r.raw;
+    console.log(
+      `${r.what.padEnd(27)} ${r.router.toFixed(0).padStart(13)}   ${r.raw.toFixed(0).padStart(13)}   ${ratio.toFixed(2).padStart(5)}   >= ${r.goal} ${ratio >= r.goal ? 'met' : 'NOT met'}`,
+    );
+  }
+  for (const [where, values] of Object.entries(latencies)) {
+    const sorted = [...values].sort((a, b) => a - b);
+    const p50 = percentile(sorted, 50);
+    console.log(
+      `point read by shard key via ${where.padEnd(6)}: p50 ${p50.toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms over ${values.length} reads${where === 'router' ? ` (goal p50 <= 2 ms: ${p50 <= 2 ? 'met' : 'NOT met'})` : ''}`,
+    );
+  }
+} finally {
+  await cluster.stop();
+  await agent.close();
+  rmSync(dir, { recursive: true, force: true });
+}
