@@ -120,3 +120,40 @@ export interface FindAndModifyResult {
   value: unknown;
   lastErrorObject: { n: number; updatedExisting: boolean; upserted?: unknown };
 }
+
+/** One index to create: key pattern (1 or "hashed" per field), optional name (MongoDB's default) and `unique`. */
+export const indexSpecSchema = z.strictObject({
+  key: z.record(z.string(), z.union([z.literal(1), z.literal('hashed')])),
+  name: z.string().min(1).max(128).optional(),
+  unique: z.boolean().optional(),
+});
+export type IndexSpec = z.infer<typeof indexSpecSchema>;
+
+export const createIndexesCommandSchema = z.strictObject({ ...versioned, indexes: z.array(indexSpecSchema).min(1).max(64) });
+export type CreateIndexesCommand = z.input<typeof createIndexesCommandSchema>;
+
+export const listIndexesCommandSchema = z.strictObject({ ...versioned });
+export type ListIndexesCommand = z.input<typeof listIndexesCommandSchema>;
+
+export const dropIndexesCommandSchema = z.strictObject({ ...versioned, name: z.string().min(1) });
+export type DropIndexesCommand = z.input<typeof dropIndexesCommandSchema>;
+
+/** An index as listIndexes shows it (MongoDB's shape). */
+export interface ListedIndex {
+  v: 2;
+  key: Record<string, 1 | 'hashed'>;
+  name: string;
+  unique?: true;
+}
+
+export interface CreateIndexesResult {
+  numIndexesBefore: number;
+  numIndexesAfter: number;
+  /** True when this command created the (unsharded) collection on the shard. */
+  createdCollectionAutomatically: boolean;
+}
+
+/** `nIndexesWas` is 0 when the shard has no table for the collection (nothing to drop there). */
+export interface DropIndexesResult {
+  nIndexesWas: number;
+}

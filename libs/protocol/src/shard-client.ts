@@ -2,6 +2,12 @@ import type { InternalClientOptions } from './internal-http-client.js';
 import { InternalHttpClient } from './internal-http-client.js';
 import type {
   CountCommand,
+  CreateIndexesCommand,
+  CreateIndexesResult,
+  DropIndexesCommand,
+  DropIndexesResult,
+  ListIndexesCommand,
+  ListedIndex,
   CursorBatch,
   DeleteCommand,
   DeleteCommandResult,
@@ -113,5 +119,18 @@ export class ShardClient {
 
   distinct(command: DistinctCommand): Promise<{ values: unknown[] }> {
     return this.http.call('POST', '/internal/data/distinct', command);
+  }
+
+  createIndexes(command: CreateIndexesCommand): Promise<CreateIndexesResult> {
+    return this.http.call('POST', '/internal/data/createIndexes', command);
+  }
+
+  /** The collection's indexes on this shard; empty when the shard has no table for it. */
+  listIndexes(command: ListIndexesCommand): Promise<{ indexes: ListedIndex[] }> {
+    return this.http.call('POST', '/internal/data/listIndexes', command);
+  }
+
+  dropIndexes(command: DropIndexesCommand): Promise<DropIndexesResult> {
+    return this.http.call('POST', '/internal/data/dropIndexes', command);
   }
 }

@@ -44,9 +44,13 @@ export class CollectionStorageService {
     });
   }
 
-  /** Drops the collection's table; a collection this shard never had is not an error. */
+  /** Drops the collection's table and its index side tables; a collection this shard never had is not an error. */
   async dropCollection(uuid: string): Promise<void> {
     await this.dataSource.transaction(async (manager) => {
+      const sideTables: Array<{ table_name: string }> = await manager.query('SELECT table_name FROM indexes WHERE collection_uuid = $1', [
+        uuid,
+      ]);
+      for (const { table_name } of sideTables) await manager.query(`DROP TABLE IF EXISTS ${table_name}`);
       await manager.query(`DROP TABLE IF EXISTS ${tableName(uuid)}`);
       await manager.query('DELETE FROM collections WHERE uuid = $1', [uuid]);
     });

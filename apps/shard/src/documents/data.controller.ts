@@ -1,7 +1,16 @@
 import { Body, Controller, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { z } from 'zod';
 import { ClusterAuthGuard, parseWith } from '@tessera/platform';
-import type { CursorBatch, DeleteCommandResult, FindAndModifyResult, InsertCommandResult, UpdateCommandResult } from '@tessera/protocol';
+import type {
+  CreateIndexesResult,
+  CursorBatch,
+  DeleteCommandResult,
+  DropIndexesResult,
+  FindAndModifyResult,
+  InsertCommandResult,
+  ListedIndex,
+  UpdateCommandResult,
+} from '@tessera/protocol';
 import { ShardDataService } from './shard-data.service.js';
 
 const killCursorsSchema = z.strictObject({ cursorIds: z.array(z.string()).max(10_000) });
@@ -71,5 +80,23 @@ export class DataController {
   @HttpCode(200)
   distinct(@Body() body: unknown): Promise<{ values: unknown[] }> {
     return this.data.distinct(body as never);
+  }
+
+  @Post('createIndexes')
+  @HttpCode(200)
+  createIndexes(@Body() body: unknown): Promise<CreateIndexesResult> {
+    return this.data.createIndexes(body as never);
+  }
+
+  @Post('listIndexes')
+  @HttpCode(200)
+  listIndexes(@Body() body: unknown): Promise<{ indexes: ListedIndex[] }> {
+    return this.data.listIndexes(body as never);
+  }
+
+  @Post('dropIndexes')
+  @HttpCode(200)
+  dropIndexes(@Body() body: unknown): Promise<DropIndexesResult> {
+    return this.data.dropIndexes(body as never);
   }
 }

@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 import { type ChunkRange, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
 import { type CompiledFilter, idEqualityFromFilter, keyRangesForFilter } from '@tessera/query';
 import type { CollectionHandle } from './document-store.js';
+import { indexRangesForFilter } from './index-keys.js';
 
 /** A stored document as read back: its encoded `_id`, encoded shard key and value. */
 export interface StoredDocument {
@@ -12,7 +13,8 @@ export interface StoredDocument {
 
 /**
  * SQL conditions that narrow a scan to what a filter can match: the shard key ranges it implies
- * (btree on `shard_key`) and an `_id` equality (primary key). Parameters start at $1.
+ * (btree on `shard_key`), an `_id` equality (primary key) and, when the handle lists secondary
+ * indexes, the key ranges of one of them (a semi-join on its side table). Parameters start at $1.
  */
 export function scanConditions(handle: CollectionHandle, filter: ValueObject): { sql: string; params: unknown[] } {
   const params: unknown[] = [];
@@ -29,7 +31,29 @@ export function scanConditions(handle: CollectionHandle, filter: ValueObject): {
     return `(shard_key >= $${params.length - 1} AND shard_key < $${params.length})`;
   });
   parts.push(`(${rangeSql.join(' OR ')})`);
+  const index = bestIndex(handle, filter);
+  if (index !== undefined) {
+    const keySql = index.ranges.map((range) => {
+      params.push(Buffer.from(encodeKey(range.min)), Buffer.from(encodeKey(range.max)));
+      return `(key >= $${params.length - 1} AND key < $${params.length})`;
+    });
+    parts.push(`id IN (SELECT id FROM ${index.table} WHERE ${keySql.length === 0 ? 'false' : keySql.join(' OR ')})`);
+  }
   return { sql: parts.join(' AND '), params };
+}
+
+/**
+ * The secondary index whose key ranges narrow the scan, the one with the fewest ranges; none
+ * when no index's first field is constrained. The ranges are a superset (see
+ * `indexRangesForFilter`) and the filter re-checks every row, so results stay exact.
+ */
+function bestIndex(handle: CollectionHandle, filter: ValueObject): { table: string; ranges: ChunkRange[] } | undefined {
+  let best: { table: string; ranges: ChunkRange[] } | undefined;
+  for (const index of handle.indexes ?? []) {
+    const ranges = indexRangesForFilter(index.pattern, filter);
+    if (ranges !== undefined && (best === undefined || ranges.length < best.ranges.length)) best = { table: index.table, ranges };
+  }
+  return best;
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   toExtendedJsonObject,
 } from '@tessera/core';
 import { prepareInsert } from '@tessera/query';
+import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
 /** One collection's table on this shard, with the ownership view a request was checked against. */
 export interface CollectionHandle {
@@ -22,6 +23,8 @@ export interface CollectionHandle {
   pattern: ShardKeyPattern;
   /** True when this shard owns the encoded shard key (false for orphans). */
   owns(encodedKey: Uint8Array): boolean;
+  /** The secondary indexes a scan may use (their side tables); none when absent. */
+  indexes?: ReadonlyArray<{ pattern: ShardKeyPattern; table: string }>;
 }
 
 /** A statement that failed, by its index in the request, with MongoDB's error shape. */
@@ -43,6 +46,7 @@ interface PreparedRow {
   doc: string;
   size: number;
   _id: Value;
+  document: ValueObject;
 }
 
 /**
@@ -103,6 +107,7 @@ export class DocumentStore {
       doc: JSON.stringify(toExtendedJsonObject(prepared)),
       size,
       _id,
+      document: prepared,
     };
   }
 
@@ -112,11 +117,16 @@ export class DocumentStore {
    */
   private async insertRows(
     handle: CollectionHandle,
-    rows: PreparedRow[],
+    prepared: PreparedRow[],
     ordered: boolean,
     writeErrors: WriteError[],
   ): Promise<Set<string>> {
+    let rows = prepared;
     return this.dataSource.transaction(async (manager) => {
+      const indexes = await indexesForWrite(manager, handle);
+      const entries = new Map<PreparedRow, DocumentEntries>();
+      rows = this.withIndexEntries(indexes, rows, entries, ordered, writeErrors);
+      if (rows.length === 0) return new Set<string>();
       const returned: Array<{ id: Buffer }> = await manager.query(
         `INSERT INTO ${handle.table} (id, shard_key, doc, size)
          SELECT id, shard_key, doc, size FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[]) WITH ORDINALITY AS u(id, shard_key, doc, size, n)
@@ -137,19 +147,65 @@ export class DocumentStore {
           failed.push(row);
         }
       }
-      const firstFailure = failed[0]?.index;
       const takenIds = await this.existingIds(manager, handle, failed);
       for (const row of failed)
         writeErrors.push({ index: row.index, error: duplicateKey(handle, row, takenIds.has(row.id.toString('hex'))) });
+      // A document refused by a unique secondary index is taken out again, whole.
+      const stored = rows.filter((r) => inserted.has(`${r.index}`));
+      const conflicts = await addEntries(
+        manager,
+        handle.ns,
+        indexes,
+        stored.map((r) => entries.get(r)!),
+      );
+      const refused = [...conflicts.keys()].map((position) => stored[position]!);
+      if (refused.length > 0) await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [refused.map((r) => r.id)]);
+      for (const [position, error] of conflicts) {
+        inserted.delete(`${stored[position]!.index}`);
+        writeErrors.push({ index: stored[position]!.index, error: withStatement(error, stored[position]!.index) });
+      }
+      const firstFailure = [...failed, ...refused].reduce<number | undefined>(
+        (min, r) => (min === undefined ? r.index : Math.min(min, r.index)),
+        undefined,
+      );
       if (ordered && firstFailure !== undefined) {
         // Ordered: nothing after the first failure may stay; undo those rows of this statement.
-        const undo = rows.filter((r) => r.index > firstFailure! && inserted.has(`${r.index}`));
+        const undo = rows.filter((r) => r.index > firstFailure && inserted.has(`${r.index}`));
         if (undo.length > 0) await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [undo.map((r) => r.id)]);
+        await removeEntries(
+          manager,
+          indexes,
+          undo.map((r) => entries.get(r)!),
+        );
         for (const r of undo) inserted.delete(`${r.index}`);
-        writeErrors.splice(0, writeErrors.length, ...writeErrors.filter((e) => e.index <= firstFailure!));
+        writeErrors.splice(0, writeErrors.length, ...writeErrors.filter((e) => e.index <= firstFailure));
       }
       return inserted;
     });
+  }
+
+  /**
+   * Each row's index entries. A document that cannot be indexed (parallel arrays, an array in a
+   * hashed field) is a write error of its own, like an invalid document; ordered stops there.
+   */
+  private withIndexEntries(
+    indexes: readonly SecondaryIndex[],
+    rows: PreparedRow[],
+    entries: Map<PreparedRow, DocumentEntries>,
+    ordered: boolean,
+    writeErrors: WriteError[],
+  ): PreparedRow[] {
+    const kept: PreparedRow[] = [];
+    for (const row of rows) {
+      try {
+        entries.set(row, entriesOf(indexes, row.id, row.document));
+        kept.push(row);
+      } catch (error) {
+        writeErrors.push({ index: row.index, error: toEnvelope(error) });
+        if (ordered) break;
+      }
+    }
+    return kept;
   }
 
   /** Which of the failed rows' `_id`s are taken (by a stored document or an earlier one of the batch). */
@@ -170,6 +226,10 @@ function duplicateKey(handle: CollectionHandle, row: PreparedRow, idTaken: boole
   return new TesseraError('DUPLICATE_KEY', message, {
     details: { index: row.index, keyValue: idTaken ? { _id: id } : { shardKey: true } },
   }).toEnvelope();
+}
+
+function withStatement(error: TesseraError, index: number): ErrorEnvelope {
+  return new TesseraError(error.code, `${error.message} (statement ${index})`, { details: { ...error.details, index } }).toEnvelope();
 }
 
 function toEnvelope(error: unknown): ErrorEnvelope {

@@ -24,6 +24,7 @@ import {
 } from '@tessera/query';
 import { type StoredDocument, scanMatching } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
+import { addDocumentEntries, entriesOf, indexesForWrite, removeEntries, replaceEntries } from './index-maintenance.js';
 
 export interface UpdateStatement {
   q: ValueObject;
@@ -90,8 +91,7 @@ export class DocumentWrites {
             forUpdate: true,
             limit: statement.limit === 1 ? 1 : undefined,
           });
-          if (matches.length > 0)
-            await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [matches.map((m) => m.id)]);
+          if (matches.length > 0) await this.remove(manager, handle, matches);
           return matches.length;
         });
       } catch (error) {
@@ -124,7 +124,7 @@ export class DocumentWrites {
         };
       }
       if (request.remove) {
-        await manager.query(`DELETE FROM ${handle.table} WHERE id = $1`, [target.id]);
+        await this.remove(manager, handle, [target]);
         return { value: toExtendedJsonObject(project(target.document)), lastErrorObject: { n: 1, updatedExisting: false } };
       }
       const after = await this.rewrite(manager, handle, target, request.update);
@@ -178,6 +178,7 @@ export class DocumentWrites {
       JSON.stringify(toExtendedJsonObject(after)),
       size,
     ]);
+    await replaceEntries(manager, handle.ns, await indexesForWrite(manager, handle), stored.id, stored.document, after);
     return after;
   }
 
@@ -198,9 +199,12 @@ export class DocumentWrites {
         { details: { namespace: handle.ns, index } },
       );
     }
+    const id = Buffer.from(encodeKey([document['_id'] as Value]));
+    const indexes = await indexesForWrite(manager, handle);
+    const entries = entriesOf(indexes, id, document);
     const inserted: unknown[] = await manager.query(
       `INSERT INTO ${handle.table} (id, shard_key, doc, size) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING id`,
-      [Buffer.from(encodeKey([document['_id'] as Value])), Buffer.from(key), JSON.stringify(toExtendedJsonObject(document)), size],
+      [id, Buffer.from(key), JSON.stringify(toExtendedJsonObject(document)), size],
     );
     if (inserted.length === 0) {
       throw new TesseraError(
@@ -211,7 +215,20 @@ export class DocumentWrites {
         },
       );
     }
+    await addDocumentEntries(manager, handle.ns, indexes, entries);
     return document;
+  }
+
+  /** Deletes stored documents and their index entries. */
+  private async remove(manager: EntityManager, handle: CollectionHandle, documents: readonly StoredDocument[]): Promise<void> {
+    await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [documents.map((d) => d.id)]);
+    const indexes = await indexesForWrite(manager, handle);
+    if (indexes.length > 0)
+      await removeEntries(
+        manager,
+        indexes,
+        documents.map((d) => entriesOf(indexes, d.id, d.document)),
+      );
   }
 }
 

@@ -9,10 +9,20 @@ import {
   TesseraError,
   UNSHARDED_VERSION,
   isUnshardedVersion,
+  type ShardKeyPattern,
   parseShardKeyPattern,
 } from '@tessera/core';
 import {
   type CountCommand,
+  type CreateIndexesCommand,
+  type CreateIndexesResult,
+  type DropIndexesCommand,
+  type DropIndexesResult,
+  type ListIndexesCommand,
+  type ListedIndex,
+  createIndexesCommandSchema,
+  dropIndexesCommandSchema,
+  listIndexesCommandSchema,
   type CursorBatch,
   type DeleteCommand,
   type DeleteCommandResult,
@@ -44,6 +54,8 @@ import { CursorManager } from './cursor-manager.js';
 import { DocumentAggregates } from './document-aggregates.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
 import { DocumentWrites, fromWire } from './document-writes.js';
+import { type IndexedCollection, SecondaryIndexCatalog } from './index-catalog.js';
+import { loadIndexes } from './index-maintenance.js';
 
 interface Versioned {
   ns: string;
@@ -66,6 +78,12 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   private readonly cursors: CursorManager;
   private readonly writes: DocumentWrites;
   private readonly aggregates: DocumentAggregates;
+  private readonly indexes: SecondaryIndexCatalog;
+  /**
+   * The side tables scans may use, by collection table. Index DDL on a collection runs on this
+   * process (each shard owns its database) and forgets the entry, so it is never stale.
+   */
+  private readonly scanIndexes = new Map<string, Promise<Array<{ pattern: ShardKeyPattern; table: string }>>>();
   private reaper: Periodic | undefined;
 
   constructor(
@@ -79,6 +97,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     this.cursors = new CursorManager(dataSource);
     this.writes = new DocumentWrites(dataSource, { now: () => new Date(), generateId: () => new ObjectId() });
     this.aggregates = new DocumentAggregates(dataSource);
+    this.indexes = new SecondaryIndexCatalog(dataSource);
   }
 
   onApplicationBootstrap(): void {
@@ -180,6 +199,36 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   }
 
   /**
+   * Builds secondary indexes. An unsharded collection missing on its primary is created first,
+   * as a first write would; a sharded collection's table is created on every shard the router
+   * asks, so that a shard whose first document comes later already has the indexes.
+   */
+  async createIndexes(input: CreateIndexesCommand): Promise<CreateIndexesResult> {
+    const command = parseWith(createIndexesCommandSchema, input, 'createIndexes command');
+    const resolved = (await this.resolve(command, true))!;
+    this.scanIndexes.delete(resolved.handle.table);
+    const counts = await this.indexes
+      .create(resolved.collection, command.indexes)
+      .finally(() => this.scanIndexes.delete(resolved.handle.table));
+    return { ...counts, createdCollectionAutomatically: resolved.created && !resolved.collection.sharded };
+  }
+
+  /** The collection's indexes here; empty when this shard has no table for it. */
+  async listIndexes(input: ListIndexesCommand): Promise<{ indexes: ListedIndex[] }> {
+    const command = parseWith(listIndexesCommandSchema, input, 'listIndexes command');
+    const resolved = await this.resolve(command, false);
+    return { indexes: resolved === undefined ? [] : await this.indexes.list(resolved.collection) };
+  }
+
+  /** Drops a secondary index by name; `nIndexesWas: 0` when this shard has no table for the collection. */
+  async dropIndexes(input: DropIndexesCommand): Promise<DropIndexesResult> {
+    const command = parseWith(dropIndexesCommandSchema, input, 'dropIndexes command');
+    const resolved = await this.resolve(command, false);
+    if (resolved === undefined) return { nIndexesWas: 0 };
+    return this.indexes.drop(resolved.collection, command.name).finally(() => this.scanIndexes.delete(resolved.handle.table));
+  }
+
+  /**
    * Forgets and reloads this shard's filtering metadata of `ns` (MongoDB's
    * _flushRoutingTableCacheUpdates): what a migration's donor and recipient do after the commit,
    * so that a sender with the old version is told STALE_CONFIG. Answers the new shard version.
@@ -196,6 +245,14 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
    * `create` is false (reads of a missing collection find nothing).
    */
   private async handleFor(command: Versioned, create: boolean): Promise<CollectionHandle | undefined> {
+    return (await this.resolve(command, create))?.handle;
+  }
+
+  /** `handleFor` with what index DDL needs besides: the collection's uuid, and whether this call created its table. */
+  private async resolve(
+    command: Versioned,
+    create: boolean,
+  ): Promise<{ handle: CollectionHandle; collection: IndexedCollection; created: boolean } | undefined> {
     const ns = parseWith(namespaceSchema, command.ns, 'namespace');
     const state = await this.shardingState();
     if (isUnshardedVersion(command.shardVersion)) {
@@ -212,15 +269,30 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       const exists = await this.tableExists(info.uuid);
       if (!exists && !create) return undefined;
       if (!exists) await this.storage.createCollection(info.uuid, { ns, keyPattern: info.keyPatternObject });
-      return { ns, table: tableName(info.uuid), pattern: info.keyPattern, owns: metadata.owns };
+      return this.withIndexes({ ns, table: tableName(info.uuid), pattern: info.keyPattern, owns: metadata.owns }, info.uuid, true, !exists);
     }
     let local = await this.localCollection(ns);
+    const created = local === undefined;
     if (local === undefined) {
       if (!create) return undefined;
       await this.storage.createCollection(randomUUID(), { ns, keyPattern: { _id: 1 } });
       local = (await this.localCollection(ns))!;
     }
-    return { ns, table: tableName(local.uuid), pattern: parseShardKeyPattern(local.key_pattern), owns: metadata.owns };
+    const handle = { ns, table: tableName(local.uuid), pattern: parseShardKeyPattern(local.key_pattern), owns: metadata.owns };
+    return this.withIndexes(handle, local.uuid, false, created);
+  }
+
+  /** Adds the secondary indexes a scan may push its filter down to. */
+  private async withIndexes(handle: CollectionHandle, uuid: string, sharded: boolean, created: boolean) {
+    let loading = this.scanIndexes.get(handle.table);
+    if (loading === undefined) {
+      loading = loadIndexes(this.dataSource.manager, handle.table).then((all) => all.map((i) => ({ pattern: i.pattern, table: i.table })));
+      loading.catch(() => this.scanIndexes.delete(handle.table));
+      this.scanIndexes.set(handle.table, loading);
+    }
+    const indexes = await loading;
+    const withIndexes: CollectionHandle = { ...handle, indexes };
+    return { handle: withIndexes, collection: { uuid, table: handle.table, ns: handle.ns, shardKey: handle.pattern, sharded }, created };
   }
 
   private async tableExists(uuid: string): Promise<boolean> {
