@@ -4,9 +4,11 @@ import { PlatformModule } from '@tessera/platform';
 import { CollectionController } from './controllers/collection.controller.js';
 import { CursorsController } from './controllers/cursors.controller.js';
 import { DocumentsController } from './controllers/documents.controller.js';
+import { IndexesController } from './controllers/indexes.controller.js';
 import { OpenApiController } from './controllers/openapi.controller.js';
 import { DocumentsService } from './documents/documents.service.js';
 import { HelloController } from './hello.controller.js';
+import { IndexesService } from './indexes/indexes.service.js';
 import { QueryService } from './reads/query.service.js';
 import { RouterRegistrationService } from './router-registration.service.js';
 import type { RouterSettings } from './router.settings.js';
@@ -17,7 +19,14 @@ import { WriteService } from './writes/write.service.js';
  * Every controller of the public API. DocumentsController comes before CollectionController
  * only for readability; their paths do not overlap. The openapi spec test walks this list.
  */
-export const ROUTER_CONTROLLERS = [HelloController, OpenApiController, CollectionController, DocumentsController, CursorsController];
+export const ROUTER_CONTROLLERS = [
+  HelloController,
+  OpenApiController,
+  CollectionController,
+  DocumentsController,
+  IndexesController,
+  CursorsController,
+];
 
 /** A router's composition root. Routers are stateless: no database of their own. */
 @Module({})
@@ -27,7 +36,7 @@ export class RouterModule {
       module: RouterModule,
       imports: [PlatformModule.forRoot(settings, logger)],
       controllers: ROUTER_CONTROLLERS,
-      providers: [RouterRegistrationService, ClusterRoutingService, QueryService, WriteService, DocumentsService],
+      providers: [RouterRegistrationService, ClusterRoutingService, QueryService, WriteService, DocumentsService, IndexesService],
     };
   }
 }

@@ -80,6 +80,24 @@ export const distinctBodySchema = z.strictObject({
   filter: documentSchema.default({}),
 });
 
+export const createIndexesBodySchema = z.strictObject({
+  indexes: z
+    .array(
+      z.strictObject({
+        key: z
+          .record(z.string(), z.union([z.literal(1), z.literal('hashed')]))
+          .meta({ description: 'Fields (dotted paths) in order, each 1 or "hashed".' }),
+        name: z.string().min(1).max(128).optional().meta({ description: 'Default: MongoDB\'s, e.g. "a_1_b_hashed".' }),
+        unique: z
+          .boolean()
+          .optional()
+          .meta({ description: 'Only when the shard key is a prefix of the key (or the collection is unsharded).' }),
+      }),
+    )
+    .min(1)
+    .max(64),
+});
+
 export type InsertBody = z.output<typeof insertBodySchema>;
 export type FindBody = z.output<typeof findBodySchema>;
 export type UpdateBody = z.output<typeof updateBodySchema>;
@@ -87,3 +105,4 @@ export type DeleteBody = z.output<typeof deleteBodySchema>;
 export type FindAndModifyBody = z.output<typeof findAndModifyBodySchema>;
 export type CountBody = z.output<typeof countBodySchema>;
 export type DistinctBody = z.output<typeof distinctBodySchema>;
+export type CreateIndexesBody = z.output<typeof createIndexesBodySchema>;

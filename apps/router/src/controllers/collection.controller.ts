@@ -15,8 +15,7 @@ import { WriteService } from '../writes/write.service.js';
 
 /**
  * CRUD commands on one collection, MongoDB's command names under `/v1/{db}/{coll}`. Bodies and
- * answers are Extended JSON. (The index routes, `POST/GET/DELETE /v1/{db}/{coll}/indexes`,
- * will get a controller of their own beside this one.)
+ * answers are Extended JSON. The index routes (`/v1/{db}/{coll}/indexes`) are IndexesController's.
  */
 @Controller('v1/:db/:coll')
 export class CollectionController {

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import {
   countBodySchema,
+  createIndexesBodySchema,
   deleteBodySchema,
   distinctBodySchema,
   documentSchema,
@@ -129,6 +130,48 @@ const OPERATIONS: readonly Operation[] = [
     response: obj({ values: { type: 'array', items: {} }, ok }),
   },
   {
+    tag: 'indexes',
+    method: 'post',
+    path: `${ns}/indexes`,
+    summary: 'createIndexes',
+    description:
+      'Builds the indexes on every shard (sharded collection) or the primary shard (unsharded); creating an existing index again changes nothing. unique needs the shard key as a prefix of the index key.',
+    body: createIndexesBodySchema,
+    response: obj({ numIndexesBefore: count, numIndexesAfter: count, createdCollectionAutomatically: { type: 'boolean' }, ok }, [
+      'numIndexesBefore',
+      'numIndexesAfter',
+      'ok',
+    ]),
+  },
+  {
+    tag: 'indexes',
+    method: 'get',
+    path: `${ns}/indexes`,
+    summary: 'listIndexes: _id_, the shard key index and the secondary indexes (404 NAMESPACE_NOT_FOUND for a missing collection)',
+    response: obj({
+      cursor: obj({
+        id: { type: 'string', const: '0' },
+        ns: { type: 'string' },
+        firstBatch: {
+          type: 'array',
+          items: obj({ v: { type: 'integer' }, key: { type: 'object' }, name: { type: 'string' }, unique: { type: 'boolean' } }, [
+            'v',
+            'key',
+            'name',
+          ]),
+        },
+      }),
+      ok,
+    }),
+  },
+  {
+    tag: 'indexes',
+    method: 'delete',
+    path: `${ns}/indexes/{name}`,
+    summary: 'dropIndexes by name (_id_ and the shard key index cannot be dropped)',
+    response: obj({ nIndexesWas: count, ok }),
+  },
+  {
     tag: 'documents',
     method: 'post',
     path: `${ns}/documents`,
@@ -181,6 +224,7 @@ function requestSchema(schema: z.ZodType): JsonSchema {
 const PATH_PARAMETERS: Record<string, { description: string; schema: JsonSchema }> = {
   db: { description: 'Database name: 1-63 characters, none of / \\ . space " $ * < > : | ?', schema: { type: 'string', maxLength: 63 } },
   coll: { description: 'Collection name: non-empty, no $, not starting with "system."', schema: { type: 'string' } },
+  name: { description: 'The index name, as listIndexes shows it.', schema: { type: 'string' } },
   id: {
     description:
       'For documents: the _id; 24 hex digits are an ObjectId, an integer literal a number, anything else a string. For cursors: the cursor id.',
@@ -238,6 +282,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
       { name: 'crud', description: 'Commands on a collection' },
       { name: 'cursors', description: 'Router cursors' },
       { name: 'documents', description: 'Single-document convenience routes' },
+      { name: 'indexes', description: 'Secondary indexes' },
       { name: 'router', description: 'About this router' },
     ],
     paths,

@@ -61,6 +61,11 @@ export class ClusterRoutingService implements OnApplicationBootstrap, OnApplicat
     return client;
   }
 
+  /** The names of every shard in the registry (what a broadcast DDL reaches). */
+  async allShardNames(): Promise<string[]> {
+    return (await this.registry.allShards()).map((s) => s.name).sort();
+  }
+
   /** How `ns` is routed now. Throws `NAMESPACE_NOT_FOUND` when its database does not exist. */
   async routing(ns: string): Promise<CollectionRouting> {
     const info = await this.cache.getCollectionRoutingInfo(ns);
