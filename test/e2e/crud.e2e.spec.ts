@@ -331,3 +331,54 @@ describe('bad input', () => {
     expect(await findAll('plain.big', {})).toEqual([]);
   });
 });
+
+describe('secondary indexes', () => {
+  const documents = Array.from({ length: 90 }, (_, i) => ({ _id: i, user: `u${i}`, email: `e${i}`, tags: [`t${i % 4}`, 'all'], n: i }));
+
+  it('are built on every shard, serve finds exactly, enforce uniqueness, list and drop', async () => {
+    await config.shardCollection({ ns: 'shop.indexed', key: { user: 'hashed' } });
+    const created = await api('POST', '/v1/shop/indexed/indexes', {
+      indexes: [{ key: { tags: 1 } }, { key: { user: 1, email: 1 }, unique: true }],
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    expect(created.json).toEqual({ numIndexesBefore: 2, numIndexesAfter: 4, ok: 1 });
+    expect((await api('POST', '/v1/shop/indexed/indexes', { indexes: [{ key: { tags: 1 } }] })).json).toMatchObject({
+      numIndexesBefore: 4,
+      numIndexesAfter: 4,
+    });
+
+    expect((await api('POST', '/v1/shop/indexed/insert', { documents, ordered: false })).json).toMatchObject({ insertedCount: 90 });
+    for (const query of [
+      { filter: { tags: 't1' }, sort: { n: 1 } },
+      { filter: { tags: { $in: ['t2', 'none'] }, n: { $lt: 40 } }, sort: { n: -1 } },
+      { filter: { user: 'u7', email: 'e7' } },
+    ]) {
+      const found = await findAll('shop.indexed', query);
+      expect(found.length).toBeGreaterThan(0);
+      expect(found).toEqual(reference(documents, query));
+    }
+
+    const duplicate = await api('POST', '/v1/shop/indexed/insert', { documents: [{ _id: 1000, user: 'u3', email: 'e3' }] });
+    expect(duplicate.json).toMatchObject({ insertedCount: 0, writeErrors: [{ index: 0, code: 11000 }] });
+    const refused = await api('POST', '/v1/shop/indexed/indexes', { indexes: [{ key: { email: 1 }, unique: true }] });
+    expect(refused.status).not.toBe(200);
+    expect(refused.json).toMatchObject({ ok: 0, codeName: 'IllegalOperation' });
+
+    const listed = await api('GET', '/v1/shop/indexed/indexes');
+    expect(listed.status, JSON.stringify(listed.json)).toBe(200);
+    expect((listed.json.cursor as { firstBatch: Array<{ name: string }> }).firstBatch.map((i) => i.name)).toEqual([
+      '_id_',
+      'user_hashed',
+      'tags_1',
+      'user_1_email_1',
+    ]);
+    expect((await api('DELETE', '/v1/shop/indexed/indexes/tags_1')).json).toEqual({ nIndexesWas: 4, ok: 1 });
+    expect((await api('DELETE', '/v1/shop/indexed/indexes/tags_1')).status).toBe(404);
+    expect((await api('DELETE', '/v1/shop/indexed/indexes/_id_')).status).not.toBe(200);
+    const after = await api('GET', '/v1/shop/indexed/indexes');
+    expect((after.json.cursor as { firstBatch: unknown[] }).firstBatch).toHaveLength(3);
+    expect(await findAll('shop.indexed', { filter: { tags: 't1' }, sort: { n: 1 } })).toEqual(
+      reference(documents, { filter: { tags: 't1' }, sort: { n: 1 } }),
+    );
+  });
+});
