@@ -17,7 +17,9 @@ beforeAll(async () => {
     configs: 2,
     env: FAST_CONFIG_ENV,
     // Only the first config process pauses, inside the phases the test kills it in.
-    nodeEnv: { config: { TESSERA_FAILPOINTS: `ddl.shardCollection.commit@alpha.sharded=${PAUSE},ddl.dropCollection.drop@beta.dropped=${PAUSE}` } },
+    nodeEnv: {
+      config: { TESSERA_FAILPOINTS: `ddl.shardCollection.commit@alpha.sharded=${PAUSE},ddl.dropCollection.drop@beta.dropped=${PAUSE}` },
+    },
   }));
   catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
   await waitForLeader(cluster.configClient());
@@ -29,7 +31,10 @@ afterAll(async () => {
 });
 
 async function phaseOf(resource: string): Promise<string | undefined> {
-  const rows = await catalog.query<{ phase: string }>("SELECT phase FROM ddl_coordinators WHERE resource = $1 AND phase NOT IN ('done', 'failed')", [resource]);
+  const rows = await catalog.query<{ phase: string }>(
+    "SELECT phase FROM ddl_coordinators WHERE resource = $1 AND phase NOT IN ('done', 'failed')",
+    [resource],
+  );
   return rows.rows[0]?.phase;
 }
 
@@ -54,7 +59,10 @@ describe('config server failover', () => {
 
     const sharding = leader.shardCollection({ ns: 'alpha.sharded', key: { k: 1 } }).catch((e: unknown) => e);
     const dropping = leader.dropCollection({ ns: 'beta.dropped' }).catch((e: unknown) => e);
-    await eventually(async () => ((await phaseOf('alpha.sharded')) === 'commit' ? true : undefined), 'shardCollection to reach its commit phase');
+    await eventually(
+      async () => ((await phaseOf('alpha.sharded')) === 'commit' ? true : undefined),
+      'shardCollection to reach its commit phase',
+    );
     await eventually(async () => ((await phaseOf('beta.dropped')) === 'drop' ? true : undefined), 'dropCollection to reach its drop phase');
 
     await cluster.kill('config', 'SIGKILL');
@@ -67,7 +75,10 @@ describe('config server failover', () => {
     // FAST_CONFIG_ENV: lease 2 s, renewals every 200 ms.
     expect(Date.now() - started).toBeLessThan(2_000 + 200 + 1_500);
 
-    await eventually(async () => ((await phaseOf('alpha.sharded')) === undefined && (await phaseOf('beta.dropped')) === undefined ? true : undefined), 'both coordinators to finish');
+    await eventually(
+      async () => ((await phaseOf('alpha.sharded')) === undefined && (await phaseOf('beta.dropped')) === undefined ? true : undefined),
+      'both coordinators to finish',
+    );
     expect(
       await count(
         "SELECT 1 FROM ddl_coordinators WHERE phase = 'done' AND ((kind = 'shardCollection' AND resource = 'alpha.sharded') OR (kind = 'dropCollection' AND resource = 'beta.dropped'))",

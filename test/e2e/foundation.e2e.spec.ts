@@ -99,25 +99,43 @@ describe('the vector clock', () => {
 
   it('ticks TopologyTime on addShard, and a node advances from gossip but never moves backwards', async () => {
     const fromConfig = observer({ configTime: zero, topologyTime: zero });
-    await new ConfigClient(cluster.configUrl, { clusterKey: cluster.clusterKey, dispatcher: agent, gossip: fromConfig.gossip }).listShards();
+    await new ConfigClient(cluster.configUrl, {
+      clusterKey: cluster.clusterKey,
+      dispatcher: agent,
+      gossip: fromConfig.gossip,
+    }).listShards();
     const { configTime, topologyTime } = fromConfig.seen;
     expect(topologyTime.t).toBeGreaterThan(1_700_000_000);
     expect(configTime.t * 2 ** 32 + configTime.i).toBeGreaterThanOrEqual(topologyTime.t * 2 ** 32 + topologyTime.i);
 
     const ahead = { configTime: { t: configTime.t + 5, i: 1 }, topologyTime: { t: topologyTime.t + 5, i: 1 } };
     const first = observer(ahead);
-    await new ShardClient(cluster.node('shard1').url, { clusterKey: cluster.clusterKey, dispatcher: agent, gossip: first.gossip }).getIdentity();
+    await new ShardClient(cluster.node('shard1').url, {
+      clusterKey: cluster.clusterKey,
+      dispatcher: agent,
+      gossip: first.gossip,
+    }).getIdentity();
     expect(first.seen).toEqual(ahead);
     const second = observer({ configTime: zero, topologyTime: zero });
-    await new ShardClient(cluster.node('shard1').url, { clusterKey: cluster.clusterKey, dispatcher: agent, gossip: second.gossip }).getIdentity();
+    await new ShardClient(cluster.node('shard1').url, {
+      clusterKey: cluster.clusterKey,
+      dispatcher: agent,
+      gossip: second.gossip,
+    }).getIdentity();
     expect(second.seen).toEqual(ahead);
   });
 
   it('is not advanced by a request that fails authentication', async () => {
     const forged = observer({ configTime: { t: 4_000_000_000, i: 1 }, topologyTime: { t: 4_000_000_000, i: 1 } });
-    await errorOf(new ShardClient(cluster.node('shard0').url, { clusterKey: 'f'.repeat(64), dispatcher: agent, gossip: forged.gossip }).getIdentity());
+    await errorOf(
+      new ShardClient(cluster.node('shard0').url, { clusterKey: 'f'.repeat(64), dispatcher: agent, gossip: forged.gossip }).getIdentity(),
+    );
     const honest = observer({ configTime: zero, topologyTime: zero });
-    await new ShardClient(cluster.node('shard0').url, { clusterKey: cluster.clusterKey, dispatcher: agent, gossip: honest.gossip }).getIdentity();
+    await new ShardClient(cluster.node('shard0').url, {
+      clusterKey: cluster.clusterKey,
+      dispatcher: agent,
+      gossip: honest.gossip,
+    }).getIdentity();
     expect(honest.seen.configTime.t).toBeLessThan(4_000_000_000);
   });
 });
@@ -144,7 +162,11 @@ describe('internal calls must prove the cluster key', () => {
   });
 
   it('refuses a replayed request whose signature is older than the allowed skew', async () => {
-    const stale = new ConfigClient(cluster.configUrl, { clusterKey: cluster.clusterKey, dispatcher: agent, now: () => Date.now() - 10 * 60_000 });
+    const stale = new ConfigClient(cluster.configUrl, {
+      clusterKey: cluster.clusterKey,
+      dispatcher: agent,
+      now: () => Date.now() - 10 * 60_000,
+    });
     expect((await errorOf(stale.listShards())).code).toBe('UNAUTHORIZED');
   });
 });
@@ -180,7 +202,7 @@ describe('addShard', () => {
     expect(error.message).toContain('does not answer');
   });
 
-  it('refuses a shard that belongs to another cluster, with the shard\'s own error passed through intact', async () => {
+  it("refuses a shard that belongs to another cluster, with the shard's own error passed through intact", async () => {
     const spare = new ShardClient(cluster.node('shard2').url, { clusterKey: cluster.clusterKey, dispatcher: agent });
     await spare.setIdentity({ clusterId: 'another-cluster', shardName: 'theirs', configUrl: 'http://127.0.0.1:9' });
     const error = await errorOf(cluster.configClient().addShard({ name: 'shard2', url: cluster.node('shard2').url }));
