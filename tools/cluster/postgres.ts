@@ -133,6 +133,8 @@ function stopLeftoverServer(dataDir: string): void {
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
   if (!Number.isInteger(pid) || pid <= 0) return;
+  // A pid file outlives its process; the pid may since belong to something else entirely.
+  if (!isPostgresProcess(pid)) return;
   try {
     process.kill(pid, 'SIGINT');
   } catch {
@@ -148,4 +150,18 @@ function stopLeftoverServer(dataDir: string): void {
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
   }
   throw new Error(`a PostgreSQL server from an earlier run (pid ${pid}) did not stop; stop it and retry`);
+}
+
+function isPostgresProcess(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres');
+  } catch {
+    // No /proc (not Linux) or no such process: signal only if the process exists.
+    try {
+      process.kill(pid, 0);
+      return process.platform !== 'linux';
+    } catch {
+      return false;
+    }
+  }
 }
