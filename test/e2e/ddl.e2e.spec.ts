@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TesseraError } from '@tessera/core';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { encodeKey } from '@tessera/core';
 import { FAST_CONFIG_ENV, errorOf, waitForLeader } from './helpers.js';
 import { startTestCluster } from './test-cluster.js';
 
@@ -195,6 +196,50 @@ describe('refineCollectionShardKey', () => {
     expect(after.epoch).not.toBe(before.epoch);
     const chunk = (await catalog.query('SELECT major, minor, min_ejson FROM chunks WHERE collection_uuid = $1', [before.uuid])).rows[0];
     expect(chunk).toEqual({ major: 1, minor: 0, min_ejson: '{"customer":{"$minKey":1},"cart":{"$minKey":1}}' });
+    expect((await catalog.query("SELECT allow_migrations FROM collections WHERE ns = 'shop.carts'")).rows).toEqual([
+      { allow_migrations: true },
+    ]);
+  });
+
+  it('fails whole when a document cannot take the new key, leaving the key and migrations as they were', async () => {
+    const basket = await config.shardCollection({ ns: 'shop.baskets', key: { customer: 1 } });
+    const primary = basket.shards[0]!;
+    const shardDb = new pg.Pool({ connectionString: cluster.node(primary).env.TESSERA_DATABASE_URL, max: 1 });
+    const table = `c_${basket.uuid.replaceAll('-', '')}`;
+    // 1,200 documents that can take the new key, then one (sorting last) that cannot: the
+    // re-key has passed a whole batch of 1,000 before it fails.
+    const documents = [
+      ...Array.from({ length: 1_200 }, (_, i) => ({ _id: i, customer: `c${i}`, cart: i })),
+      { _id: 1_000_000, customer: 'ada', cart: [1, 2] },
+    ];
+    await shardDb.query(
+      `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
+      [
+        documents.map((d) => Buffer.from(encodeKey([d._id]))),
+        documents.map((d) => Buffer.from(encodeKey([d.customer]))),
+        documents.map((d) => JSON.stringify(d)),
+        documents.map(() => 40),
+      ],
+    );
+    await shardDb.end();
+    const error = await errorOf(config.refineCollectionShardKey({ ns: 'shop.baskets', key: { customer: 1, cart: 1 } }));
+    expect(error.code).toBe('BAD_VALUE');
+    expect(error.message).toContain('cart');
+    const after = (await catalog.query("SELECT key_pattern, allow_migrations FROM collections WHERE ns = 'shop.baskets'")).rows[0];
+    expect(after).toEqual({ key_pattern: { customer: 1 }, allow_migrations: true });
+    expect(
+      await count(
+        "SELECT 1 FROM ddl_coordinators WHERE resource = 'shop.baskets' AND kind = 'refineCollectionShardKey' AND phase = 'failed'",
+      ),
+    ).toBe(1);
+    const shardSide = new pg.Pool({ connectionString: cluster.node(primary).env.TESSERA_DATABASE_URL, max: 1 });
+    const local = (await shardSide.query('SELECT key_pattern FROM collections WHERE uuid = $1', [basket.uuid])).rows[0];
+    const keys = (await shardSide.query(`SELECT shard_key FROM ${table}`)).rows.map((r: { shard_key: Buffer }) =>
+      r.shard_key.toString('hex'),
+    );
+    await shardSide.end();
+    expect(local).toEqual({ key_pattern: { customer: 1 } });
+    expect(keys.sort()).toEqual(documents.map((d) => Buffer.from(encodeKey([d.customer])).toString('hex')).sort());
   });
 
   it('refuses a key that does not extend the current one', async () => {

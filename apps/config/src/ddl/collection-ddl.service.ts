@@ -112,6 +112,10 @@ export class CollectionDdlService implements OnModuleInit {
       initialState: () => ({ epoch: new ObjectId().toHexString(), shards: [] }),
       runPhase: (phase, context) => this.runRefinePhase(phase, context.request, context.state, context.inFencedTransaction),
       result: (state) => state.result!,
+      // Migrations are blocked from the prepare phase to the commit; a failed refine lifts the block.
+      onFailure: async (request) => {
+        await this.dataSource.query('UPDATE collections SET allow_migrations = true, updated_at = now() WHERE ns = $1', [request.ns]);
+      },
     });
   }
 
@@ -321,6 +325,11 @@ export class CollectionDdlService implements OnModuleInit {
             },
           );
         }
+        // No chunk may move while documents are re-keyed: a moved chunk could land on a shard
+        // that was never re-keyed.
+        await inFencedTransaction((manager) =>
+          manager.query('UPDATE collections SET allow_migrations = false, updated_at = now() WHERE uuid = $1', [row.uuid]),
+        );
         const owners: Array<{ shard: string }> = await this.dataSource.query(
           'SELECT DISTINCT shard FROM chunks WHERE collection_uuid = $1 ORDER BY shard',
           [row.uuid],
@@ -347,7 +356,7 @@ export class CollectionDdlService implements OnModuleInit {
           await manager.query('DELETE FROM chunks WHERE collection_uuid = $1', [row.uuid]);
           await insertChunks(manager, row.uuid, refined, chunks);
           await manager.query(
-            'UPDATE collections SET epoch = $2, timestamp_t = $3, timestamp_i = $4, key_pattern = $5, updated_at = now() WHERE uuid = $1',
+            'UPDATE collections SET epoch = $2, timestamp_t = $3, timestamp_i = $4, key_pattern = $5, allow_migrations = true, updated_at = now() WHERE uuid = $1',
             [row.uuid, state.epoch, configTime.t, configTime.i, JSON.stringify(request.key)],
           );
           await extendZoneRanges(manager, request.ns, refined, added);

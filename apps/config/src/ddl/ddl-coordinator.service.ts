@@ -167,6 +167,12 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
       if (error instanceof FencedError) {
         throw new TesseraError('NOT_LEADER', `${row.kind} of ${row.resource} was taken over by a newer leader`, { details: { id } });
       }
+      await this.definitions
+        .get(row.kind)
+        ?.onFailure?.(row.request, row.state)
+        .catch((cleanup: unknown) =>
+          this.logger.error({ id, err: cleanup }, `${row.kind} of ${row.resource}: cleanup after failure failed`),
+        );
       const envelope = error instanceof TesseraError ? error.toEnvelope() : { code: 'INTERNAL', message: (error as Error).message };
       await this.dataSource.query(
         'UPDATE ddl_coordinators SET phase = $2, error = $3, updated_at = now() WHERE id = $1 AND leader_term = $4',

@@ -15,6 +15,8 @@ export interface CoordinatorDefinition<Request, State, Result> {
   /** Runs one phase and returns the state to persist with the next phase. */
   runPhase(phase: string, context: PhaseContext<Request, State>): Promise<State>;
   result(state: State, request: Request): Result;
+  /** Undoes what must not outlive a failed operation (e.g. a migration block); best effort. */
+  onFailure?(request: Request, state: State): Promise<void>;
 }
 
 export interface PhaseContext<Request, State> {

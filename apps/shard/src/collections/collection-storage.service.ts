@@ -84,30 +84,37 @@ export class CollectionStorageService {
 
   /**
    * Re-keys every document of a collection for a refined shard key (the old key's fields plus
-   * suffix fields; a missing suffix field is null), in batches, and records the new pattern.
+   * suffix fields; a missing suffix field is null), in batches of one transaction, and records
+   * the new pattern; all or nothing.
    */
   async refineShardKey(uuid: string, keyPattern: Record<string, 1 | 'hashed'>): Promise<number> {
     const pattern = parseShardKeyPattern(keyPattern);
     const table = tableName(uuid);
-    let after: Buffer = Buffer.alloc(0);
-    let rekeyed = 0;
-    for (;;) {
-      const docs: Array<{ id: Buffer; doc: unknown }> = await this.dataSource.query(
-        `SELECT id, doc FROM ${table} WHERE id > $1 ORDER BY id LIMIT $2`,
-        [after, REFINE_BATCH],
-      );
-      if (docs.length === 0) break;
-      const ids = docs.map((d) => d.id);
-      const keys = docs.map((d) => Buffer.from(encodeKey(extractShardKey(pattern, fromExtendedJsonObject(d.doc) as ValueObject))));
-      await this.dataSource.query(
-        `UPDATE ${table} t SET shard_key = k.key FROM unnest($1::bytea[], $2::bytea[]) AS k(id, key) WHERE t.id = k.id`,
-        [ids, keys],
-      );
-      rekeyed += docs.length;
-      after = docs[docs.length - 1]!.id;
-    }
-    await this.dataSource.query('UPDATE collections SET key_pattern = $2 WHERE uuid = $1', [uuid, JSON.stringify(keyPattern)]);
-    return rekeyed;
+    // One transaction: a document that cannot take the new key (an array in a new field) undoes
+    // the whole re-key, and writes wait meanwhile (reads go on), so no document is left keyed by
+    // a pattern the collection does not have.
+    return this.dataSource.transaction(async (manager) => {
+      await manager.query(`LOCK TABLE ${table} IN SHARE ROW EXCLUSIVE MODE`);
+      let after: Buffer = Buffer.alloc(0);
+      let rekeyed = 0;
+      for (;;) {
+        const docs: Array<{ id: Buffer; doc: unknown }> = await manager.query(
+          `SELECT id, doc FROM ${table} WHERE id > $1 ORDER BY id LIMIT $2`,
+          [after, REFINE_BATCH],
+        );
+        if (docs.length === 0) break;
+        const ids = docs.map((d) => d.id);
+        const keys = docs.map((d) => Buffer.from(encodeKey(extractShardKey(pattern, fromExtendedJsonObject(d.doc) as ValueObject))));
+        await manager.query(
+          `UPDATE ${table} t SET shard_key = k.key FROM unnest($1::bytea[], $2::bytea[]) AS k(id, key) WHERE t.id = k.id`,
+          [ids, keys],
+        );
+        rekeyed += docs.length;
+        after = docs[docs.length - 1]!.id;
+      }
+      await manager.query('UPDATE collections SET key_pattern = $2 WHERE uuid = $1', [uuid, JSON.stringify(keyPattern)]);
+      return rekeyed;
+    });
   }
 
   /** The bytes this shard stores in collection tables, indexes included. */
