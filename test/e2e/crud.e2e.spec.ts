@@ -269,6 +269,19 @@ describe('an unsharded collection', () => {
     expect(await findAll('plain.things', {})).toEqual([{ _id: 'a', v: 10 }]);
   });
 
+  it('refuses movePrimary while the primary holds unsharded collections, leaving the data readable', async () => {
+    const before = await config.getDatabase('plain');
+    const other = ['shard0', 'shard1', 'shard2'].find((s) => s !== before.primaryShard)!;
+    const error = await config.movePrimary({ db: 'plain', to: other }).then(
+      () => undefined,
+      (e: unknown) => e as { code: string; message: string },
+    );
+    expect(error?.code).toBe('ILLEGAL_OPERATION');
+    expect(error?.message).toContain('plain.things');
+    expect(await config.getDatabase('plain')).toEqual(before);
+    expect(await findAll('plain.things', {})).toHaveLength(1);
+  });
+
   it('answers an empty result for a collection that does not exist', async () => {
     expect(await findAll('nowhere.nothing', {})).toEqual([]);
   });

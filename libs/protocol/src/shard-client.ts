@@ -69,6 +69,11 @@ export class ShardClient {
     return this.http.call('DELETE', `/internal/namespaces/${encodeURIComponent(ns)}`);
   }
 
+  /** The namespaces the shard stores for a database, sharded or not. */
+  async namespacesOf(db: string): Promise<string[]> {
+    return (await this.http.call<{ namespaces: string[] }>('GET', `/internal/databases/${encodeURIComponent(db)}/namespaces`)).namespaces;
+  }
+
   /** Drops every collection of a database on the shard (idempotent). */
   dropDatabase(db: string): Promise<{ dropped: number }> {
     return this.http.call('DELETE', `/internal/databases/${encodeURIComponent(db)}`);

@@ -157,6 +157,7 @@ export class DatabaseDdlService implements OnModuleInit {
         if (database === undefined)
           throw new TesseraError('NAMESPACE_NOT_FOUND', `database "${request.db}" does not exist`, { details: { db: request.db } });
         await this.assertActiveShard(this.dataSource.manager, request.to);
+        if (database.primaryShard !== request.to) await this.assertNoUnshardedData(request.db, database.primaryShard);
         return { from: database.primaryShard, database };
       }
       case 'commit':
@@ -218,6 +219,25 @@ export class DatabaseDdlService implements OnModuleInit {
         return state;
       default:
         throw new TesseraError('INTERNAL', `dropDatabase has no phase ${phase}`);
+    }
+  }
+
+  /**
+   * Cloning unsharded collections to a new primary is not built yet; moving the primary of a
+   * database that has some would leave them where routers no longer look, so it is refused.
+   */
+  private async assertNoUnshardedData(db: string, primary: string): Promise<void> {
+    const rows: Array<{ url: string }> = await this.dataSource.query('SELECT url FROM shards WHERE name = $1', [primary]);
+    if (rows[0] === undefined) return;
+    const stored = await this.clients.shard(rows[0].url).namespacesOf(db);
+    const sharded: Array<{ ns: string }> = await this.dataSource.query('SELECT ns FROM collections WHERE db = $1', [db]);
+    const unsharded = stored.filter((ns) => !sharded.some((s) => s.ns === ns));
+    if (unsharded.length > 0) {
+      throw new TesseraError(
+        'ILLEGAL_OPERATION',
+        `movePrimary of "${db}" is refused: its primary shard "${primary}" holds unsharded collections (${unsharded.join(', ')}), and moving them is not supported yet; shard or drop them first`,
+        { details: { db, primaryShard: primary, unsharded } },
+      );
     }
   }
 

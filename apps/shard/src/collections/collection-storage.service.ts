@@ -68,6 +68,12 @@ export class CollectionStorageService {
     return { uuid: row.uuid, keyPattern: row.key_pattern, documents: Number(counted[0]!.n) };
   }
 
+  /** The namespaces this shard stores for a database. */
+  async namespacesOf(db: string): Promise<string[]> {
+    const rows: Array<{ ns: string }> = await this.dataSource.query('SELECT ns FROM collections WHERE db = $1 ORDER BY ns', [db]);
+    return rows.map((r) => r.ns);
+  }
+
   /** Drops the collection stored under `ns` (sharded or not); answers whether there was one. */
   async dropNamespace(ns: string): Promise<boolean> {
     const rows: Array<{ uuid: string }> = await this.dataSource.query('SELECT uuid FROM collections WHERE ns = $1', [ns]);

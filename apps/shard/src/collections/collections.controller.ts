@@ -44,6 +44,11 @@ export class CollectionsController {
     return { dropped: await this.storage.dropNamespace(ns) };
   }
 
+  @Get('databases/:db/namespaces')
+  async namespacesOf(@Param('db') db: string): Promise<{ namespaces: string[] }> {
+    return { namespaces: await this.storage.namespacesOf(db) };
+  }
+
   @Delete('databases/:db')
   async dropDatabase(@Param('db') db: string): Promise<{ dropped: number }> {
     return { dropped: await this.storage.dropDatabase(db) };
