@@ -4,7 +4,6 @@ import { isDeepStrictEqual } from 'node:util';
 import { Long, MaxKey, MinKey, ObjectId } from 'bson';
 import { DataSource, type EntityManager } from 'typeorm';
 import {
-  type Chunk,
   type ShardKey,
   type ShardKeyPattern,
   TesseraError,
@@ -28,15 +27,7 @@ import {
   shardCollectionRequestSchema,
 } from '@tessera/protocol';
 import { InternalClients, parseWith } from '@tessera/platform';
-import {
-  CHUNK_COLUMNS,
-  type ChunkRow,
-  type CollectionRow,
-  chunkFromRow,
-  chunkRowValues,
-  generationOfRow,
-  readableKey,
-} from '../catalog/catalog-rows.js';
+import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow, insertChunkRows, readableKey } from '../catalog/catalog-rows.js';
 import { databaseLock, databaseOf } from '../catalog/namespace.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
@@ -66,9 +57,6 @@ interface RefineState {
   /** The collection after the refine (or as it was, when it already had the requested key). */
   result?: ShardCollectionResult;
 }
-
-/** Chunks inserted per statement (10 parameters each, far below Postgres's 65,535). */
-const INSERT_BATCH = 1_000;
 
 /**
  * Collection DDL run by coordinators: shardCollection, dropCollection and
@@ -267,7 +255,7 @@ export class CollectionDdlService implements OnModuleInit {
             shards: state.shards,
             at: configTime,
           });
-          await insertChunks(manager, state.uuid, pattern, chunks);
+          await insertChunkRows(manager, state.uuid, pattern, chunks);
           await this.changelog.record(manager, {
             what: 'shardCollection.end',
             ns: request.ns,
@@ -354,7 +342,7 @@ export class CollectionDdlService implements OnModuleInit {
             added,
           );
           await manager.query('DELETE FROM chunks WHERE collection_uuid = $1', [row.uuid]);
-          await insertChunks(manager, row.uuid, refined, chunks);
+          await insertChunkRows(manager, row.uuid, refined, chunks);
           await manager.query(
             'UPDATE collections SET epoch = $2, timestamp_t = $3, timestamp_i = $4, key_pattern = $5, allow_migrations = true, updated_at = now() WHERE uuid = $1',
             [row.uuid, state.epoch, configTime.t, configTime.i, JSON.stringify(request.key)],
@@ -427,15 +415,5 @@ async function extendZoneRanges(manager: EntityManager, ns: string, pattern: Sha
       readableKey(pattern, min),
       readableKey(pattern, max),
     ]);
-  }
-}
-
-async function insertChunks(manager: EntityManager, uuid: string, pattern: ShardKeyPattern, chunks: readonly Chunk[]): Promise<void> {
-  for (let start = 0; start < chunks.length; start += INSERT_BATCH) {
-    const batch = chunks.slice(start, start + INSERT_BATCH);
-    const values = batch.flatMap((chunk) => chunkRowValues(uuid, pattern, chunk));
-    const width = values.length / batch.length;
-    const tuples = batch.map((_, row) => `(${Array.from({ length: width }, (__, col) => `$${row * width + col + 1}`).join(', ')})`);
-    await manager.query(`INSERT INTO chunks (${CHUNK_COLUMNS}) VALUES ${tuples.join(', ')}`, values);
   }
 }
