@@ -1,4 +1,4 @@
-import { TesseraError } from '@tessera/core';
+export { errorOf } from '../errors.js';
 import type { ConfigClient } from '@tessera/protocol';
 
 /** Short intervals so elections, lock takeovers and failovers happen within a test's patience. */
@@ -10,17 +10,6 @@ export const FAST_CONFIG_ENV = {
   TESSERA_LOCK_WAIT_MS: '3000',
   TESSERA_SHARD_MONITOR_INTERVAL_MS: '500',
 };
-
-/** The TesseraError a call rejects with; fails the test if it resolves. */
-export async function errorOf(promise: Promise<unknown>): Promise<TesseraError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof TesseraError) return error;
-    throw error;
-  }
-  throw new Error('expected the call to fail');
-}
 
 /** Polls `probe` every 100 ms until it returns a value other than undefined, or fails after `timeoutMs`. */
 export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {

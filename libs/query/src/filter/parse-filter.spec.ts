@@ -1,6 +1,7 @@
 import { BSONRegExp, Int32, Long, MaxKey, MinKey, ObjectId } from 'bson';
 import { describe, expect, it } from 'vitest';
-import { fromExtendedJsonObject, TesseraError } from '@tessera/core';
+import { thrownBy } from '../../../../test/errors.js';
+import { fromExtendedJsonObject } from '@tessera/core';
 import type { ValueObject } from '@tessera/core';
 import { idEqualityFromFilter } from './id-equality.js';
 import { parseFilter } from './parse-filter.js';
@@ -23,15 +24,6 @@ const doc: ValueObject = {
   when: new Date('2024-01-01T00:00:00Z'),
 };
 
-function errorOf(run: () => unknown): TesseraError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof TesseraError) return error;
-    throw error;
-  }
-  throw new Error('expected a TesseraError');
-}
 
 describe('parseFilter matching', () => {
   it.each<[string, unknown, boolean]>([
@@ -126,7 +118,7 @@ describe('parseFilter errors', () => {
     ['an unsupported regex option', { a: { $regex: 'x', $options: 'x' } }, /option 'x' at 'a'/, { path: 'a' }],
     ['a filter that is not a document', [1, 2], /A filter must be a document/, {}],
   ])('%s', (_name, filter, message, details) => {
-    const error = errorOf(() => parseFilter(filter));
+    const error = thrownBy(() => parseFilter(filter));
     expect(error.code).toBe('BAD_VALUE');
     expect(error.message).toMatch(message);
     expect(error.details).toMatchObject(details);

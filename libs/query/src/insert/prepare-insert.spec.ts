@@ -1,20 +1,11 @@
 import { ObjectId } from 'bson';
 import { describe, expect, it } from 'vitest';
-import { TesseraError } from '@tessera/core';
+import { thrownBy } from '../../../../test/errors.js';
 import { MAX_DOCUMENT_SIZE, prepareInsert } from './prepare-insert.js';
 
 const generated = new ObjectId('0102030405060708090a0b0c');
 const options = { generateId: () => generated };
 
-function errorOf(action: () => unknown): TesseraError {
-  try {
-    action();
-  } catch (error) {
-    if (error instanceof TesseraError) return error;
-    throw error;
-  }
-  throw new Error('expected a TesseraError');
-}
 
 describe('prepareInsert', () => {
   it('adds a generated _id first when missing and returns the BSON size', () => {
@@ -35,7 +26,7 @@ describe('prepareInsert', () => {
     ['not a document', 'text', 'BAD_VALUE', /must be a document \(statement 3\)/],
     ['a document over 16 MiB', { s: 'x'.repeat(MAX_DOCUMENT_SIZE) }, 'DOCUMENT_TOO_LARGE', /over the 16777216-byte limit \(statement 3\)/],
   ])('refuses %s, naming the statement', (_name, doc, code, message) => {
-    const error = errorOf(() => prepareInsert(doc, options, 3));
+    const error = thrownBy(() => prepareInsert(doc, options, 3));
     expect(error.code).toBe(code);
     expect(error.message).toMatch(message);
     expect(error.details).toMatchObject({ index: 3 });

@@ -1,6 +1,7 @@
 import { Int32, Long, ObjectId, Timestamp } from 'bson';
 import { describe, expect, it } from 'vitest';
-import { parseShardKeyPattern, TesseraError } from '@tessera/core';
+import { thrownBy } from '../../../../test/errors.js';
+import { parseShardKeyPattern } from '@tessera/core';
 import type { ValueObject } from '@tessera/core';
 import { applyUpdate, updateChangesShardKey } from './apply-update.js';
 import { upsertDocument } from './upsert.js';
@@ -11,15 +12,6 @@ const base: ValueObject = { _id: id, a: 1, s: 'x', arr: [1, 2, 3], sub: { b: 2 }
 
 const run = (update: unknown, doc: ValueObject = base) => applyUpdate(doc, update, { now });
 
-function errorOf(action: () => unknown): TesseraError {
-  try {
-    action();
-  } catch (error) {
-    if (error instanceof TesseraError) return error;
-    throw error;
-  }
-  throw new Error('expected a TesseraError');
-}
 
 describe('applyUpdate operators', () => {
   it.each<[string, unknown, ValueObject]>([
@@ -82,7 +74,7 @@ describe('applyUpdate replacement', () => {
   });
 
   it('refuses a replacement that changes _id', () => {
-    expect(errorOf(() => run({ _id: 2, z: 1 })).code).toBe('IMMUTABLE_FIELD');
+    expect(thrownBy(() => run({ _id: 2, z: 1 })).code).toBe('IMMUTABLE_FIELD');
   });
 });
 
@@ -104,13 +96,13 @@ describe('applyUpdate errors', () => {
     ['a positional path', { $set: { 'arr.$': 1 } }, 'BAD_VALUE', /positional operator/],
     ['a $-prefixed field', { $set: { $x: 1 } }, 'BAD_VALUE', /not valid for storage/],
   ])('%s', (_name, update, code, message) => {
-    const error = errorOf(() => run(update));
+    const error = thrownBy(() => run(update));
     expect(error.code).toBe(code);
     expect(error.message).toMatch(message);
   });
 
   it('refuses a document grown beyond 16 MiB', () => {
-    expect(errorOf(() => run({ $set: { big: 'x'.repeat(16 * 1024 * 1024) } })).code).toBe('DOCUMENT_TOO_LARGE');
+    expect(thrownBy(() => run({ $set: { big: 'x'.repeat(16 * 1024 * 1024) } })).code).toBe('DOCUMENT_TOO_LARGE');
   });
 });
 
@@ -121,7 +113,7 @@ describe('updateChangesShardKey', () => {
     expect(updateChangesShardKey(pattern, { a: 1 }, { a: 2 })).toBe(true);
   });
   it('refuses a shard key field holding an array', () => {
-    expect(errorOf(() => updateChangesShardKey(pattern, { a: 1 }, { a: [1] })).message).toMatch(/"a" cannot hold an array/);
+    expect(thrownBy(() => updateChangesShardKey(pattern, { a: 1 }, { a: [1] })).message).toMatch(/"a" cannot hold an array/);
   });
 });
 
