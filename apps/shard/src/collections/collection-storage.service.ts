@@ -22,38 +22,87 @@ const REFINE_BATCH = 1_000;
  * keeps them in the order written (and compares embedded documents field by field in order).
  * Every operation is idempotent, because DDL coordinators repeat phases after a failover.
  */
+/** A collection in this shard's local catalog. */
+export interface LocalCollection {
+  uuid: string;
+  keyPattern: Record<string, 1 | 'hashed'>;
+}
+
 @Injectable()
 export class CollectionStorageService {
+  /**
+   * Local catalog lookups, remembered: this process is the only writer of its catalog, and each
+   * of its writes below forgets what it changed, so data commands skip a round trip.
+   */
+  private readonly byNs = new Map<string, LocalCollection>();
+  /** Bumped by every catalog write, so a lookup that raced one does not remember a stale row. */
+  private generation = 0;
+
   constructor(private readonly dataSource: DataSource) {}
+
+  /** The collection this shard stores under `ns`, or undefined. */
+  async localCollection(ns: string): Promise<LocalCollection | undefined> {
+    const cached = this.byNs.get(ns);
+    if (cached !== undefined) return cached;
+    const generation = this.generation;
+    const rows: Array<{ uuid: string; key_pattern: Record<string, 1 | 'hashed'> }> = await this.dataSource.query(
+      'SELECT uuid, key_pattern FROM collections WHERE ns = $1',
+      [ns],
+    );
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    const found = { uuid: row.uuid, keyPattern: row.key_pattern };
+    if (generation === this.generation) this.byNs.set(ns, found);
+    return found;
+  }
+
+  /**
+   * Runs a local catalog write, forgetting remembered lookups before it (so lookups racing it
+   * remember nothing) and after it (so none read during it survives).
+   */
+  private async writingCatalog<T>(work: () => Promise<T>): Promise<T> {
+    this.generation++;
+    this.byNs.clear();
+    try {
+      return await work();
+    } finally {
+      this.generation++;
+      this.byNs.clear();
+    }
+  }
 
   /** Creates the collection's table and shard key index if missing. */
   async createCollection(uuid: string, input: ShardCollectionSpec): Promise<void> {
     const spec = parseWith(shardCollectionSpecSchema, input, 'collection');
     parseShardKeyPattern(spec.keyPattern);
     const table = tableName(uuid);
-    await this.dataSource.transaction(async (manager) => {
-      await manager.query(
-        `CREATE TABLE IF NOT EXISTS ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
-      );
-      await manager.query(`CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${table}_shard_key ON ${table} (shard_key)`);
-      await manager.query(
-        `INSERT INTO collections (uuid, ns, db, key_pattern, is_unique, table_name) VALUES ($1, $2, $3, $4, $5, $6)
+    await this.writingCatalog(() =>
+      this.dataSource.transaction(async (manager) => {
+        await manager.query(
+          `CREATE TABLE IF NOT EXISTS ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
+        );
+        await manager.query(`CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${table}_shard_key ON ${table} (shard_key)`);
+        await manager.query(
+          `INSERT INTO collections (uuid, ns, db, key_pattern, is_unique, table_name) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (uuid) DO UPDATE SET key_pattern = EXCLUDED.key_pattern`,
-        [uuid, spec.ns, spec.ns.slice(0, spec.ns.indexOf('.')), JSON.stringify(spec.keyPattern), spec.unique, table],
-      );
-    });
+          [uuid, spec.ns, spec.ns.slice(0, spec.ns.indexOf('.')), JSON.stringify(spec.keyPattern), spec.unique, table],
+        );
+      }),
+    );
   }
 
   /** Drops the collection's table and its index side tables; a collection this shard never had is not an error. */
   async dropCollection(uuid: string): Promise<void> {
-    await this.dataSource.transaction(async (manager) => {
-      const sideTables: Array<{ table_name: string }> = await manager.query('SELECT table_name FROM indexes WHERE collection_uuid = $1', [
-        uuid,
-      ]);
-      for (const { table_name } of sideTables) await manager.query(`DROP TABLE IF EXISTS ${table_name}`);
-      await manager.query(`DROP TABLE IF EXISTS ${tableName(uuid)}`);
-      await manager.query('DELETE FROM collections WHERE uuid = $1', [uuid]);
-    });
+    await this.writingCatalog(() =>
+      this.dataSource.transaction(async (manager) => {
+        const sideTables: Array<{ table_name: string }> = await manager.query('SELECT table_name FROM indexes WHERE collection_uuid = $1', [
+          uuid,
+        ]);
+        for (const { table_name } of sideTables) await manager.query(`DROP TABLE IF EXISTS ${table_name}`);
+        await manager.query(`DROP TABLE IF EXISTS ${tableName(uuid)}`);
+        await manager.query('DELETE FROM collections WHERE uuid = $1', [uuid]);
+      }),
+    );
   }
 
   /** The collection this shard stores under `ns`, with its document count; undefined if none. */
@@ -99,28 +148,30 @@ export class CollectionStorageService {
     // One transaction: a document that cannot take the new key (an array in a new field) undoes
     // the whole re-key, and writes wait meanwhile (reads go on), so no document is left keyed by
     // a pattern the collection does not have.
-    return this.dataSource.transaction(async (manager) => {
-      await manager.query(`LOCK TABLE ${table} IN SHARE ROW EXCLUSIVE MODE`);
-      let after: Buffer = Buffer.alloc(0);
-      let rekeyed = 0;
-      for (;;) {
-        const docs: Array<{ id: Buffer; doc: unknown }> = await manager.query(
-          `SELECT id, doc FROM ${table} WHERE id > $1 ORDER BY id LIMIT $2`,
-          [after, REFINE_BATCH],
-        );
-        if (docs.length === 0) break;
-        const ids = docs.map((d) => d.id);
-        const keys = docs.map((d) => Buffer.from(encodeKey(extractShardKey(pattern, fromExtendedJsonObject(d.doc) as ValueObject))));
-        await manager.query(
-          `UPDATE ${table} t SET shard_key = k.key FROM unnest($1::bytea[], $2::bytea[]) AS k(id, key) WHERE t.id = k.id`,
-          [ids, keys],
-        );
-        rekeyed += docs.length;
-        after = docs[docs.length - 1]!.id;
-      }
-      await manager.query('UPDATE collections SET key_pattern = $2 WHERE uuid = $1', [uuid, JSON.stringify(keyPattern)]);
-      return rekeyed;
-    });
+    return this.writingCatalog(() =>
+      this.dataSource.transaction(async (manager) => {
+        await manager.query(`LOCK TABLE ${table} IN SHARE ROW EXCLUSIVE MODE`);
+        let after: Buffer = Buffer.alloc(0);
+        let rekeyed = 0;
+        for (;;) {
+          const docs: Array<{ id: Buffer; doc: unknown }> = await manager.query(
+            `SELECT id, doc FROM ${table} WHERE id > $1 ORDER BY id LIMIT $2`,
+            [after, REFINE_BATCH],
+          );
+          if (docs.length === 0) break;
+          const ids = docs.map((d) => d.id);
+          const keys = docs.map((d) => Buffer.from(encodeKey(extractShardKey(pattern, fromExtendedJsonObject(d.doc) as ValueObject))));
+          await manager.query(
+            `UPDATE ${table} t SET shard_key = k.key FROM unnest($1::bytea[], $2::bytea[]) AS k(id, key) WHERE t.id = k.id`,
+            [ids, keys],
+          );
+          rekeyed += docs.length;
+          after = docs[docs.length - 1]!.id;
+        }
+        await manager.query('UPDATE collections SET key_pattern = $2 WHERE uuid = $1', [uuid, JSON.stringify(keyPattern)]);
+        return rekeyed;
+      }),
+    );
   }
 
   /** The bytes this shard stores in collection tables, indexes included. */

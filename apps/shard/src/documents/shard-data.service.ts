@@ -266,19 +266,19 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const metadata = await state.checkShardVersion(ns, isUnshardedVersion(command.shardVersion) ? UNSHARDED_VERSION : command.shardVersion);
     const info = metadata.info;
     if (info.kind === 'sharded') {
-      const exists = await this.tableExists(info.uuid);
+      const exists = (await this.storage.localCollection(ns))?.uuid === info.uuid;
       if (!exists && !create) return undefined;
       if (!exists) await this.storage.createCollection(info.uuid, { ns, keyPattern: info.keyPatternObject });
       return this.withIndexes({ ns, table: tableName(info.uuid), pattern: info.keyPattern, owns: metadata.owns }, info.uuid, true, !exists);
     }
-    let local = await this.localCollection(ns);
+    let local = await this.storage.localCollection(ns);
     const created = local === undefined;
     if (local === undefined) {
       if (!create) return undefined;
       await this.storage.createCollection(randomUUID(), { ns, keyPattern: { _id: 1 } });
-      local = (await this.localCollection(ns))!;
+      local = (await this.storage.localCollection(ns))!;
     }
-    const handle = { ns, table: tableName(local.uuid), pattern: parseShardKeyPattern(local.key_pattern), owns: metadata.owns };
+    const handle = { ns, table: tableName(local.uuid), pattern: parseShardKeyPattern(local.keyPattern), owns: metadata.owns };
     return this.withIndexes(handle, local.uuid, false, created);
   }
 
@@ -293,19 +293,6 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const indexes = await loading;
     const withIndexes: CollectionHandle = { ...handle, indexes };
     return { handle: withIndexes, collection: { uuid, table: handle.table, ns: handle.ns, shardKey: handle.pattern, sharded }, created };
-  }
-
-  private async tableExists(uuid: string): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query('SELECT 1 FROM collections WHERE uuid = $1', [uuid]);
-    return rows.length > 0;
-  }
-
-  private async localCollection(ns: string): Promise<{ uuid: string; key_pattern: Record<string, 1 | 'hashed'> } | undefined> {
-    const rows: Array<{ uuid: string; key_pattern: Record<string, 1 | 'hashed'> }> = await this.dataSource.query(
-      'SELECT uuid, key_pattern FROM collections WHERE ns = $1',
-      [ns],
-    );
-    return rows[0];
   }
 
   /** The shard's sharding state, made once this shard knows its name and config server. */
