@@ -1,6 +1,7 @@
 import { Identity1763900000000 } from './1763900000000-identity.js';
 import { Collections1763900100000 } from './1763900100000-collections.js';
 import { Indexes1763900200000 } from './1763900200000-indexes.js';
+import { Migrations1763900300000 } from './1763900300000-migrations.js';
 
 /** A shard database's migrations, in order. */
-export const shardMigrations = [Identity1763900000000, Collections1763900100000, Indexes1763900200000];
+export const shardMigrations = [Identity1763900000000, Collections1763900100000, Indexes1763900200000, Migrations1763900300000];

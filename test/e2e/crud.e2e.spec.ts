@@ -1,63 +1,32 @@
 import pg from 'pg';
-import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
 import { compileSort, parseFilter } from '@tessera/query';
 import { type ConfigClient, ShardClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, waitForLeader } from './helpers.js';
+import { RouterApi, storedCount } from './router-api.js';
 import { startTestCluster } from './test-cluster.js';
 
 let cluster: LocalCluster;
 let dispose: () => Promise<void>;
 let config: ConfigClient;
-let router: string;
-const agent = new Agent();
+let routerApi: RouterApi;
 
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({ shards: 3, routers: 1, env: FAST_CONFIG_ENV }));
   config = cluster.configClient();
-  router = cluster.routerUrls[0]!;
+  routerApi = new RouterApi(cluster.routerUrls[0]!);
   await waitForLeader(config);
 });
 
 afterAll(async () => {
   await dispose?.();
-  await agent.close();
+  await routerApi?.close();
 });
 
-/** A call to the router's public API; the body is sent and answered as Extended JSON. */
-async function api(
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; json: Record<string, unknown> }> {
-  const response = await request(`${router}${path}`, {
-    dispatcher: agent,
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  const text = await response.body.text();
-  return { status: response.statusCode, json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
-}
-
-/** Every document a find returns, following the cursor to its end. */
-async function findAll(ns: string, query: Record<string, unknown>): Promise<unknown[]> {
-  const [db, coll] = ns.split('.');
-  const first = await api('POST', `/v1/${db}/${coll}/find`, query);
-  expect(first.status, JSON.stringify(first.json)).toBe(200);
-  const cursor = first.json.cursor as { id: string; firstBatch: unknown[] };
-  const documents = [...cursor.firstBatch];
-  let id = cursor.id;
-  while (id !== '0' && id !== null) {
-    const next = await api('POST', `/v1/cursors/${id}/next`, {});
-    const batch = next.json.cursor as { id: string; nextBatch: unknown[] };
-    documents.push(...batch.nextBatch);
-    id = batch.id;
-  }
-  return documents;
-}
+const api = (method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown) => routerApi.call(method, path, body);
+const findAll = (ns: string, query: Record<string, unknown>) => routerApi.findAll(ns, query);
 
 /** The answer a single node would give: filter, sort, skip and limit over all documents. */
 function reference(
@@ -71,17 +40,7 @@ function reference(
   return matched.map((d) => toExtendedJsonObject(d));
 }
 
-async function shardCount(shard: string, ns: string): Promise<number> {
-  const pool = new pg.Pool({ connectionString: cluster.node(shard).env.TESSERA_DATABASE_URL, max: 1 });
-  try {
-    const rows = await pool.query<{ uuid: string }>('SELECT uuid FROM collections WHERE ns = $1', [ns]);
-    if (rows.rows[0] === undefined) return 0;
-    const table = `c_${rows.rows[0].uuid.replaceAll('-', '')}`;
-    return Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]!.n);
-  } finally {
-    await pool.end();
-  }
-}
+const shardCount = (shard: string, ns: string) => storedCount(cluster, shard, ns);
 
 /** Splits the ranged collection at the points and spreads its (still empty) chunks over the shards, one chunk each. */
 async function spreadChunks(ns: string, points: number[]): Promise<void> {
@@ -204,7 +163,7 @@ describe('CRUD on a ranged collection spread over three shards', () => {
     await source.query(`DELETE FROM ${table}`);
     // What the migration's donor and recipient do after the commit (the migration issue automates it).
     for (const shard of ['shard2', 'shard0']) {
-      await new ShardClient(cluster.node(shard).url, { clusterKey: cluster.clusterKey, dispatcher: agent }).refreshMetadata('shop.ranged');
+      await new ShardClient(cluster.node(shard).url, { clusterKey: cluster.clusterKey, dispatcher: routerApi.agent }).refreshMetadata('shop.ranged');
     }
     await source.end();
     await target.end();

@@ -39,7 +39,9 @@ export async function startTestCluster(
     cluster,
     dispose: async () => {
       await cluster.stop();
-      rmSync(rootDir, { recursive: true, force: true });
+      // TESSERA_E2E_KEEP=1 keeps the nodes' logs (rootDir/logs) for a look after the run.
+      if (process.env.TESSERA_E2E_KEEP === '1') console.log(`kept the cluster's files in ${rootDir}`);
+      else rmSync(rootDir, { recursive: true, force: true });
     },
   };
 }

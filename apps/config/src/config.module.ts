@@ -4,6 +4,7 @@ import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { CatalogController } from './catalog/catalog.controller.js';
 import { CatalogReadService } from './catalog/catalog-read.service.js';
 import { MetadataCommitService } from './catalog/metadata-commit.service.js';
+import { ChangelogController } from './changelog/changelog.controller.js';
 import { ChangelogService } from './changelog/changelog.service.js';
 import { ConfigClockService } from './clock/config-clock.service.js';
 import { ClusterIdentityService } from './cluster-identity.service.js';
@@ -12,8 +13,9 @@ import { CollectionDropper } from './ddl/collection-dropper.js';
 import { DatabaseDdlService } from './ddl/database-ddl.service.js';
 import { DdlController, LeaderController } from './ddl/ddl.controller.js';
 import { DdlCoordinatorService } from './ddl/ddl-coordinator.service.js';
-import { Failpoints } from './ddl/failpoints.js';
 import { LeaderService } from './leader/leader.service.js';
+import { MigrationManagerService } from './migration/migration-manager.service.js';
+import { MigrationsController } from './migration/migrations.controller.js';
 import { DistLockService } from './locks/dist-lock.service.js';
 import { ZonesService } from './zones/zones.service.js';
 import type { ConfigSettings } from './config.settings.js';
@@ -38,7 +40,7 @@ export class ConfigServerModule {
           entities: [ShardEntity],
         }),
       ],
-      controllers: [ShardsController, RoutersController, DdlController, LeaderController, CatalogController],
+      controllers: [ShardsController, RoutersController, DdlController, LeaderController, CatalogController, MigrationsController, ChangelogController],
       providers: [
         ClusterIdentityService,
         ConfigClockService,
@@ -48,7 +50,6 @@ export class ConfigServerModule {
         RouterRegistryService,
         DistLockService,
         LeaderService,
-        Failpoints,
         DdlCoordinatorService,
         CollectionDropper,
         DatabaseDdlService,
@@ -56,6 +57,7 @@ export class ConfigServerModule {
         ZonesService,
         CatalogReadService,
         MetadataCommitService,
+        MigrationManagerService,
       ],
     };
   }

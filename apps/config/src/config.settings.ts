@@ -17,11 +17,6 @@ export const configSettingsSchema = z.object({
   TESSERA_LEADER_LEASE_MS: millisecondsSetting(10_000),
   /** How often the leader renews its lease and followers try to take an expired one. */
   TESSERA_LEADER_RENEW_INTERVAL_MS: millisecondsSetting(1_000),
-  /** Test-only pauses, `name=ms,...` (see ddl/failpoints.ts). */
-  TESSERA_FAILPOINTS: z
-    .string()
-    .regex(/^([\w.@-]+=\d+)?(,[\w.@-]+=\d+)*$/, 'must be a comma list of name=milliseconds')
-    .default(''),
 });
 
 export type ConfigSettings = z.output<typeof configSettingsSchema>;

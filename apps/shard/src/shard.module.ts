@@ -7,6 +7,13 @@ import { DataController } from './documents/data.controller.js';
 import { ShardDataService } from './documents/shard-data.service.js';
 import { IdentityController } from './identity/identity.controller.js';
 import { ShardIdentityService } from './identity/shard-identity.service.js';
+import { MigrationDestinationService } from './migration/migration-destination.service.js';
+import { MigrationMetrics } from './migration/migration-metrics.js';
+import { MigrationReporter } from './migration/migration-reporter.js';
+import { MigrationSourceService } from './migration/migration-source.service.js';
+import { MigrationController } from './migration/migration.controller.js';
+import { RangeDeleterService } from './migration/range-deleter.service.js';
+import { ShardingRuntime } from './sharding/sharding-runtime.service.js';
 import type { ShardSettings } from './shard.settings.js';
 
 /** A shard's composition root. */
@@ -19,8 +26,18 @@ export class ShardModule {
         PlatformModule.forRoot(settings, logger),
         DatabaseModule.forRoot({ url: settings.TESSERA_DATABASE_URL, poolSize: settings.TESSERA_DATABASE_POOL_SIZE, entities: [] }),
       ],
-      controllers: [IdentityController, CollectionsController, DataController],
-      providers: [ShardIdentityService, CollectionStorageService, ShardDataService],
+      controllers: [IdentityController, CollectionsController, DataController, MigrationController],
+      providers: [
+        ShardIdentityService,
+        CollectionStorageService,
+        ShardingRuntime,
+        ShardDataService,
+        MigrationMetrics,
+        MigrationReporter,
+        RangeDeleterService,
+        MigrationSourceService,
+        MigrationDestinationService,
+      ],
     };
   }
 }

@@ -1,10 +1,20 @@
 import { z } from 'zod';
-import { commonSettingsShape, databaseSettingsShape } from '@tessera/platform';
+import { commonSettingsShape, databaseSettingsShape, millisecondsSetting } from '@tessera/platform';
 
 /** A shard's settings; README.md documents each with its default. */
 export const shardSettingsSchema = z.object({
   ...commonSettingsShape(7101),
   ...databaseSettingsShape,
+  /** MongoDB's orphanCleanupDelaySecs: how long a donor keeps a moved range before deleting it. */
+  TESSERA_ORPHAN_CLEANUP_DELAY_SECS: z.coerce.number().int().min(0).max(31_536_000).default(900),
+  /** MongoDB's rangeDeleterBatchSize: documents deleted per batch by the range deleter. */
+  TESSERA_RANGE_DELETER_BATCH_SIZE: z.coerce.number().int().min(1).max(1_000_000).default(128),
+  /** MongoDB's rangeDeleterBatchDelayMS: the pause between two range deletion batches. */
+  TESSERA_RANGE_DELETER_BATCH_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(20),
+  /** The longest a donor holds a migration's critical section before it aborts the migration. */
+  TESSERA_MIGRATION_CRITICAL_SECTION_TIMEOUT_MS: millisecondsSetting(10_000),
+  /** Documents per batch a recipient clones from a donor. */
+  TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: z.coerce.number().int().min(1).max(100_000).default(5_000),
 });
 
 export type ShardSettings = z.output<typeof shardSettingsSchema>;

@@ -34,6 +34,7 @@ export const ERROR_CODES = {
   SHARD_KEY_NOT_FOUND: { code: 61, codeName: 'ShardKeyNotFound', retryable: false },
   IMMUTABLE_FIELD: { code: 66, codeName: 'ImmutableField', retryable: false },
   CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
+  EXCEEDED_TIME_LIMIT: { code: 262, codeName: 'ExceededTimeLimit', retryable: true },
   DUPLICATE_KEY: { code: 11000, codeName: 'DuplicateKey', retryable: false },
   DOCUMENT_TOO_LARGE: { code: 10334, codeName: 'BSONObjectTooLarge', retryable: false },
   NO_SUCH_TRANSACTION: { code: 251, codeName: 'NoSuchTransaction', retryable: false },

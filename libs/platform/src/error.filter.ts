@@ -23,7 +23,7 @@ export class TesseraExceptionFilter implements ExceptionFilter {
     if (status >= 500 && error.code === 'INTERNAL') {
       this.logger.error({ reqId: request.id, err: exception, url: request.url }, 'unexpected error');
     }
-    void reply.status(status).send(renderError(error.toEnvelope(), request.url));
+    void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(renderError(error.toEnvelope(), request.url));
   }
 
   private toTesseraError(exception: unknown, request: FastifyRequest): TesseraError {

@@ -2,6 +2,7 @@ export * from './bootstrap.js';
 export * from './cluster-auth.guard.js';
 export * from './database.js';
 export * from './error.filter.js';
+export * from './failpoints.js';
 export * from './health.js';
 export * from './logger.js';
 export * from './metrics.js';

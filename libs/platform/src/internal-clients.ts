@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Dispatcher } from 'undici';
-import { ConfigClient, type InternalClientOptions, ShardClient } from '@tessera/protocol';
+import { ConfigClient, type InternalClientOptions, MigrationClient, ShardClient } from '@tessera/protocol';
 import { INTERNAL_AGENT, SETTINGS } from './tokens.js';
 import { VectorClockService } from './vector-clock.service.js';
 
@@ -19,6 +19,10 @@ export class InternalClients {
 
   shard(url: string, timeoutMs?: number): ShardClient {
     return new ShardClient(url, this.options(timeoutMs));
+  }
+
+  migration(url: string, timeoutMs?: number): MigrationClient {
+    return new MigrationClient(url, this.options(timeoutMs));
   }
 
   private options(timeoutMs: number | undefined): InternalClientOptions {

@@ -2,6 +2,7 @@ import { type DynamicModule, Global, Inject, Module, type OnApplicationShutdown 
 import type { Logger } from 'pino';
 import type { Agent } from 'undici';
 import { createInternalAgent } from '@tessera/protocol';
+import { Failpoints } from './failpoints.js';
 import { HealthController, HealthService } from './health.js';
 import { MetricsController, MetricsService } from './metrics.js';
 import { InternalClients } from './internal-clients.js';
@@ -33,8 +34,9 @@ export class PlatformModule {
         MetricsService,
         VectorClockService,
         InternalClients,
+        Failpoints,
       ],
-      exports: [SETTINGS, LOGGER, INTERNAL_AGENT, HealthService, MetricsService, VectorClockService, InternalClients],
+      exports: [SETTINGS, LOGGER, INTERNAL_AGENT, HealthService, MetricsService, VectorClockService, InternalClients, Failpoints],
     };
   }
 }

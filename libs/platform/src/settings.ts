@@ -30,6 +30,11 @@ export const commonSettingsShape = (defaultPort: number) => ({
   TESSERA_SHUTDOWN_TIMEOUT_MS: positiveMs(10_000),
   /** Shut down when standard input closes: set by the local launcher so no node outlives it. */
   TESSERA_STOP_ON_STDIN_CLOSE: z.stringbool().default(false),
+  /** Test-only pauses, `name=ms,...` (see failpoints.ts). */
+  TESSERA_FAILPOINTS: z
+    .string()
+    .regex(/^([\w.@-]+=\d+)?(,[\w.@-]+=\d+)*$/, 'must be a comma list of name=milliseconds')
+    .default(''),
 });
 
 export const databaseSettingsShape = {

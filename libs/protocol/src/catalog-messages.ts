@@ -194,11 +194,19 @@ export const commitMergeRequestSchema = z.strictObject({
 export type CommitMergeRequest = z.input<typeof commitMergeRequestSchema>;
 
 export const commitMigrationRequestSchema = z.strictObject({
-  ...commitBase,
+  ns: catalogNamespaceSchema,
+  /**
+   * A collection version (compare-and-set, as other commits), or only the collection's
+   * generation: a donor checks that the chunk is exactly the range it owns, whatever happened to
+   * other chunks meanwhile.
+   */
+  expectedCollectionVersion: z.union([chunkVersionSchema, collectionGenerationSchema]),
   /** Exactly one chunk, owned by `donor`. */
   range: wireChunkRangeSchema,
   donor: shardNameSchema,
   recipient: shardNameSchema,
+  /** The migration committing: its decision is recorded with the commit, and a retry of a commit that landed is a no-op. */
+  migrationId: z.uuid().optional(),
 });
 export type CommitMigrationRequest = z.input<typeof commitMigrationRequestSchema>;
 

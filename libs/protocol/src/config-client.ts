@@ -29,6 +29,7 @@ import type {
   UpdateZoneKeyRangeRequest,
 } from './ddl-messages.js';
 import type { AddShardRequest, ClusterInfo, RouterDescription, RouterPingRequest, ShardDescription } from './messages.js';
+import type { MigrationDecision, MoveChunkRequest, MoveRangeRequest, MoveRangeResult } from './migration-messages.js';
 
 /** Typed client of the config server's internal API. */
 export class ConfigClient {
@@ -152,5 +153,29 @@ export class ConfigClient {
 
   recordChunkSizeEstimate(request: RecordChunkSizeEstimateRequest): Promise<{ ok: 1 }> {
     return this.http.call('POST', '/internal/catalog/chunkSizeEstimate', request);
+  }
+
+  // ---- Migrations ----
+
+  /** Moves a range to another shard and answers when the migration has committed (or failed). */
+  moveRange(request: MoveRangeRequest): Promise<MoveRangeResult> {
+    return this.http.call('POST', '/internal/migrations/moveRange', request);
+  }
+
+  moveChunk(request: MoveChunkRequest): Promise<MoveRangeResult> {
+    return this.http.call('POST', '/internal/migrations/moveChunk', request);
+  }
+
+  /**
+   * The decision of a migration: `committed` if its commit landed, else it is recorded as
+   * `aborted` from now on (a late commit is then refused). What a donor asks after a restart.
+   */
+  decideMigration(migrationId: string): Promise<{ decision: MigrationDecision }> {
+    return this.http.call('POST', '/internal/migrations/decide', { migrationId });
+  }
+
+  /** Records a changelog entry a shard reports (migration phases and progress, range deletions). */
+  reportChangelog(entry: { what: string; ns?: string; shard?: string; details?: Record<string, unknown> }): Promise<{ ok: 1 }> {
+    return this.http.call('POST', '/internal/changelog', entry);
   }
 }

@@ -41,6 +41,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'HOST_UNREACHABLE':
       return 502;
     case 'NETWORK_TIMEOUT':
+    case 'EXCEEDED_TIME_LIMIT':
       return 504;
     case 'INTERNAL':
       return 500;

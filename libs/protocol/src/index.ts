@@ -8,3 +8,5 @@ export * from './clock-gossip.js';
 export * from './ddl-messages.js';
 export * from './catalog-messages.js';
 export * from './data-messages.js';
+export * from './migration-messages.js';
+export * from './migration-client.js';

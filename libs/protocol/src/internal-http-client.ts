@@ -49,12 +49,21 @@ export class InternalHttpClient {
 
   /** Sends one request; resolves with the parsed JSON body, rejects with a `TesseraError`. */
   async call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    const text = await this.callText(method, path, body);
+    return (text === '' ? undefined : safeJsonParse(text)) as T;
+  }
+
+  /**
+   * `call` for a route that answers plain text (bulk transfers a node streams out as lines,
+   * cheaper to build and read than JSON): resolves with the body as it came.
+   */
+  async callText(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown): Promise<string> {
     const payload = body === undefined ? '' : JSON.stringify(body);
     const gossip = this.options.gossip === undefined ? {} : vectorTimeHeaders(this.options.gossip.now());
     const headers: Record<string, string> = {
       ...gossip,
       ...signRequest(this.options.clusterKey, method, path, payload, this.now(), gossip),
-      accept: 'application/json',
+      accept: 'application/json, text/plain',
     };
     if (body !== undefined) headers['content-type'] = 'application/json';
     const requestId = this.options.requestId?.();
@@ -74,10 +83,15 @@ export class InternalHttpClient {
     } catch (error) {
       throw this.transportError(method, path, error);
     }
-    const text = await response.body.text();
+    let text: string;
+    try {
+      text = await response.body.text();
+    } catch (error) {
+      throw this.transportError(method, path, error);
+    }
     this.advanceClock(headers[SIGNATURE_HEADER]!, text, response.headers);
+    if (response.statusCode >= 200 && response.statusCode < 300) return text;
     const parsed: unknown = text === '' ? undefined : safeJsonParse(text);
-    if (response.statusCode >= 200 && response.statusCode < 300) return parsed as T;
     const envelope = (parsed as { error?: unknown } | undefined)?.error;
     if (isErrorEnvelope(envelope)) throw TesseraError.fromEnvelope(envelope);
     throw new TesseraError('INTERNAL', `${method} ${this.baseUrl}${path} answered HTTP ${response.statusCode} without an error envelope`, {

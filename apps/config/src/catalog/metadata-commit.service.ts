@@ -164,6 +164,10 @@ export class MetadataCommitService {
           details: { ns: c.ns, problem: 'unknownRecipient', shard: input.recipient },
         });
       }
+      if (input.migrationId !== undefined && !(await recordCommitDecision(c.manager, input.migrationId, c.ns))) {
+        // A retry of a commit that landed: nothing more to do.
+        return { ns: c.ns, chunks: [], collectionVersion: c.cv, configTime: this.clock.now().configTime };
+      }
       checkRange(c.ns, c.pattern, range);
       const { chunk, id } = await this.exactChunk(c, range, input.donor);
       const controlRows: ChunkRow[] = await c.manager.query(
@@ -192,6 +196,7 @@ export class MetadataCommitService {
         ns: c.ns,
         shard: input.donor,
         details: {
+          migrationId: input.migrationId ?? null,
           donor: input.donor,
           recipient: input.recipient,
           chunk: describeChunk(moved),
@@ -312,6 +317,24 @@ export class MetadataCommitService {
   private async tick(c: LockedCollection): Promise<ClusterTimestamp> {
     return (await this.clock.tick(c.manager)).configTime;
   }
+}
+
+/**
+ * Records that migration `id` commits, in the commit's transaction. Answers false when it had
+ * already committed; throws `CONFLICTING_OPERATION` when it was decided aborted (its donor
+ * recovered and asked before this commit arrived).
+ */
+async function recordCommitDecision(manager: EntityManager, id: string, ns: string): Promise<boolean> {
+  const inserted: unknown[] = await manager.query(
+    `INSERT INTO migration_decisions (id, decision) VALUES ($1, 'committed') ON CONFLICT (id) DO NOTHING RETURNING id`,
+    [id],
+  );
+  if (inserted.length > 0) return true;
+  const rows: Array<{ decision: string }> = await manager.query('SELECT decision FROM migration_decisions WHERE id = $1', [id]);
+  if (rows[0]?.decision === 'committed') return false;
+  throw new TesseraError('CONFLICTING_OPERATION', `Migration ${id} of ${ns} was already decided aborted; it cannot commit.`, {
+    details: { ns, migrationId: id, problem: 'migrationAborted' },
+  });
 }
 
 /** The chunk holding `range.min` (the last chunk starting at or below it), through the min index. */

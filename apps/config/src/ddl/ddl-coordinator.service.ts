@@ -4,10 +4,9 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import { DataSource, type EntityManager } from 'typeorm';
 import { TesseraError } from '@tessera/core';
-import { LOGGER, isTransientDatabaseError, queryRows } from '@tessera/platform';
+import { Failpoints, LOGGER, isTransientDatabaseError, queryRows } from '@tessera/platform';
 import { DistLockService } from '../locks/dist-lock.service.js';
 import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
-import { Failpoints } from './failpoints.js';
 import type { CoordinatorDefinition, PhaseContext } from './ddl-coordinator.js';
 
 interface CoordinatorRow {

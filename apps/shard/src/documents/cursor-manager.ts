@@ -31,6 +31,8 @@ export const CURSOR_IDLE_TIMEOUT_MS = 600_000;
 interface Cursor {
   next(count: number): Promise<{ documents: unknown[]; exhausted: boolean }>;
   lastUsed: number;
+  /** Called once when the cursor ends: exhausted, killed or reaped. */
+  close?: () => void;
 }
 
 /**
@@ -49,8 +51,12 @@ export class CursorManager {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Starts a query; answers the first batch and, if more remain, a cursor id. */
-  async find(handle: CollectionHandle, request: FindRequest): Promise<FindBatch> {
+  /**
+   * Starts a query; answers the first batch and, if more remain, a cursor id. `onClose` runs
+   * once when the query is over (at once if the first batch is the last, else when its cursor is
+   * exhausted, killed or reaped): the query holds its ownership view until then.
+   */
+  async find(handle: CollectionHandle, request: FindRequest, onClose?: () => void): Promise<FindBatch> {
     const filter = request.filter ?? {};
     const compiled = parseFilter(filter);
     const sort = request.sort === undefined || Object.keys(request.sort).length === 0 ? undefined : compileSort(request.sort);
@@ -66,6 +72,7 @@ export class CursorManager {
     const cursor = sort
       ? await this.sortedCursor(handle, where, accept, sort, skip, limit, project)
       : this.streamingCursor(handle, where, accept, skip, limit, project);
+    if (onClose !== undefined) cursor.close = onClose;
     return this.batchFrom(cursor, undefined, nonNegative(request.batchSize, 'batchSize') || DEFAULT_BATCH_SIZE);
   }
 
@@ -81,7 +88,7 @@ export class CursorManager {
 
   /** Closes cursors; answers which were open. */
   kill(cursorIds: readonly string[]): { killed: string[]; notFound: string[] } {
-    const killed = cursorIds.filter((id) => this.cursors.delete(id));
+    const killed = cursorIds.filter((id) => this.close(id));
     return { killed, notFound: cursorIds.filter((id) => !killed.includes(id)) };
   }
 
@@ -91,7 +98,7 @@ export class CursorManager {
     let reaped = 0;
     for (const [id, cursor] of this.cursors) {
       if (cursor.lastUsed < cutoff) {
-        this.cursors.delete(id);
+        this.close(id);
         reaped++;
       }
     }
@@ -102,11 +109,27 @@ export class CursorManager {
     return this.cursors.size;
   }
 
+  private close(cursorId: string): boolean {
+    const cursor = this.cursors.get(cursorId);
+    if (cursor === undefined) return false;
+    this.cursors.delete(cursorId);
+    cursor.close?.();
+    return true;
+  }
+
   private async batchFrom(cursor: Cursor, cursorId: string | undefined, batchSize: number): Promise<FindBatch> {
-    const { documents, exhausted } = await cursor.next(batchSize);
+    let batch: { documents: unknown[]; exhausted: boolean };
+    try {
+      batch = await cursor.next(batchSize);
+    } catch (error) {
+      if (cursorId !== undefined) this.close(cursorId);
+      throw error;
+    }
+    const { documents, exhausted } = batch;
     cursor.lastUsed = this.now();
     if (exhausted) {
       if (cursorId !== undefined) this.cursors.delete(cursorId);
+      cursor.close?.();
       return { cursorId: null, documents };
     }
     const id = cursorId ?? BigInt.asUintN(63, randomBytes(8).readBigUInt64BE()).toString();

@@ -57,7 +57,7 @@ export async function loadIndexes(manager: EntityManager, collectionTable: strin
 }
 
 /** The indexes a write in `manager`'s transaction must maintain, read once per transaction under the write lock. */
-export function indexesForWrite(manager: EntityManager, handle: CollectionHandle): Promise<SecondaryIndex[]> {
+export function indexesForWrite(manager: EntityManager, handle: Pick<CollectionHandle, 'table'>): Promise<SecondaryIndex[]> {
   let byTable = loaded.get(manager);
   if (byTable === undefined) loaded.set(manager, (byTable = new Map()));
   let indexes = byTable.get(handle.table);

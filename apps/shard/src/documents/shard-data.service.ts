@@ -45,11 +45,10 @@ import {
   namespaceSchema,
   updateCommandSchema,
 } from '@tessera/protocol';
-import { InternalClients, LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
-import { CatalogCache } from '@tessera/routing';
+import { LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
-import { ShardIdentityService } from '../identity/shard-identity.service.js';
-import { ShardingState } from '../sharding/sharding-state.js';
+import { type OperationKind, type OperationLease, ShardingRuntime } from '../sharding/sharding-runtime.service.js';
+import type { FilteringMetadata } from '../sharding/sharding-state.js';
 import { CursorManager } from './cursor-manager.js';
 import { DocumentAggregates } from './document-aggregates.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
@@ -73,7 +72,6 @@ const CURSOR_REAP_INTERVAL_MS = 60_000;
  */
 @Injectable()
 export class ShardDataService implements OnApplicationBootstrap, OnApplicationShutdown {
-  private sharding: Promise<ShardingState> | undefined;
   private readonly store: DocumentStore;
   private readonly cursors: CursorManager;
   private readonly writes: DocumentWrites;
@@ -88,9 +86,8 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   constructor(
     private readonly dataSource: DataSource,
-    private readonly identity: ShardIdentityService,
     private readonly storage: CollectionStorageService,
-    private readonly clients: InternalClients,
+    private readonly runtime: ShardingRuntime,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.store = new DocumentStore(dataSource);
@@ -117,22 +114,30 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async insert(input: InsertCommand): Promise<InsertCommandResult> {
     const command = parseWith(insertCommandSchema, input, 'insert command');
-    const handle = (await this.handleFor(command, true))!;
-    return this.store.insert(handle, command.documents, { ordered: command.ordered, generateId: () => new ObjectId() });
+    return this.withHandle(command, true, 'write', unreachable, (handle) =>
+      this.store.insert(handle, command.documents, { ordered: command.ordered, generateId: () => new ObjectId() }),
+    );
   }
 
+  /** Starts a query; a cursor keeps the query's ownership view (and its lease) until it is closed. */
   async find(input: FindCommand): Promise<CursorBatch> {
     const command = parseWith(findCommandSchema, input, 'find command');
-    const handle = await this.handleFor(command, false);
-    if (handle === undefined) return { cursorId: null, documents: [] };
-    return this.cursors.find(handle, {
+    const resolved = await this.resolve(command, false, 'read');
+    if (resolved === undefined) return { cursorId: null, documents: [] };
+    const request = {
       filter: fromWire(command.filter),
       ...(command.sort ? { sort: fromWire(command.sort) } : {}),
       ...(command.projection ? { projection: fromWire(command.projection) } : {}),
       ...(command.skip !== undefined ? { skip: command.skip } : {}),
       ...(command.limit !== undefined ? { limit: command.limit } : {}),
       ...(command.batchSize !== undefined ? { batchSize: command.batchSize } : {}),
-    });
+    };
+    try {
+      return await this.cursors.find(resolved.handle, request, resolved.lease.release);
+    } catch (error) {
+      resolved.lease.release();
+      throw error;
+    }
   }
 
   getMore(input: GetMoreCommand): Promise<CursorBatch> {
@@ -146,56 +151,77 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async update(input: UpdateCommand): Promise<UpdateCommandResult> {
     const command = parseWith(updateCommandSchema, input, 'update command');
-    const handle = await this.handleFor(
-      command,
-      command.updates.some((u) => u.upsert),
-    );
-    if (handle === undefined) return { matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] };
     const statements = command.updates.map((u) => ({
       q: fromWire(u.q),
       u: Array.isArray(u.u) ? u.u : fromWire(u.u),
       multi: u.multi,
       upsert: u.upsert,
     }));
-    return this.writes.update(handle, statements, command.ordered);
+    return this.withHandle(
+      command,
+      command.updates.some((u) => u.upsert),
+      'write',
+      () => ({ matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] }),
+      (handle) => this.writes.update(handle, statements, command.ordered),
+    );
   }
 
   async delete(input: DeleteCommand): Promise<DeleteCommandResult> {
     const command = parseWith(deleteCommandSchema, input, 'delete command');
-    const handle = await this.handleFor(command, false);
-    if (handle === undefined) return { deletedCount: 0, writeErrors: [] };
-    return this.writes.delete(
-      handle,
-      command.deletes.map((d) => ({ q: fromWire(d.q), limit: d.limit })),
-      command.ordered,
+    return this.withHandle(
+      command,
+      false,
+      'write',
+      () => ({ deletedCount: 0, writeErrors: [] }),
+      (handle) =>
+        this.writes.delete(
+          handle,
+          command.deletes.map((d) => ({ q: fromWire(d.q), limit: d.limit })),
+          command.ordered,
+        ),
     );
   }
 
   async findAndModify(input: FindAndModifyCommand): Promise<FindAndModifyResult> {
     const command = parseWith(findAndModifyCommandSchema, input, 'findAndModify command');
-    const handle = await this.handleFor(command, command.upsert);
-    if (handle === undefined) return { value: null, lastErrorObject: { n: 0, updatedExisting: false } };
-    return this.writes.findAndModify(handle, {
-      query: fromWire(command.query),
-      ...(command.sort ? { sort: fromWire(command.sort) } : {}),
-      ...(command.update !== undefined ? { update: Array.isArray(command.update) ? command.update : fromWire(command.update) } : {}),
-      ...(command.fields ? { fields: fromWire(command.fields) } : {}),
-      remove: command.remove,
-      new: command.new,
-      upsert: command.upsert,
-    });
+    return this.withHandle<FindAndModifyResult>(
+      command,
+      command.upsert,
+      'write',
+      () => ({ value: null, lastErrorObject: { n: 0, updatedExisting: false } }),
+      (handle) =>
+        this.writes.findAndModify(handle, {
+          query: fromWire(command.query),
+          ...(command.sort ? { sort: fromWire(command.sort) } : {}),
+          ...(command.update !== undefined ? { update: Array.isArray(command.update) ? command.update : fromWire(command.update) } : {}),
+          ...(command.fields ? { fields: fromWire(command.fields) } : {}),
+          remove: command.remove,
+          new: command.new,
+          upsert: command.upsert,
+        }),
+    );
   }
 
   async count(input: CountCommand): Promise<{ n: number }> {
     const command = parseWith(countCommandSchema, input, 'count command');
-    const handle = await this.handleFor(command, false);
-    return { n: handle === undefined ? 0 : await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit) };
+    return this.withHandle(
+      command,
+      false,
+      'read',
+      () => ({ n: 0 }),
+      async (handle) => ({ n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit) }),
+    );
   }
 
   async distinct(input: DistinctCommand): Promise<{ values: unknown[] }> {
     const command = parseWith(distinctCommandSchema, input, 'distinct command');
-    const handle = await this.handleFor(command, false);
-    return { values: handle === undefined ? [] : await this.aggregates.distinct(handle, command.key, fromWire(command.filter)) };
+    return this.withHandle(
+      command,
+      false,
+      'read',
+      () => ({ values: [] }),
+      async (handle) => ({ values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)) }),
+    );
   }
 
   /**
@@ -205,27 +231,38 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
    */
   async createIndexes(input: CreateIndexesCommand): Promise<CreateIndexesResult> {
     const command = parseWith(createIndexesCommandSchema, input, 'createIndexes command');
-    const resolved = (await this.resolve(command, true))!;
-    this.scanIndexes.delete(resolved.handle.table);
-    const counts = await this.indexes
-      .create(resolved.collection, command.indexes)
-      .finally(() => this.scanIndexes.delete(resolved.handle.table));
-    return { ...counts, createdCollectionAutomatically: resolved.created && !resolved.collection.sharded };
+    const resolved = (await this.resolve(command, true, 'write'))!;
+    try {
+      this.scanIndexes.delete(resolved.handle.table);
+      const counts = await this.indexes.create(resolved.collection, command.indexes).finally(() => this.scanIndexes.delete(resolved.handle.table));
+      return { ...counts, createdCollectionAutomatically: resolved.created && !resolved.collection.sharded };
+    } finally {
+      resolved.lease.release();
+    }
   }
 
   /** The collection's indexes here; empty when this shard has no table for it. */
   async listIndexes(input: ListIndexesCommand): Promise<{ indexes: ListedIndex[] }> {
     const command = parseWith(listIndexesCommandSchema, input, 'listIndexes command');
-    const resolved = await this.resolve(command, false);
-    return { indexes: resolved === undefined ? [] : await this.indexes.list(resolved.collection) };
+    const resolved = await this.resolve(command, false, 'read');
+    if (resolved === undefined) return { indexes: [] };
+    try {
+      return { indexes: await this.indexes.list(resolved.collection) };
+    } finally {
+      resolved.lease.release();
+    }
   }
 
   /** Drops a secondary index by name; `nIndexesWas: 0` when this shard has no table for the collection. */
   async dropIndexes(input: DropIndexesCommand): Promise<DropIndexesResult> {
     const command = parseWith(dropIndexesCommandSchema, input, 'dropIndexes command');
-    const resolved = await this.resolve(command, false);
+    const resolved = await this.resolve(command, false, 'write');
     if (resolved === undefined) return { nIndexesWas: 0 };
-    return this.indexes.drop(resolved.collection, command.name).finally(() => this.scanIndexes.delete(resolved.handle.table));
+    try {
+      return await this.indexes.drop(resolved.collection, command.name).finally(() => this.scanIndexes.delete(resolved.handle.table));
+    } finally {
+      resolved.lease.release();
+    }
   }
 
   /**
@@ -234,36 +271,47 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
    * so that a sender with the old version is told STALE_CONFIG. Answers the new shard version.
    */
   async refreshMetadata(ns: string): Promise<{ shardVersion: ChunkVersion }> {
-    const state = await this.shardingState();
+    const state = await this.runtime.state();
     state.invalidate(parseWith(namespaceSchema, ns, 'namespace'));
     return { shardVersion: (await state.checkShardVersion(ns, IGNORED_VERSION)).shardVersion };
   }
 
   /**
-   * Checks the command's routing version and answers the collection's handle: the table, the
-   * shard key and the ownership view. Undefined when the collection does not exist here and
-   * `create` is false (reads of a missing collection find nothing).
+   * Admits the command (waiting out a migration's critical section, checking its routing
+   * version) and answers the collection's handle: the table, the shard key and the ownership
+   * view, with the lease the caller releases when it is done with that view. Undefined (and
+   * nothing held) when the collection does not exist here and `create` is false: reads of a
+   * missing collection find nothing.
    */
-  private async handleFor(command: Versioned, create: boolean): Promise<CollectionHandle | undefined> {
-    return (await this.resolve(command, create))?.handle;
-  }
-
-  /** `handleFor` with what index DDL needs besides: the collection's uuid, and whether this call created its table. */
   private async resolve(
     command: Versioned,
     create: boolean,
-  ): Promise<{ handle: CollectionHandle; collection: IndexedCollection; created: boolean } | undefined> {
+    kind: OperationKind,
+  ): Promise<{ handle: CollectionHandle; collection: IndexedCollection; created: boolean; lease: OperationLease } | undefined> {
     const ns = parseWith(namespaceSchema, command.ns, 'namespace');
-    const state = await this.shardingState();
-    if (isUnshardedVersion(command.shardVersion)) {
-      if (command.databaseVersion === undefined) {
-        throw new TesseraError('BAD_VALUE', `a command on the unsharded collection ${ns} must carry the database version`, {
-          details: { ns },
-        });
+    const state = await this.runtime.state();
+    const lease = await this.runtime.enter(ns, kind, async () => {
+      if (isUnshardedVersion(command.shardVersion)) {
+        if (command.databaseVersion === undefined) {
+          throw new TesseraError('BAD_VALUE', `a command on the unsharded collection ${ns} must carry the database version`, {
+            details: { ns },
+          });
+        }
+        await state.checkDatabaseVersion(ns.slice(0, ns.indexOf('.')), command.databaseVersion);
       }
-      await state.checkDatabaseVersion(ns.slice(0, ns.indexOf('.')), command.databaseVersion);
+      return state.checkShardVersion(ns, isUnshardedVersion(command.shardVersion) ? UNSHARDED_VERSION : command.shardVersion);
+    });
+    try {
+      const resolved = await this.handleOf(ns, lease.metadata, create);
+      if (resolved === undefined) lease.release();
+      return resolved && { ...resolved, lease };
+    } catch (error) {
+      lease.release();
+      throw error;
     }
-    const metadata = await state.checkShardVersion(ns, isUnshardedVersion(command.shardVersion) ? UNSHARDED_VERSION : command.shardVersion);
+  }
+
+  private async handleOf(ns: string, metadata: FilteringMetadata, create: boolean) {
     const info = metadata.info;
     if (info.kind === 'sharded') {
       const exists = (await this.storage.localCollection(ns))?.uuid === info.uuid;
@@ -282,6 +330,23 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     return this.withIndexes(handle, local.uuid, false, created);
   }
 
+  /** Runs `work` with the command's handle and releases the lease after; `missing` when the collection is not here. */
+  private async withHandle<T>(
+    command: Versioned,
+    create: boolean,
+    kind: OperationKind,
+    missing: () => T,
+    work: (handle: CollectionHandle) => Promise<T>,
+  ): Promise<T> {
+    const resolved = await this.resolve(command, create, kind);
+    if (resolved === undefined) return missing();
+    try {
+      return await work(resolved.handle);
+    } finally {
+      resolved.lease.release();
+    }
+  }
+
   /** Adds the secondary indexes a scan may push its filter down to. */
   private async withIndexes(handle: CollectionHandle, uuid: string, sharded: boolean, created: boolean) {
     let loading = this.scanIndexes.get(handle.table);
@@ -294,17 +359,8 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const withIndexes: CollectionHandle = { ...handle, indexes };
     return { handle: withIndexes, collection: { uuid, table: handle.table, ns: handle.ns, shardKey: handle.pattern, sharded }, created };
   }
+}
 
-  /** The shard's sharding state, made once this shard knows its name and config server. */
-  private shardingState(): Promise<ShardingState> {
-    this.sharding ??= (async () => {
-      const identity = await this.identity.get();
-      if (identity === null) {
-        this.sharding = undefined;
-        throw new TesseraError('ILLEGAL_OPERATION', 'this shard has not been added to a cluster yet (addShard gives it its identity)');
-      }
-      return new ShardingState(identity.shardName, new CatalogCache(this.clients.config(identity.configUrl)));
-    })();
-    return this.sharding;
-  }
+function unreachable(): never {
+  throw new Error('a write that may create its collection always resolves it');
 }

@@ -1,20 +1,20 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { LOGGER, SETTINGS } from '@tessera/platform';
-import type { ConfigSettings } from '../config.settings.js';
+import { LOGGER, SETTINGS } from './tokens.js';
 
 /**
  * Test-only pauses at named points, as MongoDB's failpoints: `TESSERA_FAILPOINTS` is a comma
  * list of `name=milliseconds`, e.g. `ddl.shardCollection.commit=30000`, or `name@resource=ms` to
  * pause only for one namespace, so a fault test can kill a process while it is known to be
- * inside a phase. Empty in production.
+ * inside a phase. Empty in production. Config servers pause in DDL phases, shards in migration
+ * phases and the range deleter (their READMEs list the names).
  */
 @Injectable()
 export class Failpoints {
   private readonly pauses: Map<string, number>;
 
   constructor(
-    @Inject(SETTINGS) settings: ConfigSettings,
+    @Inject(SETTINGS) settings: { TESSERA_FAILPOINTS: string },
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.pauses = parseFailpoints(settings.TESSERA_FAILPOINTS);

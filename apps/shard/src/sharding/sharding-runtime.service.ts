@@ -1,0 +1,180 @@
+import { Injectable } from '@nestjs/common';
+import { TesseraError } from '@tessera/core';
+import { InternalClients } from '@tessera/platform';
+import { CatalogCache } from '@tessera/routing';
+import { ShardIdentityService } from '../identity/shard-identity.service.js';
+import type { FilteringMetadata } from './sharding-state.js';
+import { ShardingState } from './sharding-state.js';
+
+/** What an operation does to a collection, for the critical section. */
+export type OperationKind = 'read' | 'write';
+
+/** An operation's hold on a collection: its ownership view, kept until `release`. */
+export interface OperationLease {
+  readonly metadata: FilteringMetadata;
+  release(): void;
+}
+
+interface CriticalSection {
+  reason: string;
+  blocksReads: boolean;
+  released: Promise<void>;
+  release(): void;
+}
+
+interface CollectionActivity {
+  /** Operations under way, each with the ownership view it started with. */
+  leases: Set<{ kind: OperationKind; metadata: FilteringMetadata }>;
+  /** Woken (and replaced) whenever a lease ends. */
+  changed: { promise: Promise<void>; resolve(): void };
+}
+
+/**
+ * The shard's runtime sharding state (MongoDB's ShardingState, CollectionShardingRuntime and
+ * MetadataManager together): the versioned view of placement, the critical sections a
+ * migration takes on a collection, and the operations under way with the ownership view each
+ * started with (MongoDB's RangePreserver), which the range deleter waits for.
+ *
+ * An operation enters through `enter`: it waits out a critical section that blocks it, checks
+ * its routing version, and registers, all before it touches the table. A critical section
+ * blocks new operations at once and waits for the writes already under way, so when it is
+ * held no write to the collection is running.
+ */
+@Injectable()
+export class ShardingRuntime {
+  private sharding: Promise<ShardingState> | undefined;
+  private readonly criticalSections = new Map<string, CriticalSection>();
+  private readonly activity = new Map<string, CollectionActivity>();
+
+  constructor(
+    private readonly identity: ShardIdentityService,
+    private readonly clients: InternalClients,
+  ) {}
+
+  /** The shard's versioned view of placement, made once this shard knows its name and config server. */
+  state(): Promise<ShardingState> {
+    this.sharding ??= (async () => {
+      const identity = await this.identity.get();
+      if (identity === null) {
+        this.sharding = undefined;
+        throw new TesseraError('ILLEGAL_OPERATION', 'this shard has not been added to a cluster yet (addShard gives it its identity)');
+      }
+      return new ShardingState(identity.shardName, new CatalogCache(this.clients.config(identity.configUrl)));
+    })();
+    return this.sharding;
+  }
+
+  /**
+   * Admits an operation on `ns`: waits while a critical section blocks it, then runs `check`
+   * (the routing version check, which refreshes and may throw `STALE_CONFIG`), and registers the
+   * view it answers. After a critical section ends the check runs again, so a request sent with
+   * the placement from before a migration commit is told it is stale.
+   */
+  async enter(ns: string, kind: OperationKind, check: () => Promise<FilteringMetadata>): Promise<OperationLease> {
+    for (;;) {
+      await this.waitOutCriticalSection(ns, kind);
+      const metadata = await check();
+      // Synchronous from here: a critical section entered during the check is seen now.
+      if (this.blocking(ns, kind) !== undefined) continue;
+      return this.register(ns, kind, metadata);
+    }
+  }
+
+  /**
+   * Takes the critical section on `ns`: new writes wait from now on (reads too once
+   * `blockReads` is called), and it resolves when the writes already under way have finished.
+   * Throws `CONFLICTING_OPERATION` if one is already held.
+   */
+  async enterCriticalSection(ns: string, reason: string): Promise<{ blockReads(): void; release(): void }> {
+    if (this.criticalSections.has(ns)) {
+      throw new TesseraError('CONFLICTING_OPERATION', `the critical section of ${ns} is already held (${this.criticalSections.get(ns)!.reason})`, {
+        details: { ns },
+      });
+    }
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const section: CriticalSection = { reason, blocksReads: false, released, release };
+    this.criticalSections.set(ns, section);
+    const handle = {
+      blockReads: () => {
+        section.blocksReads = true;
+      },
+      release: () => {
+        if (this.criticalSections.get(ns) === section) this.criticalSections.delete(ns);
+        section.release();
+      },
+    };
+    try {
+      await this.waitUntil(ns, (lease) => lease.kind !== 'write');
+    } catch (error) {
+      handle.release();
+      throw error;
+    }
+    return handle;
+  }
+
+  /** True while a critical section is held on `ns`. */
+  inCriticalSection(ns: string): boolean {
+    return this.criticalSections.has(ns);
+  }
+
+  /**
+   * Resolves when no operation on `ns` still uses an ownership view in which this shard owns the
+   * document with shard key `encodedKey`: what the range deleter waits for before deleting a
+   * range this shard has lost.
+   */
+  waitForViewsWithout(ns: string, encodedKey: Uint8Array): Promise<void> {
+    return this.waitUntil(ns, (lease) => !lease.metadata.owns(encodedKey));
+  }
+
+  /** How many operations on `ns` are under way (for tests and status). */
+  operationsUnderWay(ns: string): number {
+    return this.activity.get(ns)?.leases.size ?? 0;
+  }
+
+  private blocking(ns: string, kind: OperationKind): CriticalSection | undefined {
+    const section = this.criticalSections.get(ns);
+    return section !== undefined && (kind === 'write' || section.blocksReads) ? section : undefined;
+  }
+
+  private async waitOutCriticalSection(ns: string, kind: OperationKind): Promise<void> {
+    for (let section = this.blocking(ns, kind); section !== undefined; section = this.blocking(ns, kind)) {
+      await section.released;
+    }
+  }
+
+  private register(ns: string, kind: OperationKind, metadata: FilteringMetadata): OperationLease {
+    let activity = this.activity.get(ns);
+    if (activity === undefined) this.activity.set(ns, (activity = { leases: new Set(), changed: signal() }));
+    const lease = { kind, metadata };
+    activity.leases.add(lease);
+    let released = false;
+    return {
+      metadata,
+      release: () => {
+        if (released) return;
+        released = true;
+        const current = this.activity.get(ns)!;
+        current.leases.delete(lease);
+        const changed = current.changed;
+        if (current.leases.size === 0) this.activity.delete(ns);
+        else current.changed = signal();
+        changed.resolve();
+      },
+    };
+  }
+
+  private async waitUntil(ns: string, done: (lease: { kind: OperationKind; metadata: FilteringMetadata }) => boolean): Promise<void> {
+    for (;;) {
+      const activity = this.activity.get(ns);
+      if (activity === undefined || [...activity.leases].every(done)) return;
+      await activity.changed.promise;
+    }
+  }
+}
+
+function signal(): { promise: Promise<void>; resolve(): void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}

@@ -1,0 +1,59 @@
+import { InternalHttpClient, type InternalClientOptions } from './internal-http-client.js';
+import type {
+  DonorMoveRangeRequest,
+  MigrateCloneRequest,
+  MoveRangeResult,
+  RecvChunkReleaseRequest,
+  RecvChunkStartRequest,
+  RecvChunkStatus,
+  ShardMigrationStatus,
+  TransferModsRequest,
+} from './migration-messages.js';
+
+/** A shard's migration routes: what the config server asks a donor, and what donor and recipient ask each other. */
+export class MigrationClient {
+  private readonly http: InternalHttpClient;
+
+  constructor(baseUrl: string, options: InternalClientOptions) {
+    this.http = new InternalHttpClient(baseUrl, options);
+  }
+
+  get url(): string {
+    return this.http.baseUrl;
+  }
+
+  /** Config server → donor: runs the migration to its end (or joins the same one running). */
+  moveRange(request: DonorMoveRangeRequest): Promise<MoveRangeResult> {
+    return this.http.call('POST', '/internal/migration/moveRange', request);
+  }
+
+  status(): Promise<ShardMigrationStatus> {
+    return this.http.call('GET', '/internal/migration/status');
+  }
+
+  recvChunkStart(request: RecvChunkStartRequest): Promise<RecvChunkStatus> {
+    return this.http.call('POST', '/internal/migration/recvChunkStart', request);
+  }
+
+  recvChunkStatus(migrationId: string): Promise<RecvChunkStatus> {
+    return this.http.call('POST', '/internal/migration/recvChunkStatus', { migrationId });
+  }
+
+  recvChunkCommit(migrationId: string): Promise<RecvChunkStatus> {
+    return this.http.call('POST', '/internal/migration/recvChunkCommit', { migrationId });
+  }
+
+  recvChunkRelease(request: RecvChunkReleaseRequest): Promise<{ released: boolean }> {
+    return this.http.call('POST', '/internal/migration/recvChunkRelease', request);
+  }
+
+  /** Recipient → donor: a batch of documents as transfer lines (see `parseTransferLines`). */
+  migrateClone(request: MigrateCloneRequest): Promise<string> {
+    return this.http.callText('POST', '/internal/migration/migrateClone', request);
+  }
+
+  /** Recipient → donor: documents written in the range since the last call, as transfer lines. */
+  transferMods(request: TransferModsRequest): Promise<string> {
+    return this.http.callText('POST', '/internal/migration/transferMods', request);
+  }
+}

@@ -1,0 +1,180 @@
+import { z } from 'zod';
+import { wireChunkRangeSchema } from './catalog-messages.js';
+import { indexSpecSchema } from './data-messages.js';
+import { keyPatternSchema, namespaceSchema, nodeUrlSchema, shardNameSchema } from './messages.js';
+
+/**
+ * The live migration protocol between a config server, a donor and a recipient
+ * (migrations-internals.md): the config server's moveRange, the donor's registration and
+ * coordination, the recipient's clone and catch-up, and the decision that ends it.
+ */
+
+const migrationId = z.uuid();
+
+/** A shard key document of the collection's key pattern, in Extended JSON: `{ x: 10 }`. */
+const shardKeyDocumentSchema = z.record(z.string(), z.unknown());
+
+/** The config server's moveRange (MongoDB's `moveRange`): with only `min`, the chunk that starts there. */
+export const moveRangeRequestSchema = z.strictObject({
+  ns: namespaceSchema,
+  min: shardKeyDocumentSchema,
+  max: shardKeyDocumentSchema.optional(),
+  toShard: shardNameSchema,
+  forceJumbo: z.boolean().default(false),
+  /** Wait for the donor's range deletion before answering (MongoDB's `_waitForDelete`). */
+  waitForDelete: z.boolean().default(false),
+});
+export type MoveRangeRequest = z.input<typeof moveRangeRequestSchema>;
+
+/** MongoDB's `moveChunk`: the chunk holding the document `find` (by shard key), or the chunk with these `bounds`. */
+export const moveChunkRequestSchema = z
+  .strictObject({
+    ns: namespaceSchema,
+    find: shardKeyDocumentSchema.optional(),
+    bounds: z.tuple([shardKeyDocumentSchema, shardKeyDocumentSchema]).optional(),
+    to: shardNameSchema,
+    forceJumbo: z.boolean().default(false),
+    waitForDelete: z.boolean().default(false),
+  })
+  .refine((r) => (r.find === undefined) !== (r.bounds === undefined), { message: 'give exactly one of find and bounds' });
+export type MoveChunkRequest = z.input<typeof moveChunkRequestSchema>;
+
+/** The phases a migration goes through, in order, as the donor reports them. */
+export const MIGRATION_PHASES = [
+  'registered',
+  'cloning',
+  'steady',
+  'criticalSection',
+  'recipientCommitted',
+  'committed',
+  'released',
+  'rangeDeletionScheduled',
+] as const;
+export type MigrationPhase = (typeof MIGRATION_PHASES)[number] | 'aborted';
+
+export interface MoveRangeResult {
+  migrationId: string;
+  ns: string;
+  donor: string;
+  recipient: string;
+  /** The range that moved (after the split, for a sub-range). */
+  range: { min: unknown[]; max: unknown[] };
+  documentsCloned: number;
+  bytesCloned: number;
+  criticalSectionMs: number;
+  /** Each phase with the time it began (ISO 8601). */
+  phases: Array<{ phase: MigrationPhase; at: string }>;
+}
+
+/** Config server → donor: run this migration (or join it, if it is the one running). */
+export const donorMoveRangeRequestSchema = z.strictObject({
+  migrationId,
+  ns: namespaceSchema,
+  collectionUuid: z.uuid(),
+  range: wireChunkRangeSchema,
+  recipient: shardNameSchema,
+  recipientUrl: nodeUrlSchema,
+  forceJumbo: z.boolean(),
+  waitForDelete: z.boolean(),
+  /** The collection's max chunk size: a range over twice this is jumbo. */
+  maxChunkSizeBytes: z.number().int().min(1),
+});
+export type DonorMoveRangeRequest = z.input<typeof donorMoveRangeRequestSchema>;
+
+/** Donor → recipient (MongoDB's `_recvChunkStart`). */
+export const recvChunkStartRequestSchema = z.strictObject({
+  migrationId,
+  ns: namespaceSchema,
+  collectionUuid: z.uuid(),
+  keyPattern: keyPatternSchema,
+  range: wireChunkRangeSchema,
+  donor: shardNameSchema,
+  donorUrl: nodeUrlSchema,
+  /** The donor's secondary indexes, built on the recipient before any document arrives. */
+  indexes: z.array(indexSpecSchema).max(64),
+});
+export type RecvChunkStartRequest = z.input<typeof recvChunkStartRequestSchema>;
+
+export const migrationIdRequestSchema = z.strictObject({ migrationId });
+
+/** Recipient → donor (MongoDB's `_migrateClone`): the next rows after `after`, in shard key order. */
+export const migrateCloneRequestSchema = z.strictObject({
+  migrationId,
+  after: z.strictObject({ key: z.string().regex(/^[0-9a-f]*$/), id: z.string().regex(/^[0-9a-f]*$/) }).optional(),
+  limit: z.number().int().min(1).max(100_000),
+});
+export type MigrateCloneRequest = z.input<typeof migrateCloneRequestSchema>;
+
+/** Recipient → donor (MongoDB's `_transferMods`): up to `limit` documents written since the last call. */
+export const transferModsRequestSchema = z.strictObject({ migrationId, limit: z.number().int().min(1).max(100_000) });
+export type TransferModsRequest = z.input<typeof transferModsRequestSchema>;
+
+/** The recipient's state, as MongoDB's `_recvChunkStatus` reports it. */
+export type RecipientState = 'waitingForRangeDeletion' | 'cloning' | 'catchup' | 'steady' | 'committing' | 'done' | 'failed';
+
+export interface RecvChunkStatus {
+  migrationId: string;
+  state: RecipientState;
+  documentsCloned: number;
+  bytesCloned: number;
+  /** Documents re-sent or deleted by the catch-up. */
+  modsApplied: number;
+  error?: { code: string; message: string };
+}
+
+export const recvChunkReleaseRequestSchema = z.strictObject({ migrationId, decision: z.enum(['committed', 'aborted']) });
+export type RecvChunkReleaseRequest = z.input<typeof recvChunkReleaseRequestSchema>;
+
+/** Donor → config server, when a restart finds a migration without a decision. */
+export const decideMigrationRequestSchema = z.strictObject({ migrationId });
+export type MigrationDecision = 'committed' | 'aborted';
+
+/** What a shard is doing now: the migration it donates or receives, if any. */
+export interface ShardMigrationStatus {
+  active: { migrationId: string; role: 'donor' | 'recipient'; ns: string; otherShard: string; since: string } | null;
+  rangeDeletionsPending: number;
+}
+
+/**
+ * Documents travel between shards as lines, one per document, built and read without parsing
+ * the document: `u <id hex> <shard key hex> <size> <document JSON>` for a document to write
+ * and `d <id hex>` for one to delete, fields separated by tabs. Stored documents are compact
+ * JSON (no raw tab or newline), so the document is simply the rest of its line.
+ */
+export interface TransferredDocument {
+  op: 'u' | 'd';
+  id: string;
+  key: string;
+  size: number;
+  doc: string;
+}
+
+export function documentLine(id: string, key: string, size: number, doc: string): string {
+  return `u\t${id}\t${key}\t${size}\t${doc}\n`;
+}
+
+export function deletionLine(id: string): string {
+  return `d\t${id}\n`;
+}
+
+export function parseTransferLines(text: string): TransferredDocument[] {
+  const documents: TransferredDocument[] = [];
+  let start = 0;
+  while (start < text.length) {
+    let end = text.indexOf('\n', start);
+    if (end === -1) end = text.length;
+    const line = text.slice(start, end);
+    start = end + 1;
+    if (line === '') continue;
+    if (line.startsWith('d\t')) {
+      documents.push({ op: 'd', id: line.slice(2), key: '', size: 0, doc: '' });
+      continue;
+    }
+    const a = line.indexOf('\t', 2);
+    const b = line.indexOf('\t', a + 1);
+    const c = line.indexOf('\t', b + 1);
+    if (!line.startsWith('u\t') || a < 0 || b < 0 || c < 0) throw new Error(`malformed transfer line: ${line.slice(0, 80)}`);
+    documents.push({ op: 'u', id: line.slice(2, a), key: line.slice(a + 1, b), size: Number(line.slice(b + 1, c)), doc: line.slice(c + 1) });
+  }
+  return documents;
+}

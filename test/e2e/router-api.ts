@@ -1,0 +1,68 @@
+import pg from 'pg';
+import { Agent, request } from 'undici';
+import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+
+export interface ApiResponse {
+  status: number;
+  json: Record<string, unknown>;
+}
+
+/** A client of a router's public API (bodies sent and answered as Extended JSON), for end-to-end tests. */
+export class RouterApi {
+  readonly agent = new Agent();
+
+  constructor(private readonly router: string) {}
+
+  async call(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<ApiResponse> {
+    const response = await request(`${this.router}${path}`, {
+      dispatcher: this.agent,
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await response.body.text();
+    return { status: response.statusCode, json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
+  }
+
+  /** Every document a find returns, following the cursor to its end. Throws on an error answer. */
+  async findAll(ns: string, query: Record<string, unknown>): Promise<unknown[]> {
+    const [db, coll] = ns.split('.');
+    const first = await this.call('POST', `/v1/${db}/${coll}/find`, query);
+    if (first.status !== 200) throw new Error(`find answered ${first.status}: ${JSON.stringify(first.json)}`);
+    const cursor = first.json.cursor as { id: string; firstBatch: unknown[] };
+    const documents = [...cursor.firstBatch];
+    let id = cursor.id;
+    while (id !== '0' && id !== null) {
+      const next = await this.call('POST', `/v1/cursors/${id}/next`, {});
+      if (next.status !== 200) throw new Error(`getMore answered ${next.status}: ${JSON.stringify(next.json)}`);
+      const batch = next.json.cursor as { id: string; nextBatch: unknown[] };
+      documents.push(...batch.nextBatch);
+      id = batch.id;
+    }
+    return documents;
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+}
+
+/** Runs `work` on a shard's own database (to look behind the router: orphans, table contents). */
+export async function onShardDatabase<T>(cluster: LocalCluster, shard: string, work: (pool: pg.Pool) => Promise<T>): Promise<T> {
+  const pool = new pg.Pool({ connectionString: cluster.node(shard).env.TESSERA_DATABASE_URL, max: 1 });
+  try {
+    return await work(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+/** How many rows (orphans included) a shard stores for `ns`. */
+export async function storedCount(cluster: LocalCluster, shard: string, ns: string): Promise<number> {
+  return onShardDatabase(cluster, shard, async (pool) => {
+    const rows = await pool.query<{ uuid: string }>('SELECT uuid FROM collections WHERE ns = $1', [ns]);
+    if (rows.rows[0] === undefined) return 0;
+    const table = `c_${rows.rows[0].uuid.replaceAll('-', '')}`;
+    return Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]!.n);
+  });
+}
