@@ -9,12 +9,19 @@ let cluster: LocalCluster;
 let dispose: () => Promise<void>;
 let config: ConfigClient;
 let api: RouterApi;
+const SHARDS = ['shard0', 'shard1', 'shard2', 'shard3'];
 
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({
-    shards: 3,
+    shards: 4,
     routers: 1,
-    env: { ...FAST_CONFIG_ENV, TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0', TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: '500' },
+    env: {
+      ...FAST_CONFIG_ENV,
+      TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0',
+      TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: '500',
+      // Slows one collection's migrations down, so that others can be tried while they run.
+      TESSERA_FAILPOINTS: 'migration.donor.cloning@mig.slow=2000,migration.donor.steady@mig.load=700,migration.recipient.cloneBatch@mig.load=100',
+    },
   }));
   config = cluster.configClient();
   api = new RouterApi(cluster.routerUrls[0]!);
@@ -56,7 +63,7 @@ describe('moveRange', () => {
     expect((await api.call('POST', '/v1/mig/basic/indexes', { indexes: [{ key: { y: 1 }, name: 'y_1' }] })).status).toBe(200);
     await insert(ns, docs);
     const primary = (await placement(ns))[0]!.shard;
-    const target = ['shard0', 'shard1', 'shard2'].find((s) => s !== primary)!;
+    const target = SHARDS.find((s) => s !== primary)!;
     result = await config.moveRange({ ns, min: { x: 1000 }, max: { x: 2000 }, toShard: target, waitForDelete: true });
   });
 
@@ -106,7 +113,7 @@ describe('moveRange', () => {
     await onShardDatabase(cluster, 'config', (pool) => pool.query('UPDATE collections SET max_chunk_size_bytes = 10000 WHERE ns = $1', [small]));
     await insert(small, docs.slice(0, 300));
     const [chunk] = await placement(small);
-    const target = ['shard0', 'shard1', 'shard2'].find((s) => s !== chunk!.shard)!;
+    const target = SHARDS.find((s) => s !== chunk!.shard)!;
     const refused = await errorOf(config.moveRange({ ns: small, min: { x: { $minKey: 1 } }, toShard: target }));
     expect(refused).toMatchObject({ code: 'CHUNK_TOO_BIG' });
     const forced = await config.moveRange({ ns: small, min: { x: { $minKey: 1 } }, toShard: target, forceJumbo: true });
@@ -119,5 +126,159 @@ describe('moveRange', () => {
     expect(await errorOf(config.moveRange({ ns, min: { x: 2000 }, toShard: 'nope' }))).toMatchObject({ code: 'SHARD_NOT_FOUND' });
     expect(await errorOf(config.moveRange({ ns, min: { x: 0 }, max: { x: 2500 }, toShard: 'shard0' }))).toMatchObject({ code: 'BAD_VALUE' });
     expect(await errorOf(config.moveRange({ ns: 'mig.none', min: { x: 0 }, toShard: 'shard0' }))).toMatchObject({ code: 'NAMESPACE_NOT_FOUND' });
+  });
+});
+
+/** Moves the whole (single-chunk) collection onto `shard` unless it is there. */
+async function placeOn(ns: string, shard: string): Promise<void> {
+  const [chunk] = await placement(ns);
+  if (chunk!.shard !== shard) await config.moveRange({ ns, min: { x: { $minKey: 1 } }, toShard: shard });
+}
+
+describe('a migration under a continuous write load', () => {
+  const ns = 'mig.load';
+  /** What every acknowledged write says the collection holds: _id → counter, or absent. */
+  const expected = new Map<number, number>();
+  /** Ids whose last write failed, so its outcome is unknown (none expected). */
+  const uncertain = new Set<number>();
+  let failures = 0;
+  let writes = 0;
+  let duplicatesSeen = 0;
+
+  it('loses no acknowledged write and resurrects no deleted document', async () => {
+    await config.shardCollection({ ns, key: { x: 1 } });
+    const initial = Array.from({ length: 2000 }, (_, i) => ({ _id: i, x: i, n: 0 }));
+    await insert(ns, initial);
+    for (const d of initial) expected.set(d._id, 0);
+    await placeOn(ns, 'shard0');
+
+    let stop = false;
+    let nextId = 2000;
+    const random = (n: number) => Math.floor(Math.random() * n);
+    const write = async (id: number, path: string, body: unknown, apply: (json: Record<string, unknown>) => void) => {
+      const answer = await api.call('POST', path, body).catch((error: unknown) => ({ status: 0, json: { error: String(error) } as Record<string, unknown> }));
+      if (answer.status !== 200 || (answer.json.writeErrors as unknown[] | undefined)?.length) {
+        failures++;
+        uncertain.add(id);
+        return;
+      }
+      writes++;
+      apply(answer.json);
+    };
+    const worker = async () => {
+      while (!stop) {
+        const op = random(10);
+        if (op < 4) {
+          const id = nextId++;
+          await write(id, '/v1/mig/load/insert', { documents: [{ _id: id, x: 1000 + (id % 1000), n: 0 }] }, () => expected.set(id, 0));
+        } else if (op < 8) {
+          const live = [...expected.keys()];
+          const id = live[random(live.length)]!;
+          const x = id < 2000 ? id : 1000 + (id % 1000);
+          if (x < 1000) continue;
+          await write(id, '/v1/mig/load/update', { updates: [{ q: { x, _id: id }, u: { $inc: { n: 1 } } }] }, (json) => {
+            if (json.matchedCount === 1) expected.set(id, expected.get(id)! + 1);
+          });
+        } else {
+          const live = [...expected.keys()].filter((id) => id >= 1000);
+          const id = live[random(live.length)]!;
+          const x = id < 2000 ? id : 1000 + (id % 1000);
+          expected.delete(id);
+          await write(id, '/v1/mig/load/delete', { deletes: [{ q: { x, _id: id }, limit: 1 }] }, () => undefined);
+        }
+      }
+    };
+    const reader = async () => {
+      while (!stop) {
+        const seen = await api.findAll(ns, { filter: { x: { $gte: 1000 } }, batchSize: 1000 });
+        const ids = seen.map((d) => (d as { _id: number })._id);
+        duplicatesSeen += ids.length - new Set(ids).size;
+      }
+    };
+    const load = [worker(), worker(), worker(), worker(), reader()];
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const moved = await config.moveRange({ ns, min: { x: 1000 }, max: { x: 2000 }, toShard: 'shard1' });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    stop = true;
+    await Promise.all(load);
+
+    expect(moved.documentsCloned).toBeGreaterThan(0);
+    expect(writes).toBeGreaterThan(100);
+    expect(failures).toBe(0);
+    expect(duplicatesSeen).toBe(0);
+    const stored = new Map((await api.findAll(ns, { filter: {} })).map((d) => [(d as { _id: number })._id, (d as { n: number }).n]));
+    for (const id of uncertain) stored.delete(id);
+    const wanted = new Map([...expected].filter(([id]) => !uncertain.has(id)));
+    expect(stored.size).toBe(wanted.size);
+    expect([...stored].filter(([id, n]) => wanted.get(id) !== n)).toEqual([]);
+    // The donor's copy of the range is deleted (no orphan left behind), the recipient keeps it.
+    await eventually(
+      async () => ((await storedCount(cluster, 'shard0', ns)) + (await storedCount(cluster, 'shard1', ns)) === stored.size ? true : undefined),
+      'the range deletion on the donor',
+    );
+  });
+});
+
+describe('the ownership filter', () => {
+  const ns = 'mig.cursor';
+
+  it('lets a query that began before the commit see the moved documents to its end; later queries see each once', async () => {
+    await config.shardCollection({ ns, key: { x: 1 } });
+    await insert(ns, Array.from({ length: 600 }, (_, i) => ({ _id: i, x: i })));
+    await placeOn(ns, 'shard2');
+    const first = await api.call('POST', '/v1/mig/cursor/find', { filter: {}, batchSize: 50 });
+    const cursor = first.json.cursor as { id: string; firstBatch: Array<{ _id: number }> };
+    const seen = cursor.firstBatch.map((d) => d._id);
+
+    await config.moveRange({ ns, min: { x: { $minKey: 1 } }, toShard: 'shard3' });
+    expect(await api.findAll(ns, { filter: {} })).toHaveLength(600);
+    // The old query still holds its view: the donor's copy is not deleted under it.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await storedCount(cluster, 'shard2', ns)).toBe(600);
+
+    let id = cursor.id;
+    while (id !== '0' && id !== null) {
+      const next = await api.call('POST', `/v1/cursors/${id}/next`, { batchSize: 100 });
+      const batch = next.json.cursor as { id: string; nextBatch: Array<{ _id: number }> };
+      seen.push(...batch.nextBatch.map((d) => d._id));
+      id = batch.id;
+    }
+    expect(seen).toHaveLength(600);
+    expect(new Set(seen).size).toBe(600);
+    await eventually(async () => ((await storedCount(cluster, 'shard2', ns)) === 0 ? true : undefined), 'the range deletion after the query ended');
+  });
+});
+
+describe('migrations at the same time', () => {
+  it('refuse a second migration of a donor or a recipient, and run on disjoint pairs of shards in parallel', async () => {
+    await config.shardCollection({ ns: 'mig.slow', key: { x: 1 } });
+    await config.shardCollection({ ns: 'mig.other', key: { x: 1 } });
+    await config.shardCollection({ ns: 'mig.parallel', key: { x: 1 } });
+    await insert('mig.slow', [{ _id: 1, x: 1 }]);
+    await insert('mig.other', [{ _id: 1, x: 1 }]);
+    await insert('mig.parallel', [{ _id: 1, x: 1 }]);
+    await placeOn('mig.other', 'shard0');
+    await placeOn('mig.parallel', 'shard2');
+    const slowDonor = (await placement('mig.slow'))[0]!.shard;
+    expect(slowDonor).not.toBe('shard1');
+    await placeOn('mig.slow', 'shard0');
+
+    // shard0 → shard1 pauses 2 s while cloning.
+    const slow = config.moveRange({ ns: 'mig.slow', min: { x: { $minKey: 1 } }, toShard: 'shard1' });
+    await eventually(async () => ((await changelog('moveChunk.start', 'mig.slow')).length > 0 ? true : undefined), 'the slow migration to start');
+    expect(await errorOf(config.moveRange({ ns: 'mig.other', min: { x: { $minKey: 1 } }, toShard: 'shard3' }))).toMatchObject({
+      code: 'CONFLICTING_OPERATION',
+    });
+    expect(await errorOf(config.moveRange({ ns: 'mig.parallel', min: { x: { $minKey: 1 } }, toShard: 'shard1' }))).toMatchObject({
+      code: 'CONFLICTING_OPERATION',
+    });
+    // shard2 → shard3 shares no shard with it: it runs, and ends first.
+    let slowEnded = false;
+    void slow.then(() => (slowEnded = true));
+    await config.moveRange({ ns: 'mig.parallel', min: { x: { $minKey: 1 } }, toShard: 'shard3' });
+    expect(slowEnded).toBe(false);
+    await slow;
+    expect((await placement('mig.slow'))[0]!.shard).toBe('shard1');
+    expect((await placement('mig.parallel'))[0]!.shard).toBe('shard3');
   });
 });
