@@ -20,7 +20,7 @@ beforeAll(async () => {
       TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0',
       TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: '500',
       // Slows one collection's migrations down, so that others can be tried while they run.
-      TESSERA_FAILPOINTS: 'migration.donor.cloning@mig.slow=2000,migration.donor.steady@mig.load=700,migration.recipient.cloneBatch@mig.load=100',
+      TESSERA_FAILPOINTS: 'migration.donor.cloning@mig.slow=2000,migration.donor.steady@mig.load=700,migration.recipient.firstCloneBatch@mig.load=100',
     },
   }));
   config = cluster.configClient();

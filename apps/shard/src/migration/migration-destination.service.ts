@@ -249,7 +249,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
       receipt.status.bytesCloned += bytes;
       this.metrics.documentsCloned.inc(batch.length);
       this.metrics.bytesCloned.inc(bytes);
-      await this.failpoints.pauseAt('migration.recipient.cloneBatch', request.ns);
+      if (receipt.status.documentsCloned === batch.length) await this.failpoints.pauseAt('migration.recipient.firstCloneBatch', request.ns);
     }
 
     receipt.status.state = 'catchup';

@@ -193,7 +193,7 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
       deleted += n;
       this.metrics.documentsDeleted.inc(n);
       if (n < this.settings.TESSERA_RANGE_DELETER_BATCH_SIZE) break;
-      await this.failpoints.pauseAt('rangeDeleter.batch', task.ns);
+      if (deleted === n) await this.failpoints.pauseAt('rangeDeleter.firstBatch', task.ns);
       await this.sleepOrWake(this.settings.TESSERA_RANGE_DELETER_BATCH_DELAY_MS, false);
     }
     await this.dataSource.query('DELETE FROM range_deletions WHERE id = $1', [task.id]);
