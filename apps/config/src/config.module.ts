@@ -13,6 +13,7 @@ import { CollectionDropper } from './ddl/collection-dropper.js';
 import { DatabaseDdlService } from './ddl/database-ddl.service.js';
 import { DdlController, LeaderController } from './ddl/ddl.controller.js';
 import { DdlCoordinatorService } from './ddl/ddl-coordinator.service.js';
+import { EventBusService } from './events/event-bus.service.js';
 import { LeaderService } from './leader/leader.service.js';
 import { MigrationManagerService } from './migration/migration-manager.service.js';
 import { MigrationsController } from './migration/migrations.controller.js';
@@ -40,7 +41,15 @@ export class ConfigServerModule {
           entities: [ShardEntity],
         }),
       ],
-      controllers: [ShardsController, RoutersController, DdlController, LeaderController, CatalogController, MigrationsController, ChangelogController],
+      controllers: [
+        ShardsController,
+        RoutersController,
+        DdlController,
+        LeaderController,
+        CatalogController,
+        MigrationsController,
+        ChangelogController,
+      ],
       providers: [
         ClusterIdentityService,
         ConfigClockService,
@@ -58,6 +67,7 @@ export class ConfigServerModule {
         CatalogReadService,
         MetadataCommitService,
         MigrationManagerService,
+        EventBusService,
       ],
     };
   }
