@@ -1,4 +1,6 @@
 import { type DynamicModule, Module } from '@nestjs/common';
+import { GraphQLModule } from '@nestjs/graphql';
+import type { ApolloDriverConfig } from '@nestjs/apollo';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { CatalogController } from './catalog/catalog.controller.js';
@@ -14,6 +16,14 @@ import { DatabaseDdlService } from './ddl/database-ddl.service.js';
 import { DdlController, LeaderController } from './ddl/ddl.controller.js';
 import { DdlCoordinatorService } from './ddl/ddl-coordinator.service.js';
 import { EventBusService } from './events/event-bus.service.js';
+import { AdminResolver } from './control-plane/admin.resolver.js';
+import { ClusterResolver, DatabaseResolver, ShardResolver } from './control-plane/cluster.resolver.js';
+import { CollectionResolver } from './control-plane/collection.resolver.js';
+import { ControlPlaneCommandsService } from './control-plane/control-plane-commands.service.js';
+import { ControlPlaneReadsService } from './control-plane/control-plane-reads.service.js';
+import { EventsGateway } from './control-plane/events.gateway.js';
+import { EventsResolver } from './control-plane/events.resolver.js';
+import { graphqlOptions } from './control-plane/graphql-options.js';
 import { LeaderService } from './leader/leader.service.js';
 import { MigrationManagerService } from './migration/migration-manager.service.js';
 import { MigrationsController } from './migration/migrations.controller.js';
@@ -40,6 +50,7 @@ export class ConfigServerModule {
           poolSize: settings.TESSERA_DATABASE_POOL_SIZE,
           entities: [ShardEntity],
         }),
+        GraphQLModule.forRoot<ApolloDriverConfig>(graphqlOptions(settings, logger)),
       ],
       controllers: [
         ShardsController,
@@ -68,6 +79,15 @@ export class ConfigServerModule {
         MetadataCommitService,
         MigrationManagerService,
         EventBusService,
+        ControlPlaneReadsService,
+        ControlPlaneCommandsService,
+        ClusterResolver,
+        ShardResolver,
+        DatabaseResolver,
+        CollectionResolver,
+        EventsResolver,
+        AdminResolver,
+        EventsGateway,
       ],
     };
   }
