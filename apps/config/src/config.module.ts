@@ -16,13 +16,10 @@ import { DatabaseDdlService } from './ddl/database-ddl.service.js';
 import { DdlController, LeaderController } from './ddl/ddl.controller.js';
 import { DdlCoordinatorService } from './ddl/ddl-coordinator.service.js';
 import { EventBusService } from './events/event-bus.service.js';
-import { AdminResolver } from './control-plane/admin.resolver.js';
-import { ClusterResolver, DatabaseResolver, ShardResolver } from './control-plane/cluster.resolver.js';
-import { CollectionResolver } from './control-plane/collection.resolver.js';
+import { CONTROL_PLANE_RESOLVERS } from './control-plane/control-plane-schema.js';
 import { ControlPlaneCommandsService } from './control-plane/control-plane-commands.service.js';
 import { ControlPlaneReadsService } from './control-plane/control-plane-reads.service.js';
 import { EventsGateway } from './control-plane/events.gateway.js';
-import { EventsResolver } from './control-plane/events.resolver.js';
 import { graphqlOptions } from './control-plane/graphql-options.js';
 import { LeaderService } from './leader/leader.service.js';
 import { MigrationManagerService } from './migration/migration-manager.service.js';
@@ -81,12 +78,7 @@ export class ConfigServerModule {
         EventBusService,
         ControlPlaneReadsService,
         ControlPlaneCommandsService,
-        ClusterResolver,
-        ShardResolver,
-        DatabaseResolver,
-        CollectionResolver,
-        EventsResolver,
-        AdminResolver,
+        ...CONTROL_PLANE_RESOLVERS,
         EventsGateway,
       ],
     };
