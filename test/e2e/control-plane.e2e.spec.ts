@@ -26,6 +26,7 @@ beforeAll(async () => {
       TESSERA_GRAPHQL_MAX_DEPTH: '5',
       TESSERA_LOG_LEVEL: 'warn',
     },
+    nodeEnv: { config1: { TESSERA_GRAPHQL_DEVELOPMENT: 'true' } },
   }));
   await waitForLeader(cluster.configClient());
 });
@@ -223,5 +224,41 @@ describe('the GraphQL control plane', () => {
     cleanups.push(() => socket.disconnect());
     const error = await new Promise<Error>((resolve) => socket.on('connect_error', resolve));
     expect(error.message).toMatch(/UNAUTHORIZED/);
+  });
+
+  it('serves introspection and GraphiQL from local files in development only', async () => {
+    const introspect = '{ __schema { queryType { name } } }';
+    expect((await graphql(introspect, {}, VIEWER, 'config1')).data).toEqual({ __schema: { queryType: { name: 'Query' } } });
+    expect((await graphql(introspect, {}, VIEWER, 'config')).errors?.[0]?.extensions?.code).toBe('BAD_VALUE');
+    const page = await fetch(`${cluster.node('config1').url}/graphiql`);
+    const html = await page.text();
+    expect(html).not.toMatch(/https?:\/\/(?!127)/);
+    for (const asset of html.matchAll(/(?:src|href)="(\/graphiql\/assets\/[^"]+)"/g)) {
+      const response = await fetch(`${cluster.node('config1').url}${asset[1]}`);
+      expect(response.status, asset[1]).toBe(200);
+      expect((await response.arrayBuffer()).byteLength).toBeGreaterThan(1000);
+    }
+    expect((await fetch(`${cluster.node('config').url}/graphiql`)).status).toBe(404);
+  });
+
+  it('publishes what a shard reports on migrationProgress, and refuses a malformed report', async () => {
+    const since = await lastEventSeq('config1');
+    const client = createClient({
+      url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: VIEWER },
+      retryAttempts: 0,
+    });
+    cleanups.push(() => client.dispose());
+    const received: Array<{ kind: string; shard: string; details: { clonedDocs: number } }> = [];
+    client.subscribe<{ migrationProgress: (typeof received)[number] }>(
+      { query: `subscription { migrationProgress(ns: "${NS}", since: ${since}) { kind shard details } }` },
+      { next: (v) => received.push(v.data!.migrationProgress), error: () => undefined, complete: () => undefined },
+    );
+    const config = cluster.configClient();
+    await config.reportChangelog({ what: 'moveChunk.progress', ns: NS, shard: 'shard0', details: { clonedDocs: 10 } });
+    const event = await eventually(async () => received[0], 'the reported progress', 10_000);
+    expect(event).toEqual({ kind: 'moveChunk.progress', shard: 'shard0', details: { clonedDocs: 10 } });
+    await expect(config.reportChangelog({ what: 'not a kind!' })).rejects.toMatchObject({ code: 'BAD_VALUE' });
   });
 });

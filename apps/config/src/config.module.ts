@@ -19,6 +19,7 @@ import { EventBusService } from './events/event-bus.service.js';
 import { CONTROL_PLANE_RESOLVERS } from './control-plane/control-plane-schema.js';
 import { ControlPlaneCommandsService } from './control-plane/control-plane-commands.service.js';
 import { ControlPlaneReadsService } from './control-plane/control-plane-reads.service.js';
+import { GraphiqlController } from './control-plane/graphiql.controller.js';
 import { EventsGateway } from './control-plane/events.gateway.js';
 import { graphqlOptions } from './control-plane/graphql-options.js';
 import { LeaderService } from './leader/leader.service.js';
@@ -57,6 +58,7 @@ export class ConfigServerModule {
         CatalogController,
         MigrationsController,
         ChangelogController,
+        ...(settings.TESSERA_GRAPHQL_DEVELOPMENT ? [GraphiqlController] : []),
       ],
       providers: [
         ClusterIdentityService,
