@@ -219,6 +219,50 @@ describe('the GraphQL control plane', () => {
     expect(data.cluster.shards.reduce((n, s) => n + s.statistics.chunks, 0)).toBe(5);
   });
 
+  it('runs a moveRange issued by mutation: an operation id at once, progress and the end on migrationProgress, the move on both streams', async () => {
+    const since = await lastEventSeq('config1');
+    const gql = subscribePlacement('config1', since);
+    const sio = await socketIn('config1', since);
+    const progress: Array<{ kind: string; details: Record<string, unknown> }> = [];
+    const client = createClient({
+      url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: VIEWER },
+      retryAttempts: 0,
+    });
+    cleanups.push(() => client.dispose());
+    client.subscribe<{ migrationProgress: (typeof progress)[number] }>(
+      { query: `subscription { migrationProgress(ns: "${NS}", since: ${since}) { kind details } }` },
+      { next: (v) => progress.push(v.data!.migrationProgress), error: () => undefined, complete: () => undefined },
+    );
+    const before = await graphql<{ chunkForKey: { shard: string; version: string } }>(
+      `{ chunkForKey(ns: "${NS}", key: { customer: 250 }) { shard version } }`,
+    );
+    const donor = before.data!.chunkForKey.shard;
+    const recipient = cluster.memberShards.map((s) => s.name).find((name) => name !== donor)!;
+
+    const started = await admin<{ moveRange: { operationId: string; state: string } }>(
+      'mutation ($ns: String!, $min: JSON!, $to: String!) { moveRange(ns: $ns, min: $min, toShard: $to) { operationId state } }',
+      { ns: NS, min: { customer: 200 }, to: recipient },
+    );
+    expect(started.moveRange.state).toBe('running');
+    const end = await eventually(
+      async () => progress.find((e) => e.kind === 'moveRange.end' && e.details.operationId === started.moveRange.operationId),
+      'the end of the migration on migrationProgress',
+      30_000,
+    );
+    expect(end.details).toMatchObject({ outcome: 'committed', donor, recipient });
+    expect(progress.some((e) => e.kind === 'moveChunk.phase')).toBe(true);
+
+    const move = await eventually(async () => gql.received.find((c) => c.reason === 'moveChunk.commit'), 'the move on graphql-ws', 10_000);
+    const moved = (chunks: Placement['after']) => chunks.find((c) => JSON.stringify(c.min) === '[200]');
+    expect(moved(move.before)).toMatchObject({ max: [300], shard: donor, version: before.data!.chunkForKey.version });
+    expect(moved(move.after)).toMatchObject({ max: [300], shard: recipient });
+    expect(Number(moved(move.after)!.version.split('|')[0])).toBeGreaterThan(Number(before.data!.chunkForKey.version.split('|')[0]));
+    const event = await eventually(async () => sio.received.find((e) => e.kind === 'moveChunk.commit'), 'the move on socket.io', 10_000);
+    expect(event.seq).toBe(move.seq);
+  });
+
   it('refuses a socket.io client without a token', async () => {
     const socket = io(`${cluster.node('config').url}/events`, { transports: ['websocket'], reconnection: false });
     cleanups.push(() => socket.disconnect());

@@ -1,7 +1,7 @@
 import { UseGuards } from '@nestjs/common';
 import { Args, Mutation, Resolver } from '@nestjs/graphql';
 import type { Chunk } from '@tessera/core';
-import type { DatabaseDescription } from '@tessera/protocol';
+import type { DatabaseDescription, MoveRangeResult } from '@tessera/protocol';
 import { ControlPlaneCommandsService } from './control-plane-commands.service.js';
 import { ControlPlaneGuard } from './control-plane.guard.js';
 import { ControlPlaneReadsService, chunkTypeOf } from './control-plane-reads.service.js';
@@ -12,14 +12,16 @@ import {
   DropResultType,
   RemoveShardResultType,
   ShardCollectionInput,
+  MigrationOperationType,
+  type MigrationResultType,
   ShardType,
 } from './graphql-types.js';
 import { JsonScalar } from './json.scalar.js';
 
 /**
  * One mutation per administrative command built so far (admin token). They run the same
- * services as the internal API, on the leader where the command needs it. Not here yet:
- * moveRange/moveChunk (the migration issue) and the balancer settings (the balancer issue).
+ * services as the internal API, on the leader where the command needs it. Not here yet: the
+ * balancer settings (the balancer issue).
  */
 @Resolver()
 @UseGuards(ControlPlaneGuard)
@@ -28,6 +30,16 @@ export class AdminResolver {
     private readonly commands: ControlPlaneCommandsService,
     private readonly reads: ControlPlaneReadsService,
   ) {}
+
+  private async operation(
+    ns: string,
+    request: Record<string, unknown>,
+    run: () => Promise<MoveRangeResult>,
+    wait: boolean,
+  ): Promise<MigrationOperationType> {
+    const op = await this.commands.migrate(ns, request, run, wait);
+    return { ...op, result: op.result && migrationResultOf(op.result) };
+  }
 
   @Mutation(() => ShardType, { description: 'Adds a shard; idempotent for the same name and URL.' })
   addShard(@Args('name') name: string, @Args('url') url: string): Promise<ShardType> {
@@ -107,6 +119,53 @@ export class AdminResolver {
     return chunkTypeOf(await this.commands.clearJumboFlag(ns, key));
   }
 
+  @Mutation(() => MigrationOperationType, {
+    description:
+      'Moves [min, max) (or, without max, the chunk starting at min) to toShard, splitting first for a sub-range. Answers at once with an operation id unless wait is true.',
+  })
+  moveRange(
+    @Args('ns') ns: string,
+    @Args('min', { type: () => JsonScalar }) min: unknown,
+    @Args('toShard') toShard: string,
+    @Args('max', { type: () => JsonScalar, nullable: true }) max?: unknown,
+    @Args('forceJumbo', { defaultValue: false }) forceJumbo: boolean = false,
+    @Args('waitForDelete', { defaultValue: false }) waitForDelete: boolean = false,
+    @Args('wait', { defaultValue: false, description: 'answer when the migration has ended' }) wait: boolean = false,
+  ): Promise<MigrationOperationType> {
+    const request = {
+      ns,
+      min: min as Record<string, unknown>,
+      ...(max == null ? {} : { max: max as Record<string, unknown> }),
+      toShard,
+      forceJumbo,
+      waitForDelete,
+    };
+    return this.operation(ns, request, () => this.commands.moveRange(request), wait);
+  }
+
+  @Mutation(() => MigrationOperationType, {
+    description: 'Moves the chunk holding the shard key `find`, or the chunk with exactly these `bounds` [min, max], to shard `to`.',
+  })
+  moveChunk(
+    @Args('ns') ns: string,
+    @Args('to') to: string,
+    @Args('find', { type: () => JsonScalar, nullable: true }) find?: unknown,
+    @Args('bounds', { type: () => [JsonScalar], nullable: true }) bounds?: unknown[],
+    @Args('forceJumbo', { defaultValue: false }) forceJumbo: boolean = false,
+    @Args('waitForDelete', { defaultValue: false }) waitForDelete: boolean = false,
+    @Args('wait', { defaultValue: false, description: 'answer when the migration has ended' }) wait: boolean = false,
+  ): Promise<MigrationOperationType> {
+    const request = {
+      ns,
+      to,
+      ...(find == null ? {} : { find: find as Record<string, unknown> }),
+      ...(bounds == null ? {} : { bounds: bounds as [Record<string, unknown>, Record<string, unknown>] }),
+      forceJumbo,
+      waitForDelete,
+    };
+    return this.operation(ns, request, () => this.commands.moveChunk(request), wait);
+  }
+
   @Mutation(() => [String], { description: "Assigns a zone to a shard; returns the shard's zones." })
   async addShardToZone(@Args('shard') shard: string, @Args('zone') zone: string): Promise<string[]> {
     return (await this.commands.addShardToZone(shard, zone)).zones;
@@ -127,6 +186,21 @@ export class AdminResolver {
     await this.commands.updateZoneKeyRange({ ns, min: min as Record<string, unknown>, max: max as Record<string, unknown>, zone });
     return true;
   }
+}
+
+function migrationResultOf(r: MoveRangeResult): MigrationResultType {
+  return {
+    migrationId: r.migrationId,
+    ns: r.ns,
+    donor: r.donor,
+    recipient: r.recipient,
+    min: r.range.min,
+    max: r.range.max,
+    documentsCloned: r.documentsCloned,
+    bytesCloned: r.bytesCloned,
+    criticalSectionMs: r.criticalSectionMs,
+    phases: r.phases,
+  };
 }
 
 function databaseOf(d: DatabaseDescription): DatabaseType {

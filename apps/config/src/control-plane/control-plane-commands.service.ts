@@ -1,4 +1,7 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { DataSource } from 'typeorm';
 import {
   type Chunk,
   type ChunkVersion,
@@ -11,11 +14,14 @@ import {
   parseShardKeyPattern,
   shardKeyFromObject,
 } from '@tessera/core';
-import { InternalClients } from '@tessera/platform';
+import { InternalClients, LOGGER } from '@tessera/platform';
 import {
   type ConfigClient,
   type DatabaseDescription,
   type DropResult,
+  type MoveChunkRequest,
+  type MoveRangeRequest,
+  type MoveRangeResult,
   type RemoveShardResult,
   type ShardCollectionRequest,
   type ShardDescription,
@@ -31,6 +37,8 @@ import { DatabaseDdlService } from '../ddl/database-ddl.service.js';
 import { ShardRegistryService } from '../shards/shard-registry.service.js';
 import { ZonesService } from '../zones/zones.service.js';
 import { ControlPlaneReadsService } from './control-plane-reads.service.js';
+import { MigrationManagerService } from '../migration/migration-manager.service.js';
+import { ChangelogService } from '../changelog/changelog.service.js';
 
 /** How often a chunk command re-reads the collection version after losing a race with another commit. */
 const COMMIT_ATTEMPTS = 3;
@@ -54,7 +62,55 @@ export class ControlPlaneCommandsService {
     private readonly reads: CatalogReadService,
     private readonly commits: MetadataCommitService,
     private readonly catalog: ControlPlaneReadsService,
+    private readonly migrations: MigrationManagerService,
+    private readonly changelog: ChangelogService,
+    private readonly dataSource: DataSource,
+    @Inject(LOGGER) private readonly logger: Logger,
   ) {}
+
+  /**
+   * Runs a migration (moveRange or moveChunk). With `wait` it answers when the migration has
+   * committed or failed. Without, it answers at once with an operation id: `moveRange.start` and,
+   * when the migration ends, `moveRange.end` (with the migration id and the outcome) are written
+   * to the changelog, so they arrive on `migrationProgress` with the donor's phase and progress
+   * reports in between.
+   */
+  async migrate(
+    ns: string,
+    request: Record<string, unknown>,
+    run: () => Promise<MoveRangeResult>,
+    wait: boolean,
+  ): Promise<{ operationId: string; state: 'running' | 'committed' | 'failed'; result: MoveRangeResult | null; error: unknown }> {
+    const operationId = randomUUID();
+    if (wait) return { operationId, state: 'committed', result: await run(), error: null };
+    await this.recordOperation('moveRange.start', ns, { operationId, ...request });
+    void run().then(
+      (result) => this.recordOperation('moveRange.end', ns, { operationId, outcome: 'committed', ...result }),
+      (error: unknown) =>
+        this.recordOperation('moveRange.end', ns, {
+          operationId,
+          outcome: 'failed',
+          error: error instanceof TesseraError ? { code: error.code, message: error.message } : { code: 'INTERNAL', message: String(error) },
+        }),
+    );
+    return { operationId, state: 'running', result: null, error: null };
+  }
+
+  moveRange(request: MoveRangeRequest): Promise<MoveRangeResult> {
+    return this.migrations.moveRange(request);
+  }
+
+  moveChunk(request: MoveChunkRequest): Promise<MoveRangeResult> {
+    return this.migrations.moveChunk(request);
+  }
+
+  private async recordOperation(what: string, ns: string, details: Record<string, unknown>): Promise<void> {
+    try {
+      await this.dataSource.transaction((manager) => this.changelog.record(manager, { what, ns, details }));
+    } catch (error) {
+      this.logger.warn({ err: error, what, details }, `could not record ${what} in the changelog`);
+    }
+  }
 
   addShard(name: string, url: string): Promise<ShardDescription> {
     return this.shards.addShard({ name, url });

@@ -197,3 +197,34 @@ export class ChangelogFilterInput {
   @Field(() => [String], { nullable: true, description: 'Event kinds, e.g. ["split", "merge"].' }) kinds?: string[];
   @Field(() => [String], { nullable: true, description: 'Topics, e.g. ["placement"].' }) topics?: string[];
 }
+
+@ObjectType('MigrationPhaseTime')
+export class MigrationPhaseTimeType {
+  @Field() phase!: string;
+  @Field() at!: string;
+}
+
+@ObjectType('MigrationResult', { description: 'A finished migration, as the donor reports it.' })
+export class MigrationResultType {
+  @Field() migrationId!: string;
+  @Field() ns!: string;
+  @Field() donor!: string;
+  @Field() recipient!: string;
+  @Field(() => JsonScalar) min!: unknown;
+  @Field(() => JsonScalar) max!: unknown;
+  @Field(() => Float) documentsCloned!: number;
+  @Field(() => Float) bytesCloned!: number;
+  @Field(() => Float) criticalSectionMs!: number;
+  @Field(() => [MigrationPhaseTimeType]) phases!: MigrationPhaseTimeType[];
+}
+
+@ObjectType('MigrationOperation', {
+  description:
+    'A moveRange/moveChunk: at once `running` with an operation id (progress on migrationProgress; a moveRange.end event with this id when it ends), or with wait: true the finished migration.',
+})
+export class MigrationOperationType {
+  @Field(() => ID) operationId!: string;
+  @Field({ description: 'running, committed or failed' }) state!: string;
+  @Field(() => MigrationResultType, { nullable: true }) result!: MigrationResultType | null;
+  @Field(() => JsonScalar, { nullable: true, description: '{code, message} when failed' }) error!: unknown;
+}
