@@ -261,6 +261,19 @@ describe('the GraphQL control plane', () => {
     expect(Number(moved(move.after)!.version.split('|')[0])).toBeGreaterThan(Number(before.data!.chunkForKey.version.split('|')[0]));
     const event = await eventually(async () => sio.received.find((e) => e.kind === 'moveChunk.commit'), 'the move on socket.io', 10_000);
     expect(event.seq).toBe(move.seq);
+
+    const migrations = await eventually(async () => {
+      const answer = await graphql<{
+        migrations: {
+          active: unknown[];
+          recent: Array<{ outcome: string; donor: string; recipient: string; phases: Array<{ phase: string; ms: number | null }> }>;
+        };
+      }>(`{ migrations(ns: "${NS}") { active { migrationId } recent { outcome donor recipient phases { phase ms } } } }`);
+      return answer.data?.migrations.recent.length ? answer.data.migrations : undefined;
+    }, 'the migration among the recent ones');
+    expect(migrations.active).toEqual([]);
+    expect(migrations.recent[0]).toMatchObject({ outcome: 'committed', donor, recipient });
+    expect(migrations.recent[0]!.phases.map((p) => p.phase)).toContain('criticalSection');
   });
 
   it('refuses a socket.io client without a token', async () => {

@@ -1,5 +1,5 @@
 import { UseGuards } from '@nestjs/common';
-import { Context, Query, ResolveField, Resolver, Root } from '@nestjs/graphql';
+import { Args, Context, Int, Query, ResolveField, Resolver, Root } from '@nestjs/graphql';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { EventBusService } from '../events/event-bus.service.js';
 import { LeaderService } from '../leader/leader.service.js';
@@ -8,7 +8,15 @@ import { ShardRegistryService } from '../shards/shard-registry.service.js';
 import { type ControlPlaneContext, loadersOf } from './control-plane-context.js';
 import { ControlPlaneGuard } from './control-plane.guard.js';
 import { ControlPlaneReadsService } from './control-plane-reads.service.js';
-import { ClusterOverviewType, CollectionType, DatabaseType, SettingType, ShardStatisticsType, ShardType } from './graphql-types.js';
+import {
+  ClusterOverviewType,
+  CollectionType,
+  DatabaseType,
+  MigrationsType,
+  SettingType,
+  ShardStatisticsType,
+  ShardType,
+} from './graphql-types.js';
 
 /** The cluster overview: shards, databases, routers, zones, the leader and the clock. */
 @Resolver(() => ClusterOverviewType)
@@ -41,6 +49,16 @@ export class ClusterResolver {
       vectorClock: this.clock.now(),
       lastEventSeq: this.events.lastSeq,
     };
+  }
+
+  @Query(() => MigrationsType, {
+    description: 'Migrations in flight with their phase and progress, and recent ones with per-phase durations.',
+  })
+  migrations(
+    @Args('ns', { type: () => String, nullable: true }) ns?: string,
+    @Args('recent', { type: () => Int, defaultValue: 20 }) recent = 20,
+  ): Promise<MigrationsType> {
+    return this.reads.migrations(ns ?? undefined, recent);
   }
 
   @Query(() => [SettingType], { description: 'The cluster settings documents (config.settings).' })

@@ -90,7 +90,8 @@ export class ControlPlaneCommandsService {
         this.recordOperation('moveRange.end', ns, {
           operationId,
           outcome: 'failed',
-          error: error instanceof TesseraError ? { code: error.code, message: error.message } : { code: 'INTERNAL', message: String(error) },
+          error:
+            error instanceof TesseraError ? { code: error.code, message: error.message } : { code: 'INTERNAL', message: String(error) },
         }),
     );
     return { operationId, state: 'running', result: null, error: null };

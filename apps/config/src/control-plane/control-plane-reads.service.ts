@@ -30,6 +30,7 @@ import type {
   CollectionType,
   DatabaseType,
   EventConnectionType,
+  MigrationsType,
   SettingType,
   ShardDistributionType,
   ShardStatisticsType,
@@ -202,6 +203,83 @@ export class ControlPlaneReadsService {
     return { nodes: page, pageInfo: { hasNextPage: rows.length > first, endCursor: last === undefined ? null : String(last.seq) } };
   }
 
+  /**
+   * Migrations in flight (the active_migrations registry, with the last phase and progress each
+   * donor reported) and the last `recent` that ended (the donors' moveChunk.from and
+   * moveChunk.error reports, with how long each phase took). Three statements in all.
+   */
+  async migrations(ns: string | undefined, recent: number): Promise<MigrationsType> {
+    const active: Array<{
+      id: string;
+      ns: string;
+      min_ejson: string;
+      max_ejson: string;
+      donor: string;
+      recipient: string;
+      started_at: Date;
+    }> = await this.dataSource.query(
+      `SELECT id, ns, min_ejson, max_ejson, donor, recipient, started_at FROM active_migrations
+        WHERE $1::text IS NULL OR ns = $1 ORDER BY started_at`,
+      [ns ?? null],
+    );
+    const reports: Array<{ id: string; what: string; details: Record<string, unknown> }> =
+      active.length === 0
+        ? []
+        : await this.dataSource.query(
+            `SELECT DISTINCT ON (details->>'migrationId', what) details->>'migrationId' AS id, what, details FROM changelog
+              WHERE what IN ('moveChunk.phase', 'moveChunk.progress') AND details->>'migrationId' = ANY($1)
+              ORDER BY details->>'migrationId', what, seq DESC`,
+            [active.map((a) => a.id)],
+          );
+    const report = (id: string, what: string) => reports.find((r) => r.id === id && r.what === what)?.details;
+    const ended: ChangelogRow[] = await this.dataSource.query(
+      `SELECT * FROM changelog WHERE what IN ('moveChunk.from', 'moveChunk.error') AND ($1::text IS NULL OR ns = $1)
+        ORDER BY seq DESC LIMIT $2`,
+      [ns ?? null, Math.min(Math.max(recent, 0), MAX_PAGE)],
+    );
+    return {
+      active: active.map((a) => {
+        const progress = report(a.id, 'moveChunk.progress');
+        return {
+          migrationId: a.id,
+          ns: a.ns,
+          min: a.min_ejson,
+          max: a.max_ejson,
+          donor: a.donor,
+          recipient: a.recipient,
+          startedAt: a.started_at.toISOString(),
+          phase: String(report(a.id, 'moveChunk.phase')?.phase ?? 'registered'),
+          documentsCloned: numberOrNull(progress?.documentsCloned),
+          bytesCloned: numberOrNull(progress?.bytesCloned),
+        };
+      }),
+      recent: ended.map((row) => {
+        const d = row.details;
+        const phases = Array.isArray(d.phases) ? (d.phases as Array<{ phase: string; at: string }>) : [];
+        return {
+          seq: Number(row.seq),
+          migrationId: typeof d.migrationId === 'string' ? d.migrationId : null,
+          ns: row.ns ?? '',
+          min: d.min ?? null,
+          max: d.max ?? null,
+          donor: String(d.from ?? row.shard ?? ''),
+          recipient: String(d.to ?? ''),
+          outcome: row.what === 'moveChunk.from' ? 'committed' : 'failed',
+          endedAt: new Date(row.time).toISOString(),
+          error: typeof d.error === 'string' ? d.error : null,
+          documentsCloned: numberOrNull(d.documentsCloned),
+          bytesCloned: numberOrNull(d.bytesCloned),
+          criticalSectionMs: numberOrNull(d.criticalSectionMs),
+          phases: phases.map((p, i) => ({
+            phase: p.phase,
+            startedAt: p.at,
+            ms: phases[i + 1] === undefined ? null : Date.parse(phases[i + 1]!.at) - Date.parse(p.at),
+          })),
+        };
+      }),
+    };
+  }
+
   async settings(): Promise<SettingType[]> {
     const rows: Array<{ key: string; value: unknown; updated_at: Date }> = await this.dataSource.query(
       'SELECT key, value, updated_at FROM settings ORDER BY key',
@@ -244,6 +322,10 @@ export function chunkTypeOf(chunk: Chunk, row?: Pick<ChunkRow, 'estimated_size_b
     estimatedSizeBytes: row?.estimated_size_bytes == null ? null : Number(row.estimated_size_bytes),
     history: chunk.history,
   };
+}
+
+function numberOrNull(value: unknown): number | null {
+  return typeof value === 'number' ? value : null;
 }
 
 function parseTime(value: string, name: string): Date {

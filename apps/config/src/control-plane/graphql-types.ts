@@ -228,3 +228,48 @@ export class MigrationOperationType {
   @Field(() => MigrationResultType, { nullable: true }) result!: MigrationResultType | null;
   @Field(() => JsonScalar, { nullable: true, description: '{code, message} when failed' }) error!: unknown;
 }
+
+@ObjectType('ActiveMigration', { description: 'A migration in flight, with the last phase and progress its donor reported.' })
+export class ActiveMigrationType {
+  @Field(() => ID) migrationId!: string;
+  @Field() ns!: string;
+  @Field({ description: 'Inclusive lower bound, readable.' }) min!: string;
+  @Field({ description: 'Exclusive upper bound, readable.' }) max!: string;
+  @Field() donor!: string;
+  @Field() recipient!: string;
+  @Field() startedAt!: string;
+  @Field({ description: 'registered, cloning, steady, criticalSection, ... (the last reported)' }) phase!: string;
+  @Field(() => Float, { nullable: true }) documentsCloned!: number | null;
+  @Field(() => Float, { nullable: true }) bytesCloned!: number | null;
+}
+
+@ObjectType('PhaseDuration')
+export class PhaseDurationType {
+  @Field() phase!: string;
+  @Field() startedAt!: string;
+  @Field(() => Float, { nullable: true, description: 'Until the next phase began; null for the last.' }) ms!: number | null;
+}
+
+@ObjectType('RecentMigration', { description: "A migration that ended, from its donor's report." })
+export class RecentMigrationType {
+  @Field(() => Float) seq!: number;
+  @Field(() => String, { nullable: true }) migrationId!: string | null;
+  @Field() ns!: string;
+  @Field(() => JsonScalar) min!: unknown;
+  @Field(() => JsonScalar) max!: unknown;
+  @Field() donor!: string;
+  @Field() recipient!: string;
+  @Field({ description: 'committed or failed' }) outcome!: string;
+  @Field() endedAt!: string;
+  @Field(() => String, { nullable: true }) error!: string | null;
+  @Field(() => Float, { nullable: true }) documentsCloned!: number | null;
+  @Field(() => Float, { nullable: true }) bytesCloned!: number | null;
+  @Field(() => Float, { nullable: true }) criticalSectionMs!: number | null;
+  @Field(() => [PhaseDurationType]) phases!: PhaseDurationType[];
+}
+
+@ObjectType('Migrations')
+export class MigrationsType {
+  @Field(() => [ActiveMigrationType]) active!: ActiveMigrationType[];
+  @Field(() => [RecentMigrationType], { description: 'Newest first.' }) recent!: RecentMigrationType[];
+}
