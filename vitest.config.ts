@@ -7,14 +7,17 @@ const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 // Postgres, `*.e2e.spec.ts` against running processes. All run in one `npm test`.
 export default defineConfig({
   resolve: {
-    alias: {
-      '@tessera/core': here('./libs/core/src/index.ts'),
-      '@tessera/protocol': here('./libs/protocol/src/index.ts'),
-      '@tessera/platform': here('./libs/platform/src/index.ts'),
-      '@tessera/query': here('./libs/query/src/index.ts'),
-      '@tessera/migrations': here('./migrations/index.ts'),
-      '@tessera/routing': here('./libs/routing/src/index.ts'),
-    },
+    alias: [
+      { find: '@tessera/core', replacement: here('./libs/core/src/index.ts') },
+      { find: '@tessera/protocol', replacement: here('./libs/protocol/src/index.ts') },
+      { find: '@tessera/platform', replacement: here('./libs/platform/src/index.ts') },
+      { find: '@tessera/query', replacement: here('./libs/query/src/index.ts') },
+      { find: '@tessera/migrations', replacement: here('./migrations/index.ts') },
+      { find: '@tessera/routing', replacement: here('./libs/routing/src/index.ts') },
+      // One copy of graphql: Nest loads its CommonJS build, so our code must too (two copies of
+      // GraphQLScalarType fail each other's instanceof checks).
+      { find: /^graphql$/, replacement: here('./node_modules/graphql/index.js') },
+    ],
   },
   test: {
     include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'tools/**/*.spec.ts', 'test/**/*.spec.ts'],

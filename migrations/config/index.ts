@@ -2,6 +2,13 @@ import { Registry1763900000000 } from './1763900000000-registry.js';
 import { Catalog1763900100000 } from './1763900100000-catalog.js';
 import { ActiveMigrations1763900200000 } from './1763900200000-active-migrations.js';
 import { MigrationDecisions1763900300000 } from './1763900300000-migration-decisions.js';
+import { EventSequence1763900900000 } from './1763900900000-event-sequence.js';
 
 /** The config database's migrations, in order. Listed explicitly: globs do not load under ESM. */
-export const configMigrations = [Registry1763900000000, Catalog1763900100000, ActiveMigrations1763900200000, MigrationDecisions1763900300000];
+export const configMigrations = [
+  Registry1763900000000,
+  Catalog1763900100000,
+  ActiveMigrations1763900200000,
+  MigrationDecisions1763900300000,
+  EventSequence1763900900000,
+];

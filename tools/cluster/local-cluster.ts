@@ -43,6 +43,12 @@ export interface LocalClusterOptions {
   onProgress?: (message: string) => void;
 }
 
+/** Bearer tokens of the config servers' GraphQL control plane and socket.io streams. */
+export interface ControlPlaneTokens {
+  admin: string;
+  viewer: string;
+}
+
 export interface ClusterNode {
   name: string;
   role: NodeRole;
@@ -65,6 +71,8 @@ const READY_TIMEOUT_MS = 60_000;
 export class LocalCluster {
   readonly nodes: ClusterNode[] = [];
   clusterKey = '';
+  /** The control plane's tokens given to the config servers: generated once per data directory unless `env` sets them. */
+  controlPlaneTokens: ControlPlaneTokens = { admin: '', viewer: '' };
   private postgres: PostgresServer | undefined;
   private readonly agent = new Agent({ connections: 4 });
   private readonly logs = new Map<string, WriteStream>();
@@ -109,6 +117,7 @@ export class LocalCluster {
     if (options.fresh && options.pgUrl === undefined) await rm(join(root, 'postgres'), { recursive: true, force: true });
     await mkdir(join(root, 'logs'), { recursive: true });
     this.clusterKey = await this.loadClusterKey(root);
+    this.controlPlaneTokens = await this.loadControlPlaneTokens(root);
     this.plan();
     await Promise.all(this.nodes.map((n) => assertPortFree(n.port, n.name)));
 
@@ -207,7 +216,10 @@ export class LocalCluster {
         tail: [],
       });
     };
-    for (let i = 0; i < (options.configs ?? 1); i++) add(i === 0 ? 'config' : `config${i}`, 'config', portAt(options.ports.config, i));
+    const tokens = { TESSERA_ADMIN_TOKEN: this.controlPlaneTokens.admin, TESSERA_VIEWER_TOKEN: this.controlPlaneTokens.viewer };
+    for (let i = 0; i < (options.configs ?? 1); i++) {
+      add(i === 0 ? 'config' : `config${i}`, 'config', portAt(options.ports.config, i), tokens);
+    }
     for (let i = 0; i < options.shards + (options.spareShards ?? 0); i++) add(`shard${i}`, 'shard', portAt(options.ports.shard, i));
     for (let i = 0; i < options.routers; i++) {
       add(`router${i}`, 'router', portAt(options.ports.router, i), {
@@ -226,6 +238,17 @@ export class LocalCluster {
     const key = randomBytes(32).toString('hex');
     await writeFile(file, `${key}\n`, { mode: 0o600 });
     return key;
+  }
+
+  /** The tokens `env` sets, else those in `control-plane.tokens` (made on first start, readable by the owner only). */
+  private async loadControlPlaneTokens(root: string): Promise<ControlPlaneTokens> {
+    const env = this.options.env ?? {};
+    const file = join(root, 'control-plane.tokens');
+    const saved: ControlPlaneTokens = existsSync(file)
+      ? (JSON.parse(readFileSync(file, 'utf8')) as ControlPlaneTokens)
+      : { admin: `admin-${randomBytes(24).toString('hex')}`, viewer: `viewer-${randomBytes(24).toString('hex')}` };
+    if (!existsSync(file)) await writeFile(file, `${JSON.stringify(saved)}\n`, { mode: 0o600 });
+    return { admin: env.TESSERA_ADMIN_TOKEN ?? saved.admin, viewer: env.TESSERA_VIEWER_TOKEN ?? saved.viewer };
   }
 
   private async startNodes(nodes: ClusterNode[]): Promise<void> {

@@ -69,6 +69,8 @@ const cluster = new LocalCluster({
   fresh: args.fresh,
   ports: { router: 7070, config: 7080, shard: 7101 },
   databasePrefix: 'tessera',
+  // Introspection and GraphiQL (served from local files) for whoever runs the cluster on this machine.
+  env: { TESSERA_GRAPHQL_DEVELOPMENT: 'true' },
   onProgress: (message) => say(`tessera: ${message}`),
   onNodeLine: (node, line) => {
     if (args.verbose) return say(`[${node.name}] ${line}`);
@@ -108,6 +110,10 @@ try {
 Tessera is running (${((performance.now() - started) / 1000).toFixed(1)} s):
   router(s)      ${cluster.routerUrls.join(', ')}   (REST API under /v1)
   config server  ${cluster.configUrl}
+  control plane  ${cluster.configUrl}/graphql (GraphiQL at ${cluster.configUrl}/graphiql), socket.io ${cluster.configUrl}/events
+    admin token  ${cluster.controlPlaneTokens.admin}
+    viewer token ${cluster.controlPlaneTokens.viewer}
+    (send "Authorization: Bearer <token>"; kept in ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'control-plane.tokens')})
   shards         ${cluster.shardNodes.map((s) => `${s.name} ${s.url}`).join(', ')}
   logs           ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'logs')}
   cluster key    in ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'cluster.key')} (TESSERA_CLUSTER_KEY)

@@ -1,4 +1,6 @@
 import { type DynamicModule, Module } from '@nestjs/common';
+import { GraphQLModule } from '@nestjs/graphql';
+import type { ApolloDriverConfig } from '@nestjs/apollo';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { CatalogController } from './catalog/catalog.controller.js';
@@ -13,6 +15,13 @@ import { CollectionDropper } from './ddl/collection-dropper.js';
 import { DatabaseDdlService } from './ddl/database-ddl.service.js';
 import { DdlController, LeaderController } from './ddl/ddl.controller.js';
 import { DdlCoordinatorService } from './ddl/ddl-coordinator.service.js';
+import { EventBusService } from './events/event-bus.service.js';
+import { CONTROL_PLANE_RESOLVERS } from './control-plane/control-plane-schema.js';
+import { ControlPlaneCommandsService } from './control-plane/control-plane-commands.service.js';
+import { ControlPlaneReadsService } from './control-plane/control-plane-reads.service.js';
+import { GraphiqlController } from './control-plane/graphiql.controller.js';
+import { EventsGateway } from './control-plane/events.gateway.js';
+import { graphqlOptions } from './control-plane/graphql-options.js';
 import { LeaderService } from './leader/leader.service.js';
 import { MigrationManagerService } from './migration/migration-manager.service.js';
 import { MigrationsController } from './migration/migrations.controller.js';
@@ -39,8 +48,18 @@ export class ConfigServerModule {
           poolSize: settings.TESSERA_DATABASE_POOL_SIZE,
           entities: [ShardEntity],
         }),
+        GraphQLModule.forRoot<ApolloDriverConfig>(graphqlOptions(settings, logger)),
       ],
-      controllers: [ShardsController, RoutersController, DdlController, LeaderController, CatalogController, MigrationsController, ChangelogController],
+      controllers: [
+        ShardsController,
+        RoutersController,
+        DdlController,
+        LeaderController,
+        CatalogController,
+        MigrationsController,
+        ChangelogController,
+        ...(settings.TESSERA_GRAPHQL_DEVELOPMENT ? [GraphiqlController] : []),
+      ],
       providers: [
         ClusterIdentityService,
         ConfigClockService,
@@ -58,6 +77,11 @@ export class ConfigServerModule {
         CatalogReadService,
         MetadataCommitService,
         MigrationManagerService,
+        EventBusService,
+        ControlPlaneReadsService,
+        ControlPlaneCommandsService,
+        ...CONTROL_PLANE_RESOLVERS,
+        EventsGateway,
       ],
     };
   }

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { commonSettingsShape, databaseSettingsShape, millisecondsSetting } from '@tessera/platform';
 
+const controlPlaneToken = z.string().min(16, 'must be at least 16 characters').max(512).optional();
+
 /** The config server's settings; README.md documents each with its default. */
 export const configSettingsSchema = z.object({
   ...commonSettingsShape(7080),
@@ -17,6 +19,16 @@ export const configSettingsSchema = z.object({
   TESSERA_LEADER_LEASE_MS: millisecondsSetting(10_000),
   /** How often the leader renews its lease and followers try to take an expired one. */
   TESSERA_LEADER_RENEW_INTERVAL_MS: millisecondsSetting(1_000),
+  /** The control plane's admin token: GraphQL mutations need it (it also grants what the viewer token does). Unset: no mutations. */
+  TESSERA_ADMIN_TOKEN: controlPlaneToken,
+  /** The control plane's viewer token: GraphQL queries and subscriptions, socket.io /events. Unset: only the admin token reads. */
+  TESSERA_VIEWER_TOKEN: controlPlaneToken,
+  /** Development mode of the control plane: introspection on and GraphiQL at /graphiql (from local assets). */
+  TESSERA_GRAPHQL_DEVELOPMENT: z.stringbool().default(false),
+  /** GraphQL operations nested deeper than this are refused before they run. */
+  TESSERA_GRAPHQL_MAX_DEPTH: z.coerce.number().int().min(2).max(100).default(10),
+  /** GraphQL operations whose estimated cost (fields weighted by depth) exceeds this are refused. */
+  TESSERA_GRAPHQL_MAX_COST: z.coerce.number().int().min(100).max(1_000_000).default(20_000),
 });
 
 export type ConfigSettings = z.output<typeof configSettingsSchema>;

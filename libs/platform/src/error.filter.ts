@@ -15,6 +15,8 @@ export class TesseraExceptionFilter implements ExceptionFilter {
   constructor(private readonly logger: Logger) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
+    // GraphQL and socket.io errors are their transports' to render: returning nothing rethrows.
+    if (host.getType() !== 'http') return;
     const http = host.switchToHttp();
     const request = http.getRequest<FastifyRequest>();
     const reply = http.getResponse<FastifyReply>();

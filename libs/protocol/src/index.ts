@@ -10,3 +10,4 @@ export * from './catalog-messages.js';
 export * from './data-messages.js';
 export * from './migration-messages.js';
 export * from './migration-client.js';
+export * from './event-messages.js';

@@ -199,6 +199,8 @@ export class MetadataCommitService {
           migrationId: input.migrationId ?? null,
           donor: input.donor,
           recipient: input.recipient,
+          // Before and after, so a placement event shows both without reading older rows.
+          before: [describeChunk(chunk), ...(controlRow ? [describeChunk(chunkFromRow(controlRow, c.generation))] : [])],
           chunk: describeChunk(moved),
           controlChunk: control ? describeChunk(control) : null,
           configTime,

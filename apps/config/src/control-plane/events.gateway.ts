@@ -1,0 +1,135 @@
+import { Inject } from '@nestjs/common';
+import { type OnGatewayDisconnect, type OnGatewayInit, SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
+import type { Subscription } from 'rxjs';
+import type { Namespace, Socket } from 'socket.io';
+import { TesseraError } from '@tessera/core';
+import { SETTINGS } from '@tessera/platform';
+import { EVENT_TOPICS, type ClusterEvent, type EventTopic } from '@tessera/protocol';
+import type { ConfigSettings } from '../config.settings.js';
+import { EventBusService } from '../events/event-bus.service.js';
+import { roleOfToken } from './control-plane-auth.js';
+
+/** Rooms a client may join: `ns:<db.coll or db>` and `topic:<topic>`. */
+const ROOM = /^(ns:[^\0]{1,300}|topic:[a-z]+)$/;
+const MAX_ROOMS = 100;
+
+interface SubscribeRequest {
+  rooms?: unknown;
+  since?: unknown;
+}
+
+interface SocketState {
+  subscription?: Subscription;
+  /** The last seq sent to this socket. */
+  lastSeq?: number;
+}
+
+/** What a client's acknowledgement carries: the rooms it is in, or the error. */
+type Ack = { ok: true; rooms: string[]; lastSeq: number } | { ok: false; error: { code: string; message: string } };
+
+/**
+ * socket.io namespace `/events`: the same typed events as the GraphQL subscriptions, with the
+ * same seq. A client connects with the viewer (or admin) token in `auth.token`, then emits
+ * `subscribe` with `{rooms: ['ns:shop.orders', 'topic:placement'], since?: seq}` and receives
+ * `event` messages for events in any of its rooms, in seq order; with `since` it first gets
+ * every event after that seq. `unsubscribe` with `{rooms}` leaves rooms. Each socket is fed
+ * from one bus stream filtered by its rooms, so the resume seam has no gap and no duplicate.
+ */
+@WebSocketGateway({ namespace: '/events', serveClient: false })
+export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconnect<Socket> {
+  private readonly sockets = new WeakMap<Socket, SocketState>();
+
+  constructor(
+    private readonly events: EventBusService,
+    @Inject(SETTINGS) private readonly settings: ConfigSettings,
+  ) {}
+
+  afterInit(namespace: Namespace): void {
+    namespace.use((socket, next) => {
+      const auth = socket.handshake.auth as { token?: unknown } | undefined;
+      const role = roleOfToken(this.settings, auth?.token ?? socket.handshake.headers.authorization);
+      if (role !== undefined) return next();
+      const error = new Error('UNAUTHORIZED: /events needs a viewer or admin token in auth.token') as Error & { data?: unknown };
+      error.data = { code: 'UNAUTHORIZED' };
+      next(error);
+    });
+  }
+
+  handleDisconnect(socket: Socket): void {
+    this.sockets.get(socket)?.subscription?.unsubscribe();
+    this.sockets.delete(socket);
+  }
+
+  @SubscribeMessage('subscribe')
+  subscribe(socket: Socket, request: SubscribeRequest): Ack {
+    return this.answer(() => {
+      const rooms = roomsOf(request?.rooms);
+      const since = request?.since;
+      if (since !== undefined && since !== null && !(typeof since === 'number' && Number.isInteger(since) && since >= 0)) {
+        throw new TesseraError('BAD_VALUE', `since must be a sequence number (a whole number >= 0), got ${JSON.stringify(since)}`);
+      }
+      for (const room of rooms) void socket.join(room);
+      this.restream(socket, typeof since === 'number' ? since : undefined);
+    }, socket);
+  }
+
+  @SubscribeMessage('unsubscribe')
+  unsubscribe(socket: Socket, request: SubscribeRequest): Ack {
+    return this.answer(() => {
+      for (const room of roomsOf(request?.rooms)) void socket.leave(room);
+      this.restream(socket, undefined);
+    }, socket);
+  }
+
+  /** Feeds the socket from one stream filtered by its current rooms (after `since` when given). */
+  private restream(socket: Socket, since: number | undefined): void {
+    const state = this.sockets.get(socket) ?? {};
+    this.sockets.set(socket, state);
+    state.subscription?.unsubscribe();
+    const ns = new Set<string>();
+    const topics = new Set<EventTopic>();
+    for (const room of socket.rooms) {
+      if (room.startsWith('ns:')) ns.add(room.slice(3));
+      else if (room.startsWith('topic:')) topics.add(room.slice(6) as EventTopic);
+    }
+    const matches = (e: ClusterEvent) => (e.ns !== null && ns.has(e.ns)) || e.topics.some((t) => topics.has(t));
+    state.subscription = this.events.stream(matches, since).subscribe({
+      next: (event) => {
+        state.lastSeq = event.seq;
+        socket.emit('event', event);
+      },
+      error: () => socket.disconnect(true),
+    });
+  }
+
+  private answer(work: () => void, socket: Socket): Ack {
+    try {
+      work();
+      return { ok: true, rooms: [...socket.rooms].filter((r) => r !== socket.id), lastSeq: this.events.lastSeq };
+    } catch (error) {
+      if (error instanceof TesseraError) return { ok: false, error: { code: error.code, message: error.message } };
+      return { ok: false, error: { code: 'INTERNAL', message: 'internal error' } };
+    }
+  }
+}
+
+function roomsOf(value: unknown): string[] {
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_ROOMS) {
+    throw new TesseraError(
+      'BAD_VALUE',
+      `rooms must be a list of 1 to ${MAX_ROOMS} room names such as "ns:shop.orders" or "topic:placement"`,
+    );
+  }
+  for (const room of value) {
+    if (
+      typeof room !== 'string' ||
+      !ROOM.test(room) ||
+      (room.startsWith('topic:') && !EVENT_TOPICS.includes(room.slice(6) as EventTopic))
+    ) {
+      throw new TesseraError('BAD_VALUE', `"${String(room)}" is not a room: use "ns:<namespace>" or "topic:<${EVENT_TOPICS.join('|')}>"`, {
+        details: { room },
+      });
+    }
+  }
+  return value as string[];
+}

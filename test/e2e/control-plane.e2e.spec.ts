@@ -1,0 +1,321 @@
+import { type Client, createClient } from 'graphql-ws';
+import { type Socket, io } from 'socket.io-client';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { startTestCluster } from './test-cluster.js';
+
+const ADMIN = 'admin-token-for-the-e2e-test';
+const VIEWER = 'viewer-token-for-the-e2e-test';
+const NS = 'cp.orders';
+
+let cluster: LocalCluster;
+let dispose: () => Promise<void>;
+const cleanups: Array<() => unknown> = [];
+
+beforeAll(async () => {
+  ({ cluster, dispose } = await startTestCluster({
+    shards: 2,
+    routers: 0,
+    configs: 2,
+    env: {
+      ...FAST_CONFIG_ENV,
+      TESSERA_ADMIN_TOKEN: ADMIN,
+      TESSERA_VIEWER_TOKEN: VIEWER,
+      TESSERA_GRAPHQL_MAX_DEPTH: '5',
+      TESSERA_LOG_LEVEL: 'warn',
+    },
+    nodeEnv: { config1: { TESSERA_GRAPHQL_DEVELOPMENT: 'true' } },
+  }));
+  await waitForLeader(cluster.configClient());
+});
+afterAll(async () => {
+  for (const cleanup of cleanups) await cleanup();
+  await dispose?.();
+});
+
+interface GraphqlAnswer<T> {
+  data?: T;
+  errors?: Array<{ message: string; extensions?: { code?: string } }>;
+}
+
+/** A GraphQL operation over HTTP on config process `node`. */
+async function graphql<T = Record<string, unknown>>(
+  query: string,
+  variables: Record<string, unknown> = {},
+  token: string | null = VIEWER,
+  node = 'config',
+): Promise<GraphqlAnswer<T>> {
+  const response = await fetch(`${cluster.node(node).url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify({ query, variables }),
+  });
+  return (await response.json()) as GraphqlAnswer<T>;
+}
+
+async function admin<T = Record<string, unknown>>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
+  const answer = await graphql<T>(query, variables, ADMIN);
+  if (answer.errors) throw new Error(`GraphQL errors: ${JSON.stringify(answer.errors)}`);
+  return answer.data as T;
+}
+
+async function lastEventSeq(node = 'config'): Promise<number> {
+  const answer = await graphql<{ cluster: { lastEventSeq: number } }>('{ cluster { lastEventSeq } }', {}, VIEWER, node);
+  return answer.data!.cluster.lastEventSeq;
+}
+
+interface Placement {
+  seq: number;
+  reason: string;
+  ns: string;
+  before: Array<{ min: unknown; max: unknown; shard: string; version: string }>;
+  after: Array<{ min: unknown; max: unknown; shard: string; version: string }>;
+}
+
+const PLACEMENT = `subscription ($ns: String, $since: Float) {
+  chunkPlacementChanged(ns: $ns, since: $since) { seq reason ns before { min max shard version } after { min max shard version } }
+}`;
+
+/** A graphql-ws subscription to chunkPlacementChanged on `node`, collecting what arrives. */
+function subscribePlacement(node: string, since: number): { received: Placement[]; client: Client } {
+  const client = createClient({
+    url: `${cluster.node(node).url.replace('http', 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    connectionParams: { authorization: `Bearer ${VIEWER}` },
+    retryAttempts: 0,
+  });
+  const received: Placement[] = [];
+  client.subscribe<{ chunkPlacementChanged: Placement }>(
+    { query: PLACEMENT, variables: { ns: NS, since } },
+    {
+      next: (value) => {
+        if (value.data) received.push(value.data.chunkPlacementChanged);
+        else received.push({ error: value.errors } as never);
+      },
+      error: (error) => received.push({ error } as never),
+      complete: () => undefined,
+    },
+  );
+  cleanups.push(() => client.dispose());
+  return { received, client };
+}
+
+/** A socket.io client on `/events` of `node`, in room `ns:<NS>`, collecting events. */
+async function socketIn(
+  node: string,
+  since?: number,
+): Promise<{ socket: Socket; received: Array<{ seq: number; kind: string; details: Record<string, unknown> }> }> {
+  const socket = io(`${cluster.node(node).url}/events`, { auth: { token: VIEWER }, transports: ['websocket'], reconnection: false });
+  cleanups.push(() => socket.disconnect());
+  const received: Array<{ seq: number; kind: string; details: Record<string, unknown> }> = [];
+  socket.on('event', (event: (typeof received)[number]) => received.push(event));
+  const ack = await socket.timeout(10_000).emitWithAck('subscribe', { rooms: [`ns:${NS}`], ...(since === undefined ? {} : { since }) });
+  expect(ack).toMatchObject({ ok: true, rooms: [`ns:${NS}`] });
+  return { socket, received };
+}
+
+const SPLIT = 'mutation ($ns: String!, $at: JSON!) { splitChunk(ns: $ns, at: $at) { min max shard version } }';
+
+describe('the GraphQL control plane', () => {
+  it('refuses mutations without the admin token, and anything without a token', async () => {
+    const asViewer = await graphql('mutation { enableSharding(db: "cp") { name } }', {}, VIEWER);
+    expect(asViewer.errors?.[0]?.extensions?.code).toBe('UNAUTHORIZED');
+    const anonymous = await graphql('{ cluster { lastEventSeq } }', {}, null);
+    expect(anonymous.errors?.[0]?.extensions?.code, JSON.stringify(anonymous)).toBe('UNAUTHORIZED');
+    const listed = await graphql<{ cluster: { databases: unknown[] } }>('{ cluster { databases { name } } }');
+    expect(listed.data?.cluster.databases).toEqual([]);
+  });
+
+  it('refuses an over-deep query before running it', async () => {
+    const deep = await graphql('{ cluster { databases { collections { chunks { nodes { shard } } } } } }');
+    expect(deep.errors?.[0]?.extensions?.code, JSON.stringify(deep)).toBe('BAD_VALUE');
+    expect(deep.errors?.[0]?.message).toMatch(/depth/i);
+    expect(deep.data).toBeUndefined();
+  });
+
+  it('shows a split made by mutation on both streams of the other config process, with the chunks before and after', async () => {
+    await admin('mutation { enableSharding(db: "cp") { name } }');
+    const created = await admin<{ shardCollection: { ns: string; collectionVersion: string } }>(
+      'mutation ($input: ShardCollectionInput!) { shardCollection(input: $input) { ns collectionVersion } }',
+      { input: { ns: NS, key: { customer: 1 } } },
+    );
+    expect(created.shardCollection.ns).toBe(NS);
+    // Both streams on config1, which commits nothing itself: it learns of config's commits through Postgres.
+    const since = await lastEventSeq('config1');
+    const gql = subscribePlacement('config1', since);
+    const sio = await socketIn('config1', since);
+
+    const split = await admin<{ splitChunk: Array<{ shard: string; version: string }> }>(SPLIT, { ns: NS, at: { customer: 100 } });
+    expect(split.splitChunk).toHaveLength(2);
+
+    const change = await eventually(async () => gql.received[0], 'the placement change on graphql-ws', 10_000);
+    expect(change).toMatchObject({ reason: 'split', ns: NS });
+    expect(change.before).toHaveLength(1);
+    expect(change.before[0]).toMatchObject({ min: [{ $minKey: 1 }], max: [{ $maxKey: 1 }] });
+    expect(change.after.map((c) => [c.min, c.max])).toEqual([
+      [[{ $minKey: 1 }], [100]],
+      [[100], [{ $maxKey: 1 }]],
+    ]);
+    expect(change.after.map((c) => c.version)).toEqual(split.splitChunk.map((c) => c.version));
+    const event = await eventually(async () => sio.received.find((e) => e.kind === 'split'), 'the split on socket.io', 10_000);
+    expect(event.seq).toBe(change.seq);
+    expect(event.details.after).toHaveLength(2);
+  });
+
+  it('lets a client that reconnects with since catch up with nothing missed and nothing twice', async () => {
+    const since = await lastEventSeq();
+    const first = subscribePlacement('config', since);
+    await admin(SPLIT, { ns: NS, at: { customer: 200 } });
+    const seen = await eventually(async () => first.received[0], 'the first split', 10_000);
+    await first.client.dispose();
+    const sio = await socketIn('config');
+    sio.socket.disconnect();
+
+    // While both are away: two more splits.
+    await admin(SPLIT, { ns: NS, at: { customer: 300 } });
+    await admin(SPLIT, { ns: NS, at: { customer: 400 } });
+
+    const resumed = subscribePlacement('config', seen.seq);
+    const [a, b] = await eventually(async () => (resumed.received.length >= 2 ? resumed.received : undefined), 'the missed splits', 10_000);
+    expect([a!.seq, b!.seq]).toEqual([seen.seq + 1, seen.seq + 2]);
+    expect([a!.after[1]!.min, b!.after[1]!.min]).toEqual([[300], [400]]);
+    const again = await socketIn('config1', seen.seq);
+    const replayed = await eventually(
+      async () => (again.received.length >= 2 ? again.received : undefined),
+      'the replay on socket.io',
+      10_000,
+    );
+    expect(replayed.map((e) => e.seq)).toEqual([seen.seq + 1, seen.seq + 2]);
+    // Nothing more arrives: the resumed streams are exactly the missed events.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(resumed.received).toHaveLength(2);
+    expect(again.received).toHaveLength(2);
+  });
+
+  it('answers queries with the catalog: chunks page by page, distribution, the chunk for a key, the changelog', async () => {
+    const answer = await graphql<{
+      collection: {
+        chunks: { nodes: Array<{ shard: string }>; pageInfo: { hasNextPage: boolean; endCursor: string }; totalCount: number };
+        distribution: Array<{ chunks: number }>;
+      };
+      chunkForKey: { min: unknown; max: unknown };
+      changelog: { nodes: Array<{ kind: string }> };
+      cluster: { shards: Array<{ name: string; statistics: { chunks: number } }> };
+    }>(
+      `{ collection(ns: "${NS}") { chunks(first: 2) { nodes { shard } pageInfo { hasNextPage endCursor } totalCount } distribution { chunks } }
+         chunkForKey(ns: "${NS}", key: { customer: 250 }) { min max }
+         changelog(filter: { ns: "${NS}", kinds: ["split"] }) { nodes { kind } }
+         cluster { shards { name statistics { chunks } } } }`,
+    );
+    expect(answer.errors).toBeUndefined();
+    const data = answer.data!;
+    expect(data.collection.chunks.totalCount).toBe(5);
+    expect(data.collection.chunks.pageInfo.hasNextPage).toBe(true);
+    expect(data.collection.distribution.reduce((n, d) => n + d.chunks, 0)).toBe(5);
+    expect(data.chunkForKey).toEqual({ min: [200], max: [300] });
+    expect(data.changelog.nodes).toHaveLength(4);
+    expect(data.cluster.shards.reduce((n, s) => n + s.statistics.chunks, 0)).toBe(5);
+  });
+
+  it('runs a moveRange issued by mutation: an operation id at once, progress and the end on migrationProgress, the move on both streams', async () => {
+    const since = await lastEventSeq('config1');
+    const gql = subscribePlacement('config1', since);
+    const sio = await socketIn('config1', since);
+    const progress: Array<{ kind: string; details: Record<string, unknown> }> = [];
+    const client = createClient({
+      url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: VIEWER },
+      retryAttempts: 0,
+    });
+    cleanups.push(() => client.dispose());
+    client.subscribe<{ migrationProgress: (typeof progress)[number] }>(
+      { query: `subscription { migrationProgress(ns: "${NS}", since: ${since}) { kind details } }` },
+      { next: (v) => progress.push(v.data!.migrationProgress), error: () => undefined, complete: () => undefined },
+    );
+    const before = await graphql<{ chunkForKey: { shard: string; version: string } }>(
+      `{ chunkForKey(ns: "${NS}", key: { customer: 250 }) { shard version } }`,
+    );
+    const donor = before.data!.chunkForKey.shard;
+    const recipient = cluster.memberShards.map((s) => s.name).find((name) => name !== donor)!;
+
+    const started = await admin<{ moveRange: { operationId: string; state: string } }>(
+      'mutation ($ns: String!, $min: JSON!, $to: String!) { moveRange(ns: $ns, min: $min, toShard: $to) { operationId state } }',
+      { ns: NS, min: { customer: 200 }, to: recipient },
+    );
+    expect(started.moveRange.state).toBe('running');
+    const end = await eventually(
+      async () => progress.find((e) => e.kind === 'moveRange.end' && e.details.operationId === started.moveRange.operationId),
+      'the end of the migration on migrationProgress',
+      30_000,
+    );
+    expect(end.details).toMatchObject({ outcome: 'committed', donor, recipient });
+    expect(progress.some((e) => e.kind === 'moveChunk.phase')).toBe(true);
+
+    const move = await eventually(async () => gql.received.find((c) => c.reason === 'moveChunk.commit'), 'the move on graphql-ws', 10_000);
+    const moved = (chunks: Placement['after']) => chunks.find((c) => JSON.stringify(c.min) === '[200]');
+    expect(moved(move.before)).toMatchObject({ max: [300], shard: donor, version: before.data!.chunkForKey.version });
+    expect(moved(move.after)).toMatchObject({ max: [300], shard: recipient });
+    expect(Number(moved(move.after)!.version.split('|')[0])).toBeGreaterThan(Number(before.data!.chunkForKey.version.split('|')[0]));
+    const event = await eventually(async () => sio.received.find((e) => e.kind === 'moveChunk.commit'), 'the move on socket.io', 10_000);
+    expect(event.seq).toBe(move.seq);
+
+    const migrations = await eventually(async () => {
+      const answer = await graphql<{
+        migrations: {
+          active: unknown[];
+          recent: Array<{ outcome: string; donor: string; recipient: string; phases: Array<{ phase: string; ms: number | null }> }>;
+        };
+      }>(`{ migrations(ns: "${NS}") { active { migrationId } recent { outcome donor recipient phases { phase ms } } } }`);
+      return answer.data?.migrations.recent.length ? answer.data.migrations : undefined;
+    }, 'the migration among the recent ones');
+    expect(migrations.active).toEqual([]);
+    expect(migrations.recent[0]).toMatchObject({ outcome: 'committed', donor, recipient });
+    expect(migrations.recent[0]!.phases.map((p) => p.phase)).toContain('criticalSection');
+  });
+
+  it('refuses a socket.io client without a token', async () => {
+    const socket = io(`${cluster.node('config').url}/events`, { transports: ['websocket'], reconnection: false });
+    cleanups.push(() => socket.disconnect());
+    const error = await new Promise<Error>((resolve) => socket.on('connect_error', resolve));
+    expect(error.message).toMatch(/UNAUTHORIZED/);
+  });
+
+  it('serves introspection and GraphiQL from local files in development only', async () => {
+    const introspect = '{ __schema { queryType { name } } }';
+    expect((await graphql(introspect, {}, VIEWER, 'config1')).data).toEqual({ __schema: { queryType: { name: 'Query' } } });
+    expect((await graphql(introspect, {}, VIEWER, 'config')).errors?.[0]?.extensions?.code).toBe('BAD_VALUE');
+    const page = await fetch(`${cluster.node('config1').url}/graphiql`);
+    const html = await page.text();
+    expect(html).not.toMatch(/https?:\/\/(?!127)/);
+    for (const asset of html.matchAll(/(?:src|href)="(\/graphiql\/assets\/[^"]+)"/g)) {
+      const response = await fetch(`${cluster.node('config1').url}${asset[1]}`);
+      expect(response.status, asset[1]).toBe(200);
+      expect((await response.arrayBuffer()).byteLength).toBeGreaterThan(1000);
+    }
+    expect((await fetch(`${cluster.node('config').url}/graphiql`)).status).toBe(404);
+  });
+
+  it('publishes what a shard reports on migrationProgress, and refuses a malformed report', async () => {
+    const since = await lastEventSeq('config1');
+    const client = createClient({
+      url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: VIEWER },
+      retryAttempts: 0,
+    });
+    cleanups.push(() => client.dispose());
+    const received: Array<{ kind: string; shard: string; details: { clonedDocs: number } }> = [];
+    client.subscribe<{ migrationProgress: (typeof received)[number] }>(
+      { query: `subscription { migrationProgress(ns: "${NS}", since: ${since}) { kind shard details } }` },
+      { next: (v) => received.push(v.data!.migrationProgress), error: () => undefined, complete: () => undefined },
+    );
+    const config = cluster.configClient();
+    await config.reportChangelog({ what: 'moveChunk.progress', ns: NS, shard: 'shard0', details: { clonedDocs: 10 } });
+    const event = await eventually(async () => received[0], 'the reported progress', 10_000);
+    expect(event).toEqual({ kind: 'moveChunk.progress', shard: 'shard0', details: { clonedDocs: 10 } });
+    await expect(config.reportChangelog({ what: 'not a kind!' })).rejects.toMatchObject({ code: 'BAD_VALUE' });
+  });
+});
