@@ -173,6 +173,8 @@ try {
   console.log(
     `moveRange: ${mbPerSecond.toFixed(1)} MB/s, ${(moved.documentsCloned / seconds).toFixed(0)} documents/s (${moved.documentsCloned} documents, ${(moved.bytesCloned / 1e6).toFixed(1)} MB in ${seconds.toFixed(2)} s)`,
   );
+  const steps = moved.phases.map((p, i) => `${p.phase} ${i + 1 < moved.phases.length ? Date.parse(moved.phases[i + 1]!.at) - Date.parse(p.at) : 0} ms`);
+  console.log(`  phases: ${steps.join(', ')}`);
   console.log(`raw COPY TO | COPY FROM between the shard databases: ${rawMbPerSecond.toFixed(1)} MB/s (${rawSeconds.toFixed(2)} s)`);
   console.log(`ratio ${ratio.toFixed(2)} (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
   const p99 = percentile(sections, 99);

@@ -14,7 +14,7 @@ export const shardSettingsSchema = z.object({
   /** The longest a donor holds a migration's critical section before it aborts the migration. */
   TESSERA_MIGRATION_CRITICAL_SECTION_TIMEOUT_MS: millisecondsSetting(10_000),
   /** Documents per batch a recipient clones from a donor. */
-  TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: z.coerce.number().int().min(1).max(100_000).default(5_000),
+  TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: z.coerce.number().int().min(1).max(100_000).default(20_000),
 });
 
 export type ShardSettings = z.output<typeof shardSettingsSchema>;

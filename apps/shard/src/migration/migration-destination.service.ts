@@ -19,6 +19,7 @@ import { SecondaryIndexCatalog } from '../documents/index-catalog.js';
 import { type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from '../documents/index-maintenance.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
+import { type CopiedRow, copyRowsIn, parseCopyRows } from './copy-transfer.js';
 import { MigrationMetrics } from './migration-metrics.js';
 import { registerMigration, unregisterMigration } from './migration-registry.js';
 import { MigrationReporter } from './migration-reporter.js';
@@ -232,24 +233,24 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
 
     receipt.status.state = 'cloning';
     const limit = this.settings.TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS;
-    const fetch = (after?: TransferredDocument) =>
+    const fetch = (after?: CopiedRow) =>
       receipt.donor
         .migrateClone({ migrationId: request.migrationId, limit, ...(after ? { after: { key: after.key, id: after.id } } : {}) })
-        .then(parseTransferLines);
-    let next: Promise<TransferredDocument[]> | undefined = fetch();
+        .then((text) => ({ text, rows: parseCopyRows(text) }));
+    let next: Promise<{ text: string; rows: CopiedRow[] }> | undefined = fetch();
     while (next !== undefined) {
-      const batch: TransferredDocument[] = await next;
+      const batch: { text: string; rows: CopiedRow[] } = await next;
       this.checkStopped(receipt);
-      next = batch.length === limit ? fetch(batch[batch.length - 1]) : undefined;
+      next = batch.rows.length === limit ? fetch(batch.rows[batch.rows.length - 1]) : undefined;
       next?.catch(() => undefined);
-      await this.apply(receipt, batch, false);
+      await this.applyClone(receipt, batch.text, batch.rows);
       let bytes = 0;
-      for (const d of batch) bytes += d.size;
-      receipt.status.documentsCloned += batch.length;
+      for (const row of batch.rows) bytes += row.size;
+      receipt.status.documentsCloned += batch.rows.length;
       receipt.status.bytesCloned += bytes;
-      this.metrics.documentsCloned.inc(batch.length);
+      this.metrics.documentsCloned.inc(batch.rows.length);
       this.metrics.bytesCloned.inc(bytes);
-      if (receipt.status.documentsCloned === batch.length) await this.failpoints.pauseAt('migration.recipient.firstCloneBatch', request.ns);
+      if (receipt.status.documentsCloned === batch.rows.length) await this.failpoints.pauseAt('migration.recipient.firstCloneBatch', request.ns);
     }
 
     receipt.status.state = 'catchup';
@@ -260,7 +261,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
       const newline = text.indexOf('\n');
       const captured = text === '' ? 0 : Number(text.slice(0, newline));
       const mods = text === '' ? [] : parseTransferLines(text.slice(newline + 1));
-      await this.apply(receipt, mods, true);
+      await this.applyMods(receipt, mods);
       receipt.status.modsApplied += mods.length;
       if (captured < MODS_BATCH && receipt.status.state === 'catchup') receipt.status.state = 'steady';
       if (draining && captured === 0) return;
@@ -272,26 +273,43 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
     if (receipt.stopped) throw new TesseraError('CONFLICTING_OPERATION', `migration ${receipt.request.migrationId} was stopped`);
   }
 
+  /** Writes a cloned batch (new documents here) with COPY, and their secondary index entries, in one transaction. */
+  private async applyClone(receipt: Receipt, text: string, rows: CopiedRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const ns = receipt.request.ns;
+    const runner = this.dataSource.createQueryRunner();
+    await runner.connect();
+    await runner.startTransaction();
+    try {
+      const indexes = await indexesForWrite(runner.manager, { table: receipt.table });
+      await copyRowsIn(runner, receipt.table, text, ns);
+      await this.addIndexEntries(runner.manager, ns, indexes, rows);
+      await runner.commitTransaction();
+    } catch (error) {
+      await runner.rollbackTransaction();
+      throw error;
+    } finally {
+      await runner.release();
+    }
+  }
+
   /**
-   * Writes transferred documents in one transaction, secondary indexes included. Cloned
-   * documents are new here; a captured write replaces the document (or deletes it). An `_id`
-   * that exists here outside the range fails the migration with `DUPLICATE_KEY`: `_id` is
-   * unique per shard.
+   * Applies captured writes in one transaction, secondary indexes included: each document is
+   * replaced by its current version or deleted. An `_id` that exists here outside the range
+   * fails the migration with `DUPLICATE_KEY`: `_id` is unique per shard.
    */
-  private async apply(receipt: Receipt, documents: TransferredDocument[], replace: boolean): Promise<void> {
+  private async applyMods(receipt: Receipt, documents: TransferredDocument[]): Promise<void> {
     if (documents.length === 0) return;
     const { table, min, max } = receipt;
     const ns = receipt.request.ns;
     await this.dataSource.transaction(async (manager) => {
       const indexes = await indexesForWrite(manager, { table });
-      if (replace) {
-        const removed = await queryRows<{ id: Buffer; doc?: unknown }>(
-          manager,
-          `DELETE FROM ${table} WHERE id = ANY($1) AND shard_key >= $2 AND shard_key < $3 RETURNING id${indexes.length > 0 ? ', doc' : ''}`,
-          [documents.map((d) => Buffer.from(d.id, 'hex')), min, max],
-        );
-        await this.removeIndexEntries(manager, indexes, removed);
-      }
+      const removed = await queryRows<{ id: Buffer; doc?: unknown }>(
+        manager,
+        `DELETE FROM ${table} WHERE id = ANY($1) AND shard_key >= $2 AND shard_key < $3 RETURNING id${indexes.length > 0 ? ', doc' : ''}`,
+        [documents.map((d) => Buffer.from(d.id, 'hex')), min, max],
+      );
+      await this.removeIndexEntries(manager, indexes, removed);
       const upserts = documents.filter((d) => d.op === 'u');
       if (upserts.length === 0) return;
       const inserted: unknown[] = await manager.query(
@@ -305,13 +323,16 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
           details: { ns },
         });
       }
-      if (indexes.length > 0) {
-        const entries = upserts.map((d) => entriesOf(indexes, Buffer.from(d.id, 'hex'), fromExtendedJsonObject(JSON.parse(d.doc)) as ValueObject));
-        const conflicts = await addEntries(manager, ns, indexes, entries);
-        const first = conflicts.values().next();
-        if (!first.done) throw first.value;
-      }
+      await this.addIndexEntries(manager, ns, indexes, upserts);
     });
+  }
+
+  private async addIndexEntries(manager: EntityManager, ns: string, indexes: readonly SecondaryIndex[], rows: ReadonlyArray<{ id: string; doc: string }>) {
+    if (indexes.length === 0) return;
+    const entries = rows.map((d) => entriesOf(indexes, Buffer.from(d.id, 'hex'), fromExtendedJsonObject(JSON.parse(d.doc)) as ValueObject));
+    const conflicts = await addEntries(manager, ns, indexes, entries);
+    const first = conflicts.values().next();
+    if (!first.done) throw first.value;
   }
 
   private async removeIndexEntries(manager: EntityManager, indexes: readonly SecondaryIndex[], removed: Array<{ id: Buffer; doc?: unknown }>) {

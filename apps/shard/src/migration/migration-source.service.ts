@@ -24,6 +24,7 @@ import { loadIndexes } from '../documents/index-maintenance.js';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
+import { copyRangeOut } from './copy-transfer.js';
 import { MigrationMetrics } from './migration-metrics.js';
 import { captureTriggerName, registerMigration, registeredMigration, unregisterMigration } from './migration-registry.js';
 import { MigrationReporter } from './migration-reporter.js';
@@ -140,24 +141,12 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     };
   }
 
-  /** The next documents of the range in (shard key, _id) order, as transfer lines (MongoDB's `_migrateClone`). */
+  /** The next documents of the range in (shard key, _id) order, as COPY text (MongoDB's `_migrateClone`; see copy-transfer.ts). */
   async migrateClone(input: MigrateCloneRequest): Promise<string> {
     const request = parseWith(migrateCloneRequestSchema, input, 'migrateClone request');
     const donation = this.donation(request.migrationId);
-    const params: unknown[] = [donation.min, donation.max, request.limit];
-    let after = '';
-    if (request.after !== undefined) {
-      params.push(Buffer.from(request.after.key, 'hex'), Buffer.from(request.after.id, 'hex'));
-      after = 'AND shard_key >= $4 AND (shard_key, id) > ($4, $5)';
-    }
-    const rows: Array<{ i: string; k: string; size: number; d: string }> = await this.dataSource.query(
-      `SELECT encode(id, 'hex') AS i, encode(shard_key, 'hex') AS k, size, doc::text AS d FROM ${donation.table}
-       WHERE shard_key >= $1 AND shard_key < $2 ${after} ORDER BY shard_key, id LIMIT $3`,
-      params,
-    );
-    let text = '';
-    for (const row of rows) text += documentLine(row.i, row.k, row.size, row.d);
-    return text;
+    const after = request.after && { key: Buffer.from(request.after.key, 'hex'), id: Buffer.from(request.after.id, 'hex') };
+    return copyRangeOut(this.dataSource, donation.table, donation, after, request.limit);
   }
 
   /**
