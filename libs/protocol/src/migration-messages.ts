@@ -157,15 +157,21 @@ export function deletionLine(id: string): string {
   return `d\t${id}\n`;
 }
 
-export function parseTransferLines(text: string): TransferredDocument[] {
-  const documents: TransferredDocument[] = [];
+/** The non-empty lines of a bulk transfer body. */
+export function* transferLines(text: string): Generator<string> {
   let start = 0;
   while (start < text.length) {
     let end = text.indexOf('\n', start);
     if (end === -1) end = text.length;
     const line = text.slice(start, end);
     start = end + 1;
-    if (line === '') continue;
+    if (line !== '') yield line;
+  }
+}
+
+export function parseTransferLines(text: string): TransferredDocument[] {
+  const documents: TransferredDocument[] = [];
+  for (const line of transferLines(text)) {
     if (line.startsWith('d\t')) {
       documents.push({ op: 'd', id: line.slice(2), key: '', size: 0, doc: '' });
       continue;

@@ -3,6 +3,7 @@ import { Readable, Writable } from 'node:stream';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { TesseraError } from '@tessera/core';
+import { transferLines } from '@tessera/protocol';
 
 /**
  * Cloning moves rows in Postgres' own COPY text format: the donor's `COPY (SELECT ...) TO
@@ -71,13 +72,7 @@ export interface CopiedRow {
 /** Splits COPY text into rows, undoing COPY's backslash escapes in the document column. */
 export function parseCopyRows(text: string): CopiedRow[] {
   const rows: CopiedRow[] = [];
-  let start = 0;
-  while (start < text.length) {
-    let end = text.indexOf('\n', start);
-    if (end === -1) end = text.length;
-    const line = text.slice(start, end);
-    start = end + 1;
-    if (line === '') continue;
+  for (const line of transferLines(text)) {
     const [id, key, doc, size] = line.split('\t');
     if (id === undefined || key === undefined || doc === undefined || size === undefined) throw new Error(`malformed COPY row: ${line.slice(0, 80)}`);
     rows.push({
