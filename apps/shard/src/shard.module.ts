@@ -1,6 +1,8 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
+import { ChunkSizingService } from './chunks/chunk-sizing.service.js';
+import { ChunksController } from './chunks/chunks.controller.js';
 import { CollectionStorageService } from './collections/collection-storage.service.js';
 import { CollectionsController } from './collections/collections.controller.js';
 import { DataController } from './documents/data.controller.js';
@@ -26,12 +28,13 @@ export class ShardModule {
         PlatformModule.forRoot(settings, logger),
         DatabaseModule.forRoot({ url: settings.TESSERA_DATABASE_URL, poolSize: settings.TESSERA_DATABASE_POOL_SIZE, entities: [] }),
       ],
-      controllers: [IdentityController, CollectionsController, DataController, MigrationController],
+      controllers: [IdentityController, CollectionsController, DataController, MigrationController, ChunksController],
       providers: [
         ShardIdentityService,
         CollectionStorageService,
         ShardingRuntime,
         ShardDataService,
+        ChunkSizingService,
         MigrationMetrics,
         MigrationReporter,
         RangeDeleterService,

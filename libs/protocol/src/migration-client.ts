@@ -1,5 +1,7 @@
 import { InternalHttpClient, type InternalClientOptions } from './internal-http-client.js';
 import type {
+  DataSizeRequest,
+  DataSizeResult,
   DonorMoveRangeRequest,
   MigrateCloneRequest,
   MoveRangeResult,
@@ -7,10 +9,15 @@ import type {
   RecvChunkStartRequest,
   RecvChunkStatus,
   ShardMigrationStatus,
+  SplitVectorRequest,
+  SplitVectorResult,
   TransferModsRequest,
 } from './migration-messages.js';
 
-/** A shard's migration routes: what the config server asks a donor, and what donor and recipient ask each other. */
+/**
+ * A shard's chunk routes: what the config server asks a donor, what donor and recipient ask each
+ * other, and the sizing commands splits and the balancer need.
+ */
 export class MigrationClient {
   private readonly http: InternalHttpClient;
 
@@ -55,5 +62,13 @@ export class MigrationClient {
   /** Recipient → donor: documents written in the range since the last call, as transfer lines. */
   transferMods(request: TransferModsRequest): Promise<string> {
     return this.http.callText('POST', '/internal/migration/transferMods', request);
+  }
+
+  dataSize(request: DataSizeRequest): Promise<DataSizeResult> {
+    return this.http.call('POST', '/internal/chunks/dataSize', request);
+  }
+
+  splitVector(request: SplitVectorRequest): Promise<SplitVectorResult> {
+    return this.http.call('POST', '/internal/chunks/splitVector', request);
   }
 }

@@ -184,3 +184,26 @@ export function parseTransferLines(text: string): TransferredDocument[] {
   }
   return documents;
 }
+
+/** MongoDB's `dataSize` over a range of a collection on one shard (orphans included, as MongoDB's). */
+export const dataSizeRequestSchema = z.strictObject({ ns: namespaceSchema, range: wireChunkRangeSchema.optional() });
+export type DataSizeRequest = z.input<typeof dataSizeRequestSchema>;
+export interface DataSizeResult {
+  size: number;
+  numObjects: number;
+}
+
+/** MongoDB's `splitVector`: split points that cut the range into pieces of about half `maxChunkSizeBytes`. */
+export const splitVectorRequestSchema = z.strictObject({
+  ns: namespaceSchema,
+  range: wireChunkRangeSchema,
+  maxChunkSizeBytes: z.number().int().min(1),
+  maxSplitPoints: z.number().int().min(1).max(8192).optional(),
+});
+export type SplitVectorRequest = z.input<typeof splitVectorRequestSchema>;
+export interface SplitVectorResult {
+  /** Strictly increasing shard keys strictly inside the range; empty when the range is under the max or cannot be split. */
+  splitKeys: unknown[][];
+  /** True when the range is over the max but every document has the same shard key (a jumbo chunk). */
+  unsplittable: boolean;
+}

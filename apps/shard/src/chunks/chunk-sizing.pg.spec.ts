@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import { ObjectId } from 'bson';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseShardKeyPattern } from '@tessera/core';
+import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
+import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
+import { DocumentStore } from '../documents/document-store.js';
+import { ChunkSizingService } from './chunk-sizing.service.js';
+
+let db: TestDatabase;
+let sizing: ChunkSizingService;
+let storage: CollectionStorageService;
+
+beforeAll(async () => {
+  db = await createTestDatabase('shard');
+  storage = new CollectionStorageService(db.dataSource);
+  sizing = new ChunkSizingService(db.dataSource, storage);
+});
+afterAll(async () => db?.drop());
+
+const MIN = [{ $minKey: 1 }];
+const MAX = [{ $maxKey: 1 }];
+
+/** A collection sharded on { x: 1 } holding `xs` as documents of about `pad` bytes each. */
+async function collection(xs: number[], pad = 100): Promise<string> {
+  const uuid = randomUUID();
+  const ns = `db.c${uuid.slice(0, 8)}`;
+  await storage.createCollection(uuid, { ns, keyPattern: { x: 1 } });
+  const handle = { ns, table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true };
+  await new DocumentStore(db.dataSource).insert(
+    handle,
+    xs.map((x, i) => ({ _id: i, x, pad: 'p'.repeat(pad) })),
+    { ordered: true, generateId: () => new ObjectId() },
+  );
+  return ns;
+}
+
+describe('dataSize', () => {
+  it('sums the stored sizes and counts the documents of a range, or of the whole collection', async () => {
+    const ns = await collection([1, 2, 3, 4, 5]);
+    const all = await sizing.dataSize({ ns });
+    expect(all.numObjects).toBe(5);
+    expect(all.size).toBeGreaterThan(5 * 100);
+    expect(await sizing.dataSize({ ns, range: { min: [2], max: [4] } })).toMatchObject({ numObjects: 2 });
+  });
+
+  it('answers zero for a collection this shard does not store', async () => {
+    expect(await sizing.dataSize({ ns: 'db.absent' })).toEqual({ size: 0, numObjects: 0 });
+  });
+});
+
+describe('splitVector', () => {
+  it('cuts a range into pieces of about half the max chunk size', async () => {
+    const ns = await collection(Array.from({ length: 1000 }, (_, i) => i));
+    const { size } = await sizing.dataSize({ ns });
+    const result = await sizing.splitVector({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: Math.ceil(size / 5) });
+    // Pieces of a tenth of the data: about 9 split points, strictly increasing.
+    expect(result.splitKeys.length).toBeGreaterThanOrEqual(8);
+    expect(result.splitKeys.length).toBeLessThanOrEqual(10);
+    const xs = result.splitKeys.map((k) => k[0] as number);
+    expect(xs).toEqual([...xs].sort((a, b) => a - b));
+    expect(new Set(xs).size).toBe(xs.length);
+    expect(result.unsplittable).toBe(false);
+  });
+
+  it('does not split a range holding less than the max', async () => {
+    const ns = await collection([1, 2, 3]);
+    expect(await sizing.splitVector({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: 1_000_000 })).toEqual({
+      splitKeys: [],
+      unsplittable: false,
+    });
+  });
+
+  it('finds no split point when every document has the same shard key: the chunk is unsplittable', async () => {
+    const ns = await collection(Array.from({ length: 200 }, () => 7));
+    expect(await sizing.splitVector({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: 1000 })).toEqual({
+      splitKeys: [],
+      unsplittable: true,
+    });
+  });
+
+  it('stops at maxSplitPoints', async () => {
+    const ns = await collection(Array.from({ length: 500 }, (_, i) => i));
+    const result = await sizing.splitVector({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: 500, maxSplitPoints: 3 });
+    expect(result.splitKeys).toHaveLength(3);
+  });
+});

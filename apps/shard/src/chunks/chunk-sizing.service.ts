@@ -1,0 +1,85 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { type ChunkRange, compareShardKeys, decodeKey, encodeKey } from '@tessera/core';
+import {
+  type DataSizeRequest,
+  type DataSizeResult,
+  type SplitVectorRequest,
+  type SplitVectorResult,
+  chunkRangeFromWire,
+  dataSizeRequestSchema,
+  shardKeyToWire,
+  splitVectorRequestSchema,
+} from '@tessera/protocol';
+import { parseWith } from '@tessera/platform';
+import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
+
+/**
+ * MongoDB's `dataSize` and `splitVector` on this shard's copy of a collection: what the
+ * auto-splitter and the balancer size chunks with. Both read the documents stored in the range
+ * (orphans included, as MongoDB's do); a collection this shard does not store is empty.
+ */
+@Injectable()
+export class ChunkSizingService {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly storage: CollectionStorageService,
+  ) {}
+
+  async dataSize(input: DataSizeRequest): Promise<DataSizeResult> {
+    const request = parseWith(dataSizeRequestSchema, input, 'dataSize request');
+    const table = await this.table(request.ns);
+    if (table === undefined) return { size: 0, numObjects: 0 };
+    const { where, params } = rangeCondition(request.range && chunkRangeFromWire(request.range));
+    const rows: Array<{ n: string; bytes: string }> = await this.dataSource.query(
+      `SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM ${table} WHERE ${where}`,
+      params,
+    );
+    return { size: Number(rows[0]?.bytes ?? 0), numObjects: Number(rows[0]?.n ?? 0) };
+  }
+
+  /**
+   * Split points every k-th document in shard key order, with k chosen so that each piece holds
+   * about half `maxChunkSizeBytes` (at the range's average document size), as MongoDB's
+   * splitVector: none when the range holds less than the max; a key equal to the range's first
+   * stored key or to the previous split point is skipped, so a range whose documents all share one key cannot
+   * be split (`unsplittable`, what makes a chunk jumbo).
+   */
+  async splitVector(input: SplitVectorRequest): Promise<SplitVectorResult> {
+    const request = parseWith(splitVectorRequestSchema, input, 'splitVector request');
+    const range = chunkRangeFromWire(request.range);
+    const size = await this.dataSize({ ns: request.ns, range: request.range });
+    const table = await this.table(request.ns);
+    if (table === undefined || size.size < request.maxChunkSizeBytes || size.numObjects < 2) return { splitKeys: [], unsplittable: false };
+    const average = size.size / size.numObjects;
+    const every = Math.max(1, Math.floor(request.maxChunkSizeBytes / 2 / average));
+    const { where, params } = rangeCondition(range);
+    const limit = request.maxSplitPoints ?? 8192;
+    const rows: Array<{ shard_key: Buffer }> = await this.dataSource.query(
+      `SELECT shard_key FROM (SELECT shard_key, row_number() OVER (ORDER BY shard_key) AS n FROM ${table} WHERE ${where}) ranked
+       WHERE n = 1 OR (n - 1) % $${params.length + 1} = 0 ORDER BY shard_key`,
+      [...params, every],
+    );
+    const splitKeys: unknown[][] = [];
+    // The first row is the range's smallest stored key: a split there would leave an empty piece.
+    let previous = decodeKey(rows[0]!.shard_key);
+    for (const row of rows.slice(1)) {
+      const key = decodeKey(row.shard_key);
+      if (compareShardKeys(key, previous) <= 0) continue;
+      splitKeys.push(shardKeyToWire(key));
+      previous = key;
+      if (splitKeys.length >= limit) break;
+    }
+    return { splitKeys, unsplittable: splitKeys.length === 0 };
+  }
+
+  private async table(ns: string): Promise<string | undefined> {
+    const local = await this.storage.localCollection(ns);
+    return local === undefined ? undefined : tableName(local.uuid);
+  }
+}
+
+function rangeCondition(range: ChunkRange | undefined): { where: string; params: unknown[] } {
+  if (range === undefined) return { where: 'true', params: [] };
+  return { where: 'shard_key >= $1 AND shard_key < $2', params: [Buffer.from(encodeKey(range.min)), Buffer.from(encodeKey(range.max))] };
+}

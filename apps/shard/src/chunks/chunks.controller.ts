@@ -1,0 +1,23 @@
+import { Body, Controller, HttpCode, Post, UseGuards } from '@nestjs/common';
+import { ClusterAuthGuard } from '@tessera/platform';
+import type { DataSizeResult, SplitVectorResult } from '@tessera/protocol';
+import { ChunkSizingService } from './chunk-sizing.service.js';
+
+/** Chunk sizing commands (MongoDB's dataSize and splitVector), for splits and the balancer. */
+@Controller('internal/chunks')
+@UseGuards(ClusterAuthGuard)
+export class ChunksController {
+  constructor(private readonly sizing: ChunkSizingService) {}
+
+  @Post('dataSize')
+  @HttpCode(200)
+  dataSize(@Body() body: unknown): Promise<DataSizeResult> {
+    return this.sizing.dataSize(body as never);
+  }
+
+  @Post('splitVector')
+  @HttpCode(200)
+  splitVector(@Body() body: unknown): Promise<SplitVectorResult> {
+    return this.sizing.splitVector(body as never);
+  }
+}
