@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
+import { AutoSplitter } from './chunks/auto-splitter.service.js';
 import { ChunkSizingService } from './chunks/chunk-sizing.service.js';
 import { ChunksController } from './chunks/chunks.controller.js';
 import { CollectionStorageService } from './collections/collection-storage.service.js';
@@ -35,6 +36,7 @@ export class ShardModule {
         ShardingRuntime,
         ShardDataService,
         ChunkSizingService,
+        AutoSplitter,
         MigrationMetrics,
         MigrationReporter,
         RangeDeleterService,

@@ -174,7 +174,13 @@ const commitBase = {
 };
 
 export const commitSplitRequestSchema = z.strictObject({
-  ...commitBase,
+  ns: catalogNamespaceSchema,
+  /**
+   * A collection version (compare-and-set), or only the collection's generation: a shard's
+   * auto-splitter checks that the chunk is exactly the range it measured, whatever happened to
+   * other chunks meanwhile.
+   */
+  expectedCollectionVersion: z.union([chunkVersionSchema, collectionGenerationSchema]),
   /** The shard that owns the chunk. */
   shard: shardNameSchema,
   /** Exactly one existing chunk. */

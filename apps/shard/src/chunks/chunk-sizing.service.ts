@@ -73,6 +73,18 @@ export class ChunkSizingService {
     return { splitKeys, unsplittable: splitKeys.length === 0 };
   }
 
+  /** The encoded shard key of the range's first or last stored document; undefined when the range is empty. */
+  async edgeKey(ns: string, range: ChunkRange, edge: 'first' | 'last'): Promise<Buffer | undefined> {
+    const table = await this.table(ns);
+    if (table === undefined) return undefined;
+    const { where, params } = rangeCondition(range);
+    const rows: Array<{ shard_key: Buffer }> = await this.dataSource.query(
+      `SELECT shard_key FROM ${table} WHERE ${where} ORDER BY shard_key ${edge === 'first' ? 'ASC' : 'DESC'} LIMIT 1`,
+      params,
+    );
+    return rows[0]?.shard_key;
+  }
+
   private async table(ns: string): Promise<string | undefined> {
     const local = await this.storage.localCollection(ns);
     return local === undefined ? undefined : tableName(local.uuid);

@@ -25,6 +25,8 @@ export interface CollectionHandle {
   owns(encodedKey: Uint8Array): boolean;
   /** The secondary indexes a scan may use (their side tables); none when absent. */
   indexes?: ReadonlyArray<{ pattern: ShardKeyPattern; table: string }>;
+  /** Told of each document a write stores (its encoded shard key and size): the auto-splitter's tracker. */
+  onWrite?: (shardKey: Uint8Array, bytes: number) => void;
 }
 
 /** A statement that failed, by its index in the request, with MongoDB's error shape. */
@@ -80,6 +82,7 @@ export class DocumentStore {
       }
     }
     const inserted = rows.length === 0 ? new Set<string>() : await this.insertRows(handle, rows, options.ordered, writeErrors);
+    if (handle.onWrite !== undefined) for (const row of rows) if (inserted.has(`${row.index}`)) handle.onWrite(row.shardKey, row.size);
     writeErrors.sort((a, b) => a.index - b.index);
     const insertedIds = rows.filter((r) => inserted.has(`${r.index}`)).map((r) => ({ index: r.index, _id: toExtendedJsonObject(r._id) }));
     return { insertedCount: insertedIds.length, insertedIds, writeErrors };

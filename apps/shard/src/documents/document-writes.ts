@@ -179,6 +179,7 @@ export class DocumentWrites {
       size,
     ]);
     await replaceEntries(manager, handle.ns, await indexesForWrite(manager, handle), stored.id, stored.document, after);
+    handle.onWrite?.(stored.shardKey, size);
     return after;
   }
 
@@ -206,6 +207,7 @@ export class DocumentWrites {
       `INSERT INTO ${handle.table} (id, shard_key, doc, size) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING id`,
       [id, Buffer.from(key), JSON.stringify(toExtendedJsonObject(document)), size],
     );
+    if (inserted.length > 0) handle.onWrite?.(key, size);
     if (inserted.length === 0) {
       throw new TesseraError(
         'DUPLICATE_KEY',

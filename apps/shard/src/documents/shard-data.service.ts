@@ -46,6 +46,7 @@ import {
   updateCommandSchema,
 } from '@tessera/protocol';
 import { LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
+import { AutoSplitter } from '../chunks/auto-splitter.service.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { type OperationKind, type OperationLease, ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import type { FilteringMetadata } from '../sharding/sharding-state.js';
@@ -88,6 +89,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     private readonly dataSource: DataSource,
     private readonly storage: CollectionStorageService,
     private readonly runtime: ShardingRuntime,
+    private readonly autoSplitter: AutoSplitter,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.store = new DocumentStore(dataSource);
@@ -317,7 +319,8 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       const exists = (await this.storage.localCollection(ns))?.uuid === info.uuid;
       if (!exists && !create) return undefined;
       if (!exists) await this.storage.createCollection(info.uuid, { ns, keyPattern: info.keyPatternObject });
-      return this.withIndexes({ ns, table: tableName(info.uuid), pattern: info.keyPattern, owns: metadata.owns }, info.uuid, true, !exists);
+      const onWrite = (key: Uint8Array, bytes: number) => this.autoSplitter.noteWrite(ns, metadata, key, bytes);
+      return this.withIndexes({ ns, table: tableName(info.uuid), pattern: info.keyPattern, owns: metadata.owns, onWrite }, info.uuid, true, !exists);
     }
     let local = await this.storage.localCollection(ns);
     const created = local === undefined;

@@ -1,0 +1,142 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { type Chunk, type ShardKey, TesseraError, compareShardKeys, decodeKey, encodeKey, typeBracketOf } from '@tessera/core';
+import { chunkRangeToWire, shardKeyFromWire, shardKeyToWire } from '@tessera/protocol';
+import { InternalClients, LOGGER, SETTINGS } from '@tessera/platform';
+import { ShardIdentityService } from '../identity/shard-identity.service.js';
+import type { ShardSettings } from '../shard.settings.js';
+import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
+import type { FilteringMetadata } from '../sharding/sharding-state.js';
+import { ChunkSizingService } from './chunk-sizing.service.js';
+
+/** MongoDB's default max chunk size, used when a collection sets none. */
+export const DEFAULT_MAX_CHUNK_SIZE_BYTES = 128 * 1024 * 1024;
+/** A chunk is tested for a split once this fraction of the max chunk size was written to it (MongoDB's splitTestFactor 5). */
+const SPLIT_TEST_FACTOR = 5;
+/** How long a collection's max chunk size is remembered before it is read again from the config server. */
+const SETTINGS_TTL_MS = 10_000;
+
+interface Tracker {
+  /** Bytes written to the chunk since it was last tested (MongoDB's ChunkWritesTracker). */
+  bytes: number;
+  splitting: boolean;
+}
+
+/**
+ * The shard's auto-splitter (MongoDB's ChunkSplitter with its per-chunk ChunkWritesTracker):
+ * every write adds its bytes to its chunk's tracker; a chunk that has taken a fifth of the max
+ * chunk size is tested with splitVector, and split on the config server when it holds more
+ * than the max (a chunk whose documents all share one key is marked jumbo instead). For the
+ * first and last chunks of the key space (where monotonically increasing or decreasing keys
+ * land), the split point is the edge key itself, so the new edge chunk is small (the top-chunk
+ * optimization); a balancer can then move it cheaply.
+ */
+@Injectable()
+export class AutoSplitter {
+  private readonly trackers = new Map<string, Tracker>();
+  private readonly chunkSizes = new Map<string, { bytes: number; readAt: number }>();
+  /** Tracker ids by the routing table's chunk objects, so a write does not encode the chunk's bound. */
+  private readonly chunkIds = new WeakMap<Chunk, string>();
+
+  constructor(
+    private readonly runtime: ShardingRuntime,
+    private readonly sizing: ChunkSizingService,
+    private readonly identity: ShardIdentityService,
+    private readonly clients: InternalClients,
+    @Inject(SETTINGS) private readonly settings: ShardSettings,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  /** Notes a written document (its encoded shard key and size) under the ownership view of the write. */
+  noteWrite(ns: string, metadata: FilteringMetadata, shardKey: Uint8Array, bytes: number): void {
+    if (!this.settings.TESSERA_AUTO_SPLIT || metadata.info.kind !== 'sharded') return;
+    const chunk = metadata.info.table.chunkFor(shardKey);
+    let id = this.chunkIds.get(chunk);
+    if (id === undefined) this.chunkIds.set(chunk, (id = `${ns}\u0000${Buffer.from(encodeKey(chunk.range.min)).toString('hex')}`));
+    let tracker = this.trackers.get(id);
+    if (tracker === undefined) this.trackers.set(id, (tracker = { bytes: 0, splitting: false }));
+    tracker.bytes += bytes;
+    const maxChunkSize = this.knownChunkSize(ns);
+    if (tracker.splitting || tracker.bytes < maxChunkSize / SPLIT_TEST_FACTOR) return;
+    tracker.splitting = true;
+    const done = tracker;
+    void this.trySplit(ns, chunk, metadata)
+      .catch((error: unknown) => {
+        // A write noted under an older view can name a chunk that has been split or moved since.
+        const changed = error instanceof TesseraError && ['BAD_VALUE', 'STALE_EPOCH', 'NAMESPACE_NOT_FOUND'].includes(error.code);
+        if (changed) this.logger.debug({ ns }, `skipped an auto-split of ${ns}: the chunk changed since the write`);
+        else this.logger.warn({ err: error, ns }, `auto-split of a chunk of ${ns} failed: ${(error as Error).message}`);
+      })
+      .finally(() => {
+        done.splitting = false;
+        done.bytes = 0;
+      });
+  }
+
+  private async trySplit(ns: string, chunk: Chunk, metadata: FilteringMetadata): Promise<void> {
+    if (metadata.info.kind !== 'sharded') return;
+    const maxChunkSizeBytes = await this.maxChunkSize(ns);
+    const range = chunkRangeToWire(chunk.range);
+    const { splitKeys, unsplittable } = await this.sizing.splitVector({ ns, range, maxChunkSizeBytes });
+    const config = this.clients.config((await this.identity.get())!.configUrl);
+    const table = metadata.info.table;
+    const generation = { epoch: table.collectionVersion.epoch, timestamp: table.collectionVersion.timestamp };
+    if (unsplittable) {
+      await config.markJumbo({ ns, generation, range });
+      return;
+    }
+    if (splitKeys.length === 0) return;
+    const points = splitKeys.map((k, i) => shardKeyFromWire(k, `splitKeys[${i}]`));
+    const edge = await this.edgeKey(ns, chunk);
+    if (edge !== undefined && !points.some((p) => compareShardKeys(p, edge) === 0)) {
+      // The top chunk gets [last key, MaxKey) and the bottom chunk [MinKey, first key].
+      if (isTopChunk(chunk)) points.push(edge);
+      else points.unshift(edge);
+    }
+    const result = await config.commitSplit({ ns, expectedCollectionVersion: generation, shard: chunk.shard, range, splitPoints: points.map(shardKeyToWire) });
+    (await this.runtime.state()).invalidate(ns);
+    this.logger.info({ ns, pieces: result.chunks.length }, `auto-split a chunk of ${ns} into ${result.chunks.length}`);
+  }
+
+  /** For the first or last chunk of the key space, the key of its edge document (the highest, or the lowest). */
+  private async edgeKey(ns: string, chunk: Chunk): Promise<ShardKey | undefined> {
+    if (!isTopChunk(chunk) && !isBottomChunk(chunk)) return undefined;
+    const key = await this.sizing.edgeKey(ns, chunk.range, isTopChunk(chunk) ? 'last' : 'first');
+    if (key === undefined) return undefined;
+    const decoded = decodeKey(key);
+    // A split point must lie strictly inside the range.
+    if (compareShardKeys(decoded, chunk.range.min) <= 0 || compareShardKeys(decoded, chunk.range.max) >= 0) return undefined;
+    return decoded;
+  }
+
+  /**
+   * The collection's max chunk size as last read; a missing or old value is read again in the
+   * background (the write does not wait), the default standing in until it arrives.
+   */
+  private knownChunkSize(ns: string): number {
+    const cached = this.chunkSizes.get(ns);
+    if (cached === undefined || Date.now() - cached.readAt >= SETTINGS_TTL_MS) {
+      this.chunkSizes.set(ns, { bytes: cached?.bytes ?? DEFAULT_MAX_CHUNK_SIZE_BYTES, readAt: Date.now() });
+      void this.maxChunkSize(ns).catch((error: unknown) =>
+        this.logger.warn({ err: error, ns }, `cannot read the max chunk size of ${ns}: ${(error as Error).message}`),
+      );
+    }
+    return this.chunkSizes.get(ns)!.bytes;
+  }
+
+  private async maxChunkSize(ns: string): Promise<number> {
+    const identity = await this.identity.get();
+    const collection = await this.clients.config(identity!.configUrl).getCollection(ns);
+    const bytes = collection.maxChunkSizeBytes ?? DEFAULT_MAX_CHUNK_SIZE_BYTES;
+    this.chunkSizes.set(ns, { bytes, readAt: Date.now() });
+    return bytes;
+  }
+}
+
+function isTopChunk(chunk: Chunk): boolean {
+  return chunk.range.max.every((v) => typeBracketOf(v) === 'maxKey');
+}
+
+function isBottomChunk(chunk: Chunk): boolean {
+  return chunk.range.min.every((v) => typeBracketOf(v) === 'minKey');
+}

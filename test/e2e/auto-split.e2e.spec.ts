@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ConfigClient } from '@tessera/protocol';
+import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { RouterApi, onShardDatabase } from './router-api.js';
+import { startTestCluster } from './test-cluster.js';
+
+let cluster: LocalCluster;
+let dispose: () => Promise<void>;
+let config: ConfigClient;
+let api: RouterApi;
+
+beforeAll(async () => {
+  ({ cluster, dispose } = await startTestCluster({ shards: 2, routers: 1, env: FAST_CONFIG_ENV }));
+  config = cluster.configClient();
+  api = new RouterApi(cluster.routerUrls[0]!);
+  await waitForLeader(config);
+});
+
+afterAll(async () => {
+  await api?.close();
+  await dispose?.();
+});
+
+const CHUNK_SIZE = 64 * 1024;
+const pad = 'p'.repeat(400);
+
+async function setChunkSize(ns: string, bytes: number): Promise<void> {
+  await onShardDatabase(cluster, 'config', (pool) => pool.query('UPDATE collections SET max_chunk_size_bytes = $2 WHERE ns = $1', [ns, bytes]));
+}
+
+describe('auto-splitting', () => {
+  it('splits chunks that outgrow the max chunk size, keeping the top chunk small under increasing keys', async () => {
+    const ns = 'split.monotonic';
+    await config.shardCollection({ ns, key: { x: 1 } });
+    await setChunkSize(ns, CHUNK_SIZE);
+    // ~1 MB of increasing keys, in batches, so writes keep landing in the top chunk.
+    for (let batch = 0; batch < 25; batch++) {
+      const documents = Array.from({ length: 100 }, (_, i) => ({ _id: batch * 100 + i, x: batch * 100 + i, pad }));
+      const answer = await api.call('POST', '/v1/split/monotonic/insert', { documents });
+      expect(answer.json).toMatchObject({ insertedCount: 100 });
+    }
+    const chunks = await eventually(async () => {
+      const current = (await config.getChunks({ ns })).chunks;
+      return current.length >= 8 ? current : undefined;
+    }, 'the collection to be split');
+    // The top-chunk optimization: the last chunk starts at the highest key written so far (or close to it).
+    const top = chunks[chunks.length - 1]!;
+    expect(typeof top.range.min[0]).toBe('number');
+    expect(top.range.min[0] as number).toBeGreaterThan(2000);
+    const all = await api.findAll(ns, { filter: {} });
+    expect(all).toHaveLength(2500);
+    expect(new Set(all.map((d) => (d as { _id: number })._id)).size).toBe(2500);
+  });
+
+  it('marks a chunk whose documents all share one shard key jumbo instead of splitting it', async () => {
+    const ns = 'split.samekey';
+    await config.shardCollection({ ns, key: { x: 1 } });
+    await setChunkSize(ns, CHUNK_SIZE);
+    for (let batch = 0; batch < 5; batch++) {
+      const documents = Array.from({ length: 100 }, (_, i) => ({ _id: batch * 100 + i, x: 7, pad }));
+      await api.call('POST', '/v1/split/samekey/insert', { documents });
+    }
+    await eventually(async () => ((await config.getChunks({ ns })).chunks.some((c) => c.jumbo) ? true : undefined), 'the jumbo flag');
+    expect((await config.getChunks({ ns })).chunks).toHaveLength(1);
+  });
+});
