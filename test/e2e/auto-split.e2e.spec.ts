@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
-import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
-import { RouterApi, onShardDatabase } from './router-api.js';
+import { FAST_CONFIG_ENV, errorOf, eventually, waitForLeader } from './helpers.js';
+import { RouterApi } from './router-api.js';
 import { startTestCluster } from './test-cluster.js';
 
 let cluster: LocalCluster;
@@ -26,7 +26,7 @@ const CHUNK_SIZE = 64 * 1024;
 const pad = 'p'.repeat(400);
 
 async function setChunkSize(ns: string, bytes: number): Promise<void> {
-  await onShardDatabase(cluster, 'config', (pool) => pool.query('UPDATE collections SET max_chunk_size_bytes = $2 WHERE ns = $1', [ns, bytes]));
+  await config.configureCollectionBalancing({ ns, chunkSizeBytes: bytes });
 }
 
 describe('auto-splitting', () => {
@@ -64,4 +64,24 @@ describe('auto-splitting', () => {
     await eventually(async () => ((await config.getChunks({ ns })).chunks.some((c) => c.jumbo) ? true : undefined), 'the jumbo flag');
     expect((await config.getChunks({ ns })).chunks).toHaveLength(1);
   });
+
+  it('stops when the cluster turns auto-split off, and refuses a chunk size under 64 KiB', async () => {
+    expect(await errorOf(config.configureCollectionBalancing({ ns: 'split.samekey', chunkSizeBytes: 1000 }))).toMatchObject({ code: 'BAD_VALUE' });
+    expect(await errorOf(config.configureCollectionBalancing({ ns: 'split.none', chunkSizeBytes: 65536 }))).toMatchObject({
+      code: 'NAMESPACE_NOT_FOUND',
+    });
+    expect((await config.updateSettings({ autoSplit: false })).autoSplit).toBe(false);
+    const ns = 'split.off';
+    await config.shardCollection({ ns, key: { x: 1 } });
+    await setChunkSize(ns, CHUNK_SIZE);
+    // The shards reread the setting within 10 s; wait that out before writing.
+    await new Promise((resolve) => setTimeout(resolve, 10_500));
+    for (let batch = 0; batch < 10; batch++) {
+      const documents = Array.from({ length: 100 }, (_, i) => ({ _id: batch * 100 + i, x: batch * 100 + i, pad }));
+      await api.call('POST', '/v1/split/off/insert', { documents });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect((await config.getChunks({ ns })).chunks).toHaveLength(1);
+    await config.updateSettings({ autoSplit: true });
+  }, 30_000);
 });

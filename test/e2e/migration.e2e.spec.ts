@@ -110,15 +110,16 @@ describe('moveRange', () => {
   it('refuses a chunk over twice the max chunk size unless forceJumbo', async () => {
     const small = 'mig.jumbo';
     await config.shardCollection({ ns: small, key: { x: 1 } });
-    await onShardDatabase(cluster, 'config', (pool) => pool.query('UPDATE collections SET max_chunk_size_bytes = 10000 WHERE ns = $1', [small]));
-    await insert(small, docs.slice(0, 300));
+    await config.configureCollectionBalancing({ ns: small, chunkSizeBytes: 65536 });
+    // One shard key for all: the chunk cannot be split, so it stays over the limit (a jumbo chunk).
+    await insert(small, docs.slice(0, 800).map((d) => ({ ...d, x: 5 })));
     const [chunk] = await placement(small);
     const target = SHARDS.find((s) => s !== chunk!.shard)!;
     const refused = await errorOf(config.moveRange({ ns: small, min: { x: { $minKey: 1 } }, toShard: target }));
     expect(refused).toMatchObject({ code: 'CHUNK_TOO_BIG' });
     const forced = await config.moveRange({ ns: small, min: { x: { $minKey: 1 } }, toShard: target, forceJumbo: true });
-    expect(forced.documentsCloned).toBe(300);
-    expect(await api.findAll(small, { filter: {} })).toHaveLength(300);
+    expect(forced.documentsCloned).toBe(800);
+    expect(await api.findAll(small, { filter: {} })).toHaveLength(800);
   });
 
   it('rejects bad requests with clear errors', async () => {

@@ -30,6 +30,8 @@ import { ZonesService } from './zones/zones.service.js';
 import type { ConfigSettings } from './config.settings.js';
 import { RouterRegistryService } from './routers/router-registry.service.js';
 import { RoutersController } from './routers/routers.controller.js';
+import { ClusterSettingsService } from './settings/cluster-settings.service.js';
+import { SettingsController } from './settings/settings.controller.js';
 import { ShardEntity } from './shards/shard.entity.js';
 import { ShardMonitorService } from './shards/shard-monitor.service.js';
 import { ShardRegistryService } from './shards/shard-registry.service.js';
@@ -58,6 +60,7 @@ export class ConfigServerModule {
         CatalogController,
         MigrationsController,
         ChangelogController,
+        SettingsController,
         ...(settings.TESSERA_GRAPHQL_DEVELOPMENT ? [GraphiqlController] : []),
       ],
       providers: [
@@ -77,6 +80,7 @@ export class ConfigServerModule {
         CatalogReadService,
         MetadataCommitService,
         MigrationManagerService,
+        ClusterSettingsService,
         EventBusService,
         ControlPlaneReadsService,
         ControlPlaneCommandsService,

@@ -13,8 +13,6 @@ export const shardSettingsSchema = z.object({
   TESSERA_RANGE_DELETER_BATCH_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(20),
   /** The longest a donor holds a migration's critical section before it aborts the migration. */
   TESSERA_MIGRATION_CRITICAL_SECTION_TIMEOUT_MS: millisecondsSetting(10_000),
-  /** Split chunks that grow past the max chunk size (MongoDB's autosplit). */
-  TESSERA_AUTO_SPLIT: z.stringbool().default(true),
   /** Documents per batch a recipient clones from a donor. */
   TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: z.coerce.number().int().min(1).max(100_000).default(20_000),
 });

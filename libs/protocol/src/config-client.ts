@@ -29,6 +29,7 @@ import type {
   UpdateZoneKeyRangeRequest,
 } from './ddl-messages.js';
 import type { AddShardRequest, ClusterInfo, RouterDescription, RouterPingRequest, ShardDescription } from './messages.js';
+import type { ClusterSettings, ConfigureCollectionBalancingRequest, UpdateSettingsRequest } from './balancer-messages.js';
 import type { MigrationDecision, MoveChunkRequest, MoveRangeRequest, MoveRangeResult } from './migration-messages.js';
 
 /** Typed client of the config server's internal API. */
@@ -177,5 +178,20 @@ export class ConfigClient {
   /** Records a changelog entry a shard reports (migration phases and progress, range deletions). */
   reportChangelog(entry: { what: string; ns?: string; shard?: string; details?: Record<string, unknown> }): Promise<{ ok: 1 }> {
     return this.http.call('POST', '/internal/changelog', entry);
+  }
+
+  // ---- Cluster settings ----
+
+  settings(): Promise<ClusterSettings> {
+    return this.http.call('GET', '/internal/settings');
+  }
+
+  /** Changes cluster settings (balancer mode and window, default chunk size, auto-split); answers all of them. */
+  updateSettings(request: UpdateSettingsRequest): Promise<ClusterSettings> {
+    return this.http.call('POST', '/internal/settings', request);
+  }
+
+  configureCollectionBalancing(request: ConfigureCollectionBalancingRequest): Promise<{ ok: 1 }> {
+    return this.http.call('POST', '/internal/settings/configureCollectionBalancing', request);
   }
 }

@@ -11,3 +11,4 @@ export * from './data-messages.js';
 export * from './migration-messages.js';
 export * from './migration-client.js';
 export * from './event-messages.js';
+export * from './balancer-messages.js';

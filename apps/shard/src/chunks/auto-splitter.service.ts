@@ -1,19 +1,16 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { type Chunk, type ShardKey, TesseraError, compareShardKeys, decodeKey, encodeKey, typeBracketOf } from '@tessera/core';
-import { chunkRangeToWire, shardKeyFromWire, shardKeyToWire } from '@tessera/protocol';
-import { InternalClients, LOGGER, SETTINGS } from '@tessera/platform';
+import { DEFAULT_CLUSTER_SETTINGS, chunkRangeToWire, shardKeyFromWire, shardKeyToWire } from '@tessera/protocol';
+import { InternalClients, LOGGER } from '@tessera/platform';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
-import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import type { FilteringMetadata } from '../sharding/sharding-state.js';
 import { ChunkSizingService } from './chunk-sizing.service.js';
 
-/** MongoDB's default max chunk size, used when a collection sets none. */
-export const DEFAULT_MAX_CHUNK_SIZE_BYTES = 128 * 1024 * 1024;
 /** A chunk is tested for a split once this fraction of the max chunk size was written to it (MongoDB's splitTestFactor 5). */
 const SPLIT_TEST_FACTOR = 5;
-/** How long a collection's max chunk size is remembered before it is read again from the config server. */
+/** How long a collection's max chunk size and the auto-split setting are remembered before they are read again. */
 const SETTINGS_TTL_MS = 10_000;
 
 interface Tracker {
@@ -34,7 +31,7 @@ interface Tracker {
 @Injectable()
 export class AutoSplitter {
   private readonly trackers = new Map<string, Tracker>();
-  private readonly chunkSizes = new Map<string, { bytes: number; readAt: number }>();
+  private readonly chunkSizes = new Map<string, { bytes: number; autoSplit: boolean; readAt: number }>();
   /** Tracker ids by the routing table's chunk objects, so a write does not encode the chunk's bound. */
   private readonly chunkIds = new WeakMap<Chunk, string>();
 
@@ -43,20 +40,20 @@ export class AutoSplitter {
     private readonly sizing: ChunkSizingService,
     private readonly identity: ShardIdentityService,
     private readonly clients: InternalClients,
-    @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
   /** Notes a written document (its encoded shard key and size) under the ownership view of the write. */
   noteWrite(ns: string, metadata: FilteringMetadata, shardKey: Uint8Array, bytes: number): void {
-    if (!this.settings.TESSERA_AUTO_SPLIT || metadata.info.kind !== 'sharded') return;
+    if (metadata.info.kind !== 'sharded') return;
+    const { bytes: maxChunkSize, autoSplit } = this.knownChunkSize(ns);
+    if (!autoSplit) return;
     const chunk = metadata.info.table.chunkFor(shardKey);
     let id = this.chunkIds.get(chunk);
     if (id === undefined) this.chunkIds.set(chunk, (id = `${ns}\u0000${Buffer.from(encodeKey(chunk.range.min)).toString('hex')}`));
     let tracker = this.trackers.get(id);
     if (tracker === undefined) this.trackers.set(id, (tracker = { bytes: 0, splitting: false }));
     tracker.bytes += bytes;
-    const maxChunkSize = this.knownChunkSize(ns);
     if (tracker.splitting || tracker.bytes < maxChunkSize / SPLIT_TEST_FACTOR) return;
     tracker.splitting = true;
     const done = tracker;
@@ -110,25 +107,31 @@ export class AutoSplitter {
   }
 
   /**
-   * The collection's max chunk size as last read; a missing or old value is read again in the
-   * background (the write does not wait), the default standing in until it arrives.
+   * The collection's max chunk size (its own, else the cluster's) and the cluster's auto-split
+   * setting, as last read; a missing or old value is read again in the background (the write
+   * does not wait), the defaults standing in until it arrives.
    */
-  private knownChunkSize(ns: string): number {
+  private knownChunkSize(ns: string): { bytes: number; autoSplit: boolean } {
     const cached = this.chunkSizes.get(ns);
     if (cached === undefined || Date.now() - cached.readAt >= SETTINGS_TTL_MS) {
-      this.chunkSizes.set(ns, { bytes: cached?.bytes ?? DEFAULT_MAX_CHUNK_SIZE_BYTES, readAt: Date.now() });
+      this.chunkSizes.set(ns, {
+        bytes: cached?.bytes ?? DEFAULT_CLUSTER_SETTINGS.chunkSizeBytes,
+        autoSplit: cached?.autoSplit ?? DEFAULT_CLUSTER_SETTINGS.autoSplit,
+        readAt: Date.now(),
+      });
       void this.maxChunkSize(ns).catch((error: unknown) =>
         this.logger.warn({ err: error, ns }, `cannot read the max chunk size of ${ns}: ${(error as Error).message}`),
       );
     }
-    return this.chunkSizes.get(ns)!.bytes;
+    return this.chunkSizes.get(ns)!;
   }
 
   private async maxChunkSize(ns: string): Promise<number> {
     const identity = await this.identity.get();
-    const collection = await this.clients.config(identity!.configUrl).getCollection(ns);
-    const bytes = collection.maxChunkSizeBytes ?? DEFAULT_MAX_CHUNK_SIZE_BYTES;
-    this.chunkSizes.set(ns, { bytes, readAt: Date.now() });
+    const config = this.clients.config(identity!.configUrl);
+    const [collection, settings] = await Promise.all([config.getCollection(ns), config.settings()]);
+    const bytes = collection.maxChunkSizeBytes ?? settings.chunkSizeBytes;
+    this.chunkSizes.set(ns, { bytes, autoSplit: settings.autoSplit, readAt: Date.now() });
     return bytes;
   }
 }

@@ -1,0 +1,63 @@
+import { z } from 'zod';
+import { namespaceSchema } from './messages.js';
+
+/** MongoDB's smallest configurable chunk size is 1 MiB; Tessera goes down to 64 KiB so that splits show on a laptop. */
+export const MIN_CHUNK_SIZE_BYTES = 64 * 1024;
+/** 1 TiB, as MongoDB's configureCollectionBalancing allows (1 to 1,048,576 MiB). */
+export const MAX_CHUNK_SIZE_BYTES = 1024 * 1024 * 1024 * 1024;
+/** MongoDB's default chunk size. */
+export const DEFAULT_CHUNK_SIZE_BYTES = 128 * 1024 * 1024;
+
+const chunkSizeBytes = z.number().int().min(MIN_CHUNK_SIZE_BYTES, 'must be at least 64 KiB (65536)').max(MAX_CHUNK_SIZE_BYTES);
+const clockTime = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be a 24-hour time HH:MM');
+
+/** The balancer's settings (MongoDB's `balancer` document in config.settings). */
+export interface BalancerSettings {
+  /** `full` balances; `off` stops new rounds. */
+  mode: 'full' | 'off';
+  /** Migrations start only between these times of day (the config server's time zone); null: any time. */
+  activeWindow: { start: string; stop: string } | null;
+  /** Each migration waits for its range deletion before the next starts (MongoDB's `_waitForDelete`). */
+  waitForDelete: boolean;
+  /** `dataSize` (MongoDB 6+: imbalance by data size) or `chunkCount` (the legacy migration thresholds). */
+  policy: 'dataSize' | 'chunkCount';
+  attemptToBalanceJumboChunks: boolean;
+}
+
+export interface ClusterSettings {
+  balancer: BalancerSettings;
+  /** The default max chunk size of collections that set none. */
+  chunkSizeBytes: number;
+  autoSplit: boolean;
+}
+
+export const DEFAULT_CLUSTER_SETTINGS: ClusterSettings = {
+  balancer: { mode: 'full', activeWindow: null, waitForDelete: false, policy: 'dataSize', attemptToBalanceJumboChunks: false },
+  chunkSizeBytes: DEFAULT_CHUNK_SIZE_BYTES,
+  autoSplit: true,
+};
+
+/** A partial update of the cluster settings: setBalancerState, setBalancingWindow, setChunkSize and the rest in one call. */
+export const updateSettingsRequestSchema = z.strictObject({
+  balancer: z
+    .strictObject({
+      mode: z.enum(['full', 'off']).optional(),
+      activeWindow: z.strictObject({ start: clockTime, stop: clockTime }).nullable().optional(),
+      waitForDelete: z.boolean().optional(),
+      policy: z.enum(['dataSize', 'chunkCount']).optional(),
+      attemptToBalanceJumboChunks: z.boolean().optional(),
+    })
+    .optional(),
+  chunkSizeBytes: chunkSizeBytes.optional(),
+  autoSplit: z.boolean().optional(),
+});
+export type UpdateSettingsRequest = z.input<typeof updateSettingsRequestSchema>;
+
+/** MongoDB's configureCollectionBalancing; `chunkSizeBytes: null` goes back to the cluster default. */
+export const configureCollectionBalancingRequestSchema = z.strictObject({
+  ns: namespaceSchema,
+  chunkSizeBytes: chunkSizeBytes.nullable().optional(),
+  enableBalancing: z.boolean().optional(),
+  enableAutoMerger: z.boolean().optional(),
+});
+export type ConfigureCollectionBalancingRequest = z.input<typeof configureCollectionBalancingRequestSchema>;
