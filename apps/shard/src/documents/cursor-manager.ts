@@ -63,7 +63,7 @@ export class CursorManager {
     const project = compileProjection(request.projection);
     const skip = nonNegative(request.skip, 'skip') ?? 0;
     const limit = nonNegative(request.limit, 'limit') || undefined;
-    const where = scanConditions(handle, filter);
+    const where = scanConditions(handle, compiled.filter);
     const accept = (row: { shard_key: Buffer; doc: unknown }): ValueObject | undefined => {
       if (!handle.owns(row.shard_key)) return undefined;
       const document = fromExtendedJsonObject(row.doc) as ValueObject;
