@@ -1,4 +1,4 @@
-import { type KeyObject, createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
  * Internal requests prove knowledge of the shared cluster key (`TESSERA_CLUSTER_KEY`) with an
@@ -36,18 +36,10 @@ function mac(
   signed: SignedHeaderValues,
 ): Buffer {
   const headers = SIGNED_HEADERS.map((name) => `${name}:${signed[name] ?? ''}`).join('\n');
-  return createHmac('sha256', keyObject(key))
+  return createHmac('sha256', key)
     .update(`${method.toUpperCase()}\n${pathWithQuery}\n${date}\n${headers}\n`)
     .update(body)
     .digest();
-}
-
-let lastKey: { text: string; object: KeyObject } | undefined;
-
-/** The cluster key as a KeyObject, made once rather than from the string on every HMAC. */
-function keyObject(key: string): KeyObject {
-  if (lastKey?.text !== key) lastKey = { text: key, object: createSecretKey(Buffer.from(key, 'utf8')) };
-  return lastKey.object;
 }
 
 /** Returns the headers that authenticate one internal request. */
