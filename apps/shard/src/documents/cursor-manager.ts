@@ -63,7 +63,7 @@ export class CursorManager {
     const project = compileProjection(request.projection);
     const skip = nonNegative(request.skip, 'skip') ?? 0;
     const limit = nonNegative(request.limit, 'limit') || undefined;
-    const where = scanConditions(handle, filter);
+    const where = scanConditions(handle, compiled.filter);
     const accept = (row: { shard_key: Buffer; doc: unknown }): ValueObject | undefined => {
       if (!handle.owns(row.shard_key)) return undefined;
       const document = fromExtendedJsonObject(row.doc) as ValueObject;
@@ -155,9 +155,12 @@ export class CursorManager {
       async next(count) {
         const documents: unknown[] = [];
         while (!done && documents.length < count && remaining > 0) {
-          const params = [...where.params, after ?? Buffer.alloc(0), PAGE_ROWS];
+          // The first page has no lower bound on `id`: an `id > ''` condition would make Postgres
+          // read the whole primary key index alongside a narrow shard key range.
+          const params = after === null ? [...where.params, PAGE_ROWS] : [...where.params, after, PAGE_ROWS];
+          const resume = after === null ? '' : ` AND id > $${params.length - 1}`;
           const rows: Array<{ id: Buffer; shard_key: Buffer; doc: unknown }> = await dataSource.query(
-            `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql} AND id > $${params.length - 1} ORDER BY id LIMIT $${params.length}`,
+            `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT $${params.length}`,
             params,
           );
           if (rows.length < PAGE_ROWS) done = true;

@@ -15,6 +15,7 @@ export interface StoredDocument {
  * SQL conditions that narrow a scan to what a filter can match: the shard key ranges it implies
  * (btree on `shard_key`), an `_id` equality (primary key) and, when the handle lists secondary
  * indexes, the key ranges of one of them (a semi-join on its side table). Parameters start at $1.
+ * `filter` is best the normalised one of a `CompiledFilter`, which is not validated again.
  */
 export function scanConditions(handle: CollectionHandle, filter: ValueObject): { sql: string; params: unknown[] } {
   const params: unknown[] = [];
@@ -63,11 +64,10 @@ function bestIndex(handle: CollectionHandle, filter: ValueObject): { table: stri
 export async function scanMatching(
   manager: EntityManager,
   handle: CollectionHandle,
-  filter: { raw: ValueObject; compiled: CompiledFilter },
+  compiled: CompiledFilter,
   options: { forUpdate?: boolean; limit?: number } = {},
 ): Promise<StoredDocument[]> {
-  const compiled = filter.compiled;
-  const where = scanConditions(handle, filter.raw);
+  const where = scanConditions(handle, compiled.filter);
   const rows: Array<{ id: Buffer; shard_key: Buffer; doc: unknown }> = await manager.query(
     `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql} ORDER BY id${options.forUpdate ? ' FOR UPDATE' : ''}`,
     where.params,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeKey, parseShardKeyPattern } from '@tessera/core';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
@@ -106,5 +106,63 @@ describe('inserting documents', () => {
       code: 'STALE_CONFIG',
     });
     expect(await stored(handle)).toEqual([]);
+  });
+});
+
+describe('the one-statement insert and its fallback', () => {
+  it('inserts a batch without conflicts in one statement, outside any transaction', async () => {
+    const handle = { ...(await collection({ x: 1 })), indexes: [] };
+    const query = vi.spyOn(db.dataSource, 'query');
+    const transaction = vi.spyOn(db.dataSource, 'transaction');
+    try {
+      const result = await store.insert(handle, [{ _id: 1, x: 1 }, { _id: 2, x: 2 }], { ordered: true, generateId });
+      expect(result.insertedCount).toBe(2);
+      expect(query).toHaveBeenCalledTimes(1);
+      expect(transaction).not.toHaveBeenCalled();
+    } finally {
+      query.mockRestore();
+      transaction.mockRestore();
+    }
+  });
+
+  it('an ordered batch repeating an _id of its own keeps the documents before the repeat and nothing after', async () => {
+    const handle = await collection({ x: 1 });
+    const result = await store.insert(
+      handle,
+      [
+        { _id: 1, x: 1 },
+        { _id: 2, x: 2 },
+        { _id: 1, x: 3 },
+        { _id: 4, x: 4 },
+      ],
+      { ordered: true, generateId },
+    );
+    expect(result.insertedIds.map((i) => i._id)).toEqual([1, 2]);
+    expect(result.writeErrors).toMatchObject([{ index: 2, error: { code: 'DUPLICATE_KEY', details: { keyValue: { _id: 1 } } } }]);
+    expect(await stored(handle)).toEqual([
+      { _id: 1, x: 1 },
+      { _id: 2, x: 2 },
+    ]);
+  });
+
+  it('an unordered batch meeting a stored _id inserts every other document', async () => {
+    const handle = await collection({ x: 1 });
+    await store.insert(handle, [{ _id: 2, x: 2 }], { ordered: false, generateId });
+    const result = await store.insert(
+      handle,
+      [
+        { _id: 1, x: 1 },
+        { _id: 2, x: 20 },
+        { _id: 3, x: 3 },
+      ],
+      { ordered: false, generateId },
+    );
+    expect(result.insertedIds.map((i) => i._id)).toEqual([1, 3]);
+    expect(result.writeErrors).toMatchObject([{ index: 1, error: { code: 'DUPLICATE_KEY' } }]);
+    expect(await stored(handle)).toEqual([
+      { _id: 1, x: 1 },
+      { _id: 2, x: 2 },
+      { _id: 3, x: 3 },
+    ]);
   });
 });

@@ -81,7 +81,10 @@ export class DocumentStore {
         if (options.ordered) break;
       }
     }
-    const inserted = rows.length === 0 ? new Set<string>() : await this.insertRows(handle, rows, options.ordered, writeErrors);
+    const inserted =
+      rows.length === 0
+        ? new Set<string>()
+        : ((await this.insertIfUnindexed(handle, rows)) ?? (await this.insertRows(handle, rows, options.ordered, writeErrors)));
     if (handle.onWrite !== undefined) for (const row of rows) if (inserted.has(`${row.index}`)) handle.onWrite(row.shardKey, row.size);
     writeErrors.sort((a, b) => a.index - b.index);
     const insertedIds = rows.filter((r) => inserted.has(`${r.index}`)).map((r) => ({ index: r.index, _id: toExtendedJsonObject(r._id) }));
@@ -112,6 +115,40 @@ export class DocumentStore {
       _id,
       document: prepared,
     };
+  }
+
+  /**
+   * The common case in one round trip: a collection without secondary indexes, and no duplicate
+   * key. A single statement inserts every row or none: it inserts nothing when the collection
+   * has a secondary index (checked inside the statement, see below), and a duplicate `_id` or
+   * unique shard key aborts it. Either way it answers undefined, and `insertRows` does the
+   * batch again with MongoDB's per-document errors. Answers the indexes inserted otherwise.
+   *
+   * Why the check in the statement is as safe as `indexesForWrite`'s lock-then-read: Postgres
+   * takes the INSERT's ROW EXCLUSIVE lock on the table while it parses the statement, before it
+   * takes the snapshot the statement runs with. An index build holds SHARE ROW EXCLUSIVE from
+   * before it reads the documents until it commits its catalog row, so either the build
+   * committed first and this statement sees its row (and inserts nothing), or this statement
+   * commits first and the build indexes its documents.
+   */
+  private async insertIfUnindexed(handle: CollectionHandle, rows: PreparedRow[]): Promise<Set<string> | undefined> {
+    if (handle.indexes !== undefined && handle.indexes.length > 0) return undefined;
+    let returned: unknown[];
+    try {
+      returned = await this.dataSource.query(
+        `INSERT INTO ${handle.table} (id, shard_key, doc, size)
+         SELECT id, shard_key, doc, size FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[]) WITH ORDINALITY AS u(id, shard_key, doc, size, n)
+         WHERE NOT EXISTS (SELECT 1 FROM indexes i JOIN collections c ON c.uuid = i.collection_uuid WHERE c.table_name = $5)
+         ORDER BY n
+         RETURNING id`,
+        [rows.map((r) => r.id), rows.map((r) => r.shardKey), rows.map((r) => r.doc), rows.map((r) => r.size), handle.table],
+      );
+    } catch (error) {
+      if (isUniqueViolation(error)) return undefined;
+      throw error;
+    }
+    if (returned.length !== rows.length) return undefined;
+    return new Set(rows.map((r) => `${r.index}`));
   }
 
   /**
@@ -219,6 +256,12 @@ export class DocumentStore {
     ]);
     return new Set(rows.map((r) => r.id.toString('hex')));
   }
+}
+
+/** Postgres' unique_violation, as the driver reports it (TypeORM wraps it in QueryFailedError). */
+function isUniqueViolation(error: unknown): boolean {
+  const driverError = (error as { driverError?: { code?: unknown } } | null)?.driverError;
+  return driverError?.code === '23505';
 }
 
 function duplicateKey(handle: CollectionHandle, row: PreparedRow, idTaken: boolean): ErrorEnvelope {

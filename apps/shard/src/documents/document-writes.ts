@@ -12,7 +12,6 @@ import {
 } from '@tessera/core';
 import type { DeleteCommandResult, FindAndModifyResult, UpdateCommandResult, WriteErrorEntry } from '@tessera/protocol';
 import {
-  type CompiledFilter,
   applyUpdate,
   checkDocumentSize,
   compileProjection,
@@ -87,7 +86,7 @@ export class DocumentWrites {
     for (const [index, statement] of statements.entries()) {
       try {
         result.deletedCount += await this.dataSource.transaction(async (manager) => {
-          const matches = await scanMatching(manager, handle, filterOf(statement.q), {
+          const matches = await scanMatching(manager, handle, parseFilter(statement.q), {
             forUpdate: true,
             limit: statement.limit === 1 ? 1 : undefined,
           });
@@ -112,7 +111,7 @@ export class DocumentWrites {
     const project = compileProjection(request.fields);
     const sort = request.sort === undefined ? undefined : compileSort(request.sort);
     return this.dataSource.transaction(async (manager) => {
-      const matches = await scanMatching(manager, handle, filterOf(request.query), { forUpdate: true, limit: sort ? undefined : 1 });
+      const matches = await scanMatching(manager, handle, parseFilter(request.query), { forUpdate: true, limit: sort ? undefined : 1 });
       if (sort) matches.sort((a, b) => sort(a.document, b.document));
       const target = matches[0];
       if (target === undefined) {
@@ -141,7 +140,7 @@ export class DocumentWrites {
     statement: UpdateStatement,
     index: number,
   ): Promise<{ matched: number; modified: number; upsertedId?: Value }> {
-    const matches = await scanMatching(manager, handle, filterOf(statement.q), { forUpdate: true, limit: statement.multi ? undefined : 1 });
+    const matches = await scanMatching(manager, handle, parseFilter(statement.q), { forUpdate: true, limit: statement.multi ? undefined : 1 });
     if (matches.length === 0) {
       if (!statement.upsert) return { matched: 0, modified: 0 };
       const inserted = await this.upsert(manager, handle, statement.q, statement.u, index);
@@ -232,10 +231,6 @@ export class DocumentWrites {
         documents.map((d) => entriesOf(indexes, d.id, d.document)),
       );
   }
-}
-
-function filterOf(q: ValueObject): { raw: ValueObject; compiled: CompiledFilter } {
-  return { raw: q, compiled: parseFilter(q) };
 }
 
 /**

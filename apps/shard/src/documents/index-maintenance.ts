@@ -18,7 +18,9 @@ import { type IndexEntry, indexEntriesOf } from './index-keys.js';
  * Locking: `indexesForWrite` takes the collection table's ROW EXCLUSIVE lock before it reads the
  * index catalog. createIndexes and dropIndexes hold SHARE ROW EXCLUSIVE on the table, which
  * conflicts with it, so a write either sees an index that a build has committed or has
- * committed before the build reads the documents.
+ * committed before the build reads the documents. The one-statement insert into a collection
+ * without secondary indexes (`DocumentStore`) gets the same guarantee from its INSERT's own lock
+ * and checks the catalog inside that statement instead.
  */
 
 /** One secondary index as the shard stores it. */

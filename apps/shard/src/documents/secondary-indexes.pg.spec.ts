@@ -193,6 +193,36 @@ describe('maintenance in every write', () => {
   });
 });
 
+describe('an insert racing an index build', () => {
+  /** Resolves once `count` backends of this database wait for a lock. */
+  async function lockWaiters(count: number): Promise<void> {
+    for (let i = 0; i < 500; i++) {
+      const [row] = (await db.dataSource.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      )) as Array<{ n: number }>;
+      if (row!.n >= count) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error(`fewer than ${count} backends waited for a lock`);
+  }
+
+  it('an insert whose handle lists no index, queued behind a build, still writes its entries', async () => {
+    // Hold the build between taking its table lock and committing: it waits on `indexes`.
+    const blocker = db.dataSource.createQueryRunner();
+    await blocker.startTransaction();
+    await blocker.query('LOCK TABLE indexes IN EXCLUSIVE MODE');
+    const build = catalog.create(collection, [{ key: { tags: 1 } }]);
+    await lockWaiters(1);
+    const inserting = store.insert({ ...handle, indexes: [] }, [{ _id: 40, sku: 'n', tags: ['late'] }], { ordered: true, generateId });
+    await lockWaiters(2);
+    await blocker.commitTransaction();
+    await blocker.release();
+    await build;
+    expect((await inserting).insertedCount).toBe(1);
+    expect((await entriesOf('tags_1')).filter((e) => (e as unknown[])[1] === 40)).toEqual([[['late'], 40]]);
+  });
+});
+
 describe('query pushdown', () => {
   beforeEach(async () => {
     await insert(Array.from({ length: 200 }, (_, i) => ({ _id: 100 + i, sku: `s${i}`, qty: i % 10, tags: [`t${i % 7}`, 'all'] })));

@@ -58,6 +58,7 @@ describe('hash64 matches MongoDB hasher_test.cpp', () => {
     ['regex /.*/i', new BSONRegExp('.*', 'i'), 7095855029187981886n],
   ])('hashes %s', (_name, value, expected) => {
     expect(hash64(value)).toBe(expected);
+    expect(hashShardKeyValue(value).toBigInt()).toBe(expected);
   });
 
   it('returns the hash as a Long', () => {

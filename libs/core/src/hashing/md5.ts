@@ -3,23 +3,30 @@
  * compute MongoDB-compatible hashed shard key values, not for security.
  */
 
-const SHIFTS = [
+const SHIFTS = new Uint8Array([
   7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11,
   16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-];
+]);
 
 /** K[i] = floor(2^32 × |sin(i + 1)|), as RFC 1321 defines the table. */
-const K = Array.from({ length: 64 }, (_, i) => Math.floor(Math.abs(Math.sin(i + 1)) * 2 ** 32) >>> 0);
+const K = Uint32Array.from({ length: 64 }, (_, i) => Math.floor(Math.abs(Math.sin(i + 1)) * 2 ** 32) >>> 0);
+
+/** The message word each of the 64 steps reads. */
+const WORD = Uint8Array.from({ length: 64 }, (_, i) => (i < 16 ? i : i < 32 ? (5 * i + 1) % 16 : i < 48 ? (3 * i + 5) % 16 : (7 * i) % 16));
 
 /** Returns the 16-byte MD5 digest of `input`. Throws nothing. */
 export function md5(input: Uint8Array): Uint8Array {
-  const bitLength = BigInt(input.length) * 8n;
+  // Hashed shard keys hash a few dozen bytes: one or two blocks, so words are read byte by byte
+  // and the rounds run without allocating (this is on every routed insert).
   const paddedLength = (((input.length + 8) >> 6) + 1) << 6;
   const padded = new Uint8Array(paddedLength);
   padded.set(input);
   padded[input.length] = 0x80;
-  const view = new DataView(padded.buffer);
-  view.setBigUint64(paddedLength - 8, bitLength, true);
+  const bitLength = input.length * 8;
+  const lengthAt = paddedLength - 8;
+  for (let i = 0; i < 4; i++) padded[lengthAt + i] = (bitLength >>> (8 * i)) & 0xff;
+  const high = Math.floor(bitLength / 2 ** 32);
+  for (let i = 0; i < 4; i++) padded[lengthAt + 4 + i] = (high >>> (8 * i)) & 0xff;
 
   let a0 = 0x67452301;
   let b0 = 0xefcdab89;
@@ -27,29 +34,17 @@ export function md5(input: Uint8Array): Uint8Array {
   let d0 = 0x10325476;
   const m = new Uint32Array(16);
   for (let offset = 0; offset < paddedLength; offset += 64) {
-    for (let j = 0; j < 16; j++) m[j] = view.getUint32(offset + 4 * j, true);
+    for (let j = 0, at = offset; j < 16; j++, at += 4) {
+      m[j] = (padded[at]! | (padded[at + 1]! << 8) | (padded[at + 2]! << 16) | (padded[at + 3]! << 24)) >>> 0;
+    }
     let a = a0;
     let b = b0;
     let c = c0;
     let d = d0;
     for (let i = 0; i < 64; i++) {
-      let f: number;
-      let g: number;
-      if (i < 16) {
-        f = (b & c) | (~b & d);
-        g = i;
-      } else if (i < 32) {
-        f = (d & b) | (~d & c);
-        g = (5 * i + 1) % 16;
-      } else if (i < 48) {
-        f = b ^ c ^ d;
-        g = (3 * i + 5) % 16;
-      } else {
-        f = c ^ (b | ~d);
-        g = (7 * i) % 16;
-      }
-      const sum = (a + f + (K[i] as number) + (m[g] as number)) >>> 0;
-      const shift = SHIFTS[i] as number;
+      const f = i < 16 ? (b & c) | (~b & d) : i < 32 ? (d & b) | (~d & c) : i < 48 ? b ^ c ^ d : c ^ (b | ~d);
+      const sum = (a + f + K[i]! + m[WORD[i]!]!) >>> 0;
+      const shift = SHIFTS[i]!;
       a = d;
       d = c;
       c = b;
@@ -61,10 +56,7 @@ export function md5(input: Uint8Array): Uint8Array {
     d0 = (d0 + d) >>> 0;
   }
   const digest = new Uint8Array(16);
-  const out = new DataView(digest.buffer);
-  out.setUint32(0, a0, true);
-  out.setUint32(4, b0, true);
-  out.setUint32(8, c0, true);
-  out.setUint32(12, d0, true);
+  const words = [a0, b0, c0, d0];
+  for (let w = 0; w < 4; w++) for (let i = 0; i < 4; i++) digest[4 * w + i] = (words[w]! >>> (8 * i)) & 0xff;
   return digest;
 }

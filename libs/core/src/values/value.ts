@@ -131,10 +131,17 @@ export function canonicalTypeOf(value: Value): number {
 export function numericValueOf(value: Value): number | bigint {
   if (typeof value === 'number' || typeof value === 'bigint') return value;
   if (value !== null && typeof value === 'object' && isBsonTagged(value)) {
-    if (value._bsontype === 'Long') return (value as Long).toBigInt();
+    // From the two 32-bit halves: bson's Long.toBigInt goes through a decimal string.
+    if (value._bsontype === 'Long') return longToBigInt(value as Long);
     if (value._bsontype === 'Int32' || value._bsontype === 'Double') return (value as Int32 | Double).value;
   }
   throw new TesseraError('BAD_VALUE', 'Expected a number.');
+}
+
+/** The exact value of a `Long`, signed or unsigned. Throws nothing. */
+export function longToBigInt(value: Long): bigint {
+  const bits = (BigInt(value.high >>> 0) << 32n) | BigInt(value.low >>> 0);
+  return value.unsigned ? bits : BigInt.asIntN(64, bits);
 }
 
 /** Returns the bytes of a `Binary` value (without slack capacity). Throws nothing. */

@@ -4,7 +4,7 @@ import { thrownBy } from '../../../../test/errors.js';
 import { fromExtendedJsonObject } from '@tessera/core';
 import type { ValueObject } from '@tessera/core';
 import { idEqualityFromFilter } from './id-equality.js';
-import { parseFilter } from './parse-filter.js';
+import { parseFilter, validateFilter } from './parse-filter.js';
 
 const oid = new ObjectId('0102030405060708090a0b0c');
 const doc: ValueObject = {
@@ -122,6 +122,16 @@ describe('parseFilter errors', () => {
     expect(error.code).toBe('BAD_VALUE');
     expect(error.message).toMatch(message);
     expect(error.details).toMatchObject(details);
+  });
+});
+
+describe('validateFilter', () => {
+  it('hands a filter it normalised back as it is, and still validates a raw one', () => {
+    const normalized = validateFilter({ a: new BSONRegExp('x', 'i'), $comment: 'c' }, '');
+    expect(normalized).toEqual({ a: /x/i });
+    expect(validateFilter(normalized, '')).toBe(normalized);
+    expect(parseFilter(normalized).filter).toBe(normalized);
+    expect(thrownBy(() => validateFilter({ ...normalized, $bogus: 1 }, ''))).toMatchObject({ code: 'BAD_VALUE' });
   });
 });
 

@@ -91,8 +91,24 @@ function withoutBigInts(value: Value): Value {
   return value;
 }
 
-/** Validates a filter (see `parseFilter`) and returns its normalised form. Throws as `parseFilter`. */
+/**
+ * Normalised filters this module made. Targeting, pushdown and matching all start by validating
+ * the filter they get; one they are handed back is returned as it is, not walked again.
+ */
+const normalizedFilters = new WeakSet<ValueObject>();
+
+/**
+ * Validates a filter (see `parseFilter`) and returns its normalised form (a filter it returned
+ * before comes back as it is). Throws as `parseFilter`.
+ */
 export function validateFilter(filter: unknown, where: string): ValueObject {
+  if (typeof filter === 'object' && filter !== null && normalizedFilters.has(filter as ValueObject)) return filter as ValueObject;
+  const normalized = normalizeFilter(filter, where);
+  normalizedFilters.add(normalized);
+  return normalized;
+}
+
+function normalizeFilter(filter: unknown, where: string): ValueObject {
   if (!isDocument(filter)) {
     throw badValue(`A filter must be a document${where ? ` at '${where}'` : ''}, got ${display(filter)}.`, { path: where });
   }
