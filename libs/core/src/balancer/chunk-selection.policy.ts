@@ -108,27 +108,23 @@ function selectCollectionMigrations(
     else byShard.set(c.shard, [i]);
   });
   const isCountMode = settings.mode !== 'dataSize';
-  const bytes = bytesPerShard(shards, collection, chunks);
-  const counts = new Map<string, Loads>(); // zone -> shard -> chunks of that zone
-  chunks.forEach((c, i) => {
-    const zone = zoneOf[i] as string;
-    const loads = counts.get(zone) ?? new Map<ShardId, number>();
-    loads.set(c.shard, (loads.get(c.shard) ?? 0) + 1);
-    counts.set(zone, loads);
-  });
-  const loadOf = (shard: ShardId, zone: string): number =>
-    isCountMode ? (counts.get(zone)?.get(shard) ?? 0) : (bytes.get(shard) ?? 0);
+  // Load per zone and shard: chunks in count modes, bytes in data-size mode (the shards' reported
+  // sizes when the collection has no zones, else the chunks' sizes zone by zone).
+  const loads = new Map<string, Loads>();
+  const addLoad = (zone: string, shard: ShardId, amount: number): void => {
+    const perShard = loads.get(zone) ?? new Map<ShardId, number>();
+    perShard.set(shard, (perShard.get(shard) ?? 0) + amount);
+    loads.set(zone, perShard);
+  };
+  const weight = (c: SizedChunk): number => (isCountMode ? 1 : (c.estimatedSizeBytes ?? 0));
+  chunks.forEach((c, i) => addLoad(zoneOf[i] as string, c.shard, weight(c)));
+  if (!isCountMode && collection.zones.length === 0) {
+    for (const [shard, size] of Object.entries(collection.shardDataSizeBytes ?? {})) addLoad(NO_ZONE, shard, size - (loads.get(NO_ZONE)?.get(shard) ?? 0));
+  }
+  const loadOf = (shard: ShardId, zone: string): number => loads.get(zone)?.get(shard) ?? 0;
   const moveLoad = (chunk: SizedChunk, zone: string, to: ShardId): void => {
-    if (isCountMode) {
-      const loads = counts.get(zone) ?? new Map<ShardId, number>();
-      loads.set(chunk.shard, (loads.get(chunk.shard) ?? 0) - 1);
-      loads.set(to, (loads.get(to) ?? 0) + 1);
-      counts.set(zone, loads);
-    } else {
-      const size = chunk.estimatedSizeBytes ?? 0;
-      bytes.set(chunk.shard, (bytes.get(chunk.shard) ?? 0) - size);
-      bytes.set(to, (bytes.get(to) ?? 0) + size);
-    }
+    addLoad(zone, chunk.shard, -weight(chunk));
+    addLoad(zone, to, weight(chunk));
   };
 
   const inZone = (s: ShardStatistics, zone: string): boolean => zone === NO_ZONE || s.zones.includes(zone);
@@ -157,16 +153,16 @@ function selectCollectionMigrations(
     moveLoad(chunk, zoneOf[i] as string, to);
   };
   /** Tries the donor's chunks in key order; moves the first movable one. Returns whether it did. */
-  const moveOneOf = (indexes: readonly number[], reason: MigrationReason, wanted: (i: number) => boolean): boolean => {
+  const moveOneOf = (indexes: readonly number[], reason: MigrationReason, wanted: (i: number) => boolean, to?: ShardId): boolean => {
     for (const i of indexes) {
       if (!wanted(i)) continue;
       if ((chunks[i] as SizedChunk).jumbo === true) {
         jumboChunksSkipped++;
         continue;
       }
-      const to = leastLoadedRecipient(zoneOf[i] as string, (chunks[i] as SizedChunk).shard);
-      if (to === undefined) continue;
-      plan(i, to, reason);
+      const recipient = to ?? leastLoadedRecipient(zoneOf[i] as string, (chunks[i] as SizedChunk).shard);
+      if (recipient === undefined) continue;
+      plan(i, recipient, reason);
       return true;
     }
     return false;
@@ -196,7 +192,7 @@ function selectCollectionMigrations(
   for (const zone of zones) {
     const members = shards.filter((s) => s.state === 'active' && inZone(s, zone));
     if (members.length < 2) continue;
-    const zoneChunks = [...(counts.get(zone)?.values() ?? [])].reduce((a, b) => a + b, 0);
+    const zoneChunks = zoneOf.filter((z) => z === zone).length;
     const started = isImbalanced(settings, collection, members, zone, loadOf, zoneChunks, chunks.length);
     if (started) violation ??= 'chunksImbalance';
     if (!started || !enabled) continue;
@@ -210,8 +206,10 @@ function selectCollectionMigrations(
       const to = donor && leastLoadedRecipient(zone, donor.id);
       if (donor === undefined || to === undefined) break;
       if (!shouldMove(settings, collection, loadOf(donor.id, zone), loadOf(to, zone), zoneChunks, members.length)) break;
-      const indexes = byShard.get(donor.id) ?? [];
-      const moved = moveOneOf(indexes, 'imbalance', (i) => zoneOf[i] === zone);
+      // A chunk at least as large as the difference would only swap the roles of the two shards.
+      const gap = loadOf(donor.id, zone) - loadOf(to, zone);
+      const fits = (i: number): boolean => zoneOf[i] === zone && (isCountMode || ((chunks[i] as SizedChunk).estimatedSizeBytes ?? 0) < gap);
+      const moved = moveOneOf(byShard.get(donor.id) ?? [], 'imbalance', fits, to);
       if (!moved) exhausted.add(donor.id);
     }
     if (settings.mode === 'chunkCountThreshold') {
@@ -270,13 +268,6 @@ function shouldMove(
       // Once a collection is being balanced, it goes on until no two shards differ by 2 or more.
       return from - to >= 2;
   }
-}
-
-function bytesPerShard(shards: readonly ShardStatistics[], collection: CollectionDistribution, chunks: readonly SizedChunk[]): Loads {
-  const bytes: Loads = new Map(shards.map((s) => [s.id, 0]));
-  for (const c of chunks) bytes.set(c.shard, (bytes.get(c.shard) ?? 0) + (c.estimatedSizeBytes ?? 0));
-  for (const [shard, size] of Object.entries(collection.shardDataSizeBytes ?? {})) bytes.set(shard, size);
-  return bytes;
 }
 
 /** The shard with the least (or most) load; ties go to the smallest shard id. */

@@ -197,8 +197,17 @@ describe('defragmentation from start to end', () => {
     expect(chunks.length).toBeLessThan(12);
     expect(chunks.filter((c) => (c.estimatedSizeBytes ?? 0) < MAX / 4)).toEqual([]);
     expect(log.some((l) => l.startsWith('moveAndMergeChunks: migrate'))).toBe(true);
-    // Phase 3 left no two contiguous chunks on one shard.
+    // Phase 3 left no two contiguous chunks on one shard that would fit in one max-size chunk.
     const sorted = sortChunks(chunks);
-    for (let i = 1; i < sorted.length; i++) expect(sorted[i]?.shard).not.toBe(sorted[i - 1]?.shard);
+    for (let i = 1; i < sorted.length; i++) {
+      const [a, b] = [sorted[i - 1] as SizedChunk, sorted[i] as SizedChunk];
+      if (a.shard === b.shard) expect((a.estimatedSizeBytes ?? 0) + (b.estimatedSizeBytes ?? 0)).toBeGreaterThan(MAX);
+    }
+  });
+
+  it('never merges chunks into one above the max chunk size', () => {
+    const { chunks } = runToEnd(layoutChunks([r('A', 5, 30), r('B', 1, 5), r('A', 4, 30)]));
+    expect(chunks.every((c) => (c.estimatedSizeBytes ?? 0) <= MAX)).toBe(true);
+    expect(chunks.length).toBeLessThan(10);
   });
 });

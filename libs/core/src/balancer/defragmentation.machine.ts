@@ -15,6 +15,10 @@
  *   chosen by the reference's score, and merges it with that neighbour once it is there;
  * - phase 3 merges the remaining runs of contiguous chunks on one shard, without measuring.
  *
+ * Choice where the reference is silent: no merge makes a chunk larger than the max chunk size
+ * (sizes known from a `dataSize`, or from the snapshot's `estimatedSizeBytes`), because Tessera's
+ * balancer moves whole chunks and a chunk over twice the max cannot move.
+ *
  * Errors: a retryable failure issues the same action again (first, while its chunks are still
  * as they were); any other failure restarts the phase (phase 1 or 3) or, from phase 2, goes back
  * to phase 1. Migrations go to the balancer's main thread (`nextDefragmentationMigrations`, before
@@ -25,7 +29,7 @@ import type { ChunkRange } from '../ranges/chunk-range.js';
 import { mergeRanges, rangesAreContiguous, rangesEqual, rangesOverlap } from '../ranges/chunk-range.js';
 import type { Chunk, ShardId } from '../routing/chunk.js';
 import type { DefragmentationSettings } from './balancer-settings.js';
-import type { MigrationPlan } from './distribution.js';
+import type { MigrationPlan, SizedChunk } from './distribution.js';
 import { rangeKey, sortChunks } from './distribution.js';
 
 /** The phases, in order, MongoDB's names. */
@@ -175,10 +179,11 @@ function secondaryWork(state: DefragmentationState, snapshot: DefragmentationSna
   const chunks = sortChunks(snapshot.chunks);
   const ns = state.namespace;
   const sizeOf = (c: Chunk): number | undefined => state.estimates[rangeKey(c.range)];
+  const max = snapshot.maxChunkSizeBytes;
   switch (state.phase) {
     case 'mergeAndMeasureChunks': {
       const actions: DefragmentationAction[] = [];
-      for (const run of sameShardRuns(chunks)) {
+      for (const run of sameShardRuns(chunks, (c) => sizeOf(c) ?? (c as SizedChunk).estimatedSizeBytes, max)) {
         const first = run[0] as Chunk;
         if (run.length >= 2) actions.push(mergeAction(ns, run));
         else if (sizeOf(first) === undefined) actions.push({ kind: 'dataSize', namespace: ns, shard: first.shard, range: first.range });
@@ -200,7 +205,7 @@ function secondaryWork(state: DefragmentationState, snapshot: DefragmentationSna
         const nextSize = next && sizeOf(next);
         if (next === undefined || nextSize === undefined || next.shard !== c.shard || !rangesAreContiguous(c.range, next.range)) continue;
         if (c.jumbo === true || next.jumbo === true) continue;
-        if (size < small || nextSize < small) {
+        if ((size < small || nextSize < small) && size + nextSize <= max) {
           actions.push(mergeAction(ns, [c, next]));
           i++;
         }
@@ -208,7 +213,7 @@ function secondaryWork(state: DefragmentationState, snapshot: DefragmentationSna
       return actions;
     }
     case 'mergeChunks':
-      return sameShardRuns(chunks)
+      return sameShardRuns(chunks, (c) => sizeOf(c) ?? (c as SizedChunk).estimatedSizeBytes, max)
         .filter((run) => run.length >= 2)
         .map((run) => mergeAction(ns, run));
     case 'finished':
@@ -236,7 +241,12 @@ function migrationWork(state: DefragmentationState, snapshot: DefragmentationSna
     const size = sizeOf(c);
     if (size === undefined || size >= small || c.jumbo === true) continue;
     const neighbours = [chunks[i - 1], chunks[i + 1]].filter(
-      (n): n is Chunk => n !== undefined && n.jumbo !== true && sizeOf(n) !== undefined && (rangesAreContiguous(n.range, c.range) || rangesAreContiguous(c.range, n.range)),
+      (n): n is Chunk =>
+        n !== undefined &&
+        n.jumbo !== true &&
+        sizeOf(n) !== undefined &&
+        size + (sizeOf(n) as number) <= snapshot.maxChunkSizeBytes &&
+        (rangesAreContiguous(n.range, c.range) || rangesAreContiguous(c.range, n.range)),
     );
     if (neighbours.some((n) => n.shard === c.shard)) continue; // a merge, not a move
     let best: { shard: ShardId; score: number } | undefined;
@@ -258,14 +268,26 @@ function smallLimit(snapshot: DefragmentationSnapshot, settings: Defragmentation
   return settings.smallChunkFraction * snapshot.maxChunkSizeBytes;
 }
 
-/** Maximal runs of contiguous chunks on one shard, jumbo chunks alone. */
-function sameShardRuns(sorted: readonly Chunk[]): Chunk[][] {
+/**
+ * Runs of contiguous chunks on one shard, jumbo chunks alone, each run cut before its known size
+ * would pass `maxBytes` (unknown sizes count 0).
+ */
+function sameShardRuns(sorted: readonly Chunk[], sizeOf: (c: Chunk) => number | undefined, maxBytes: number): Chunk[][] {
   const runs: Chunk[][] = [];
+  let runBytes = 0;
   for (const c of sorted) {
     const run = runs[runs.length - 1];
     const last = run?.[run.length - 1];
-    if (run && last && last.shard === c.shard && last.jumbo !== true && c.jumbo !== true && rangesAreContiguous(last.range, c.range)) run.push(c);
-    else runs.push([c]);
+    const bytes = sizeOf(c) ?? 0;
+    const joins =
+      run && last && last.shard === c.shard && last.jumbo !== true && c.jumbo !== true && rangesAreContiguous(last.range, c.range) && runBytes + bytes <= maxBytes;
+    if (joins) {
+      run.push(c);
+      runBytes += bytes;
+    } else {
+      runs.push([c]);
+      runBytes = bytes;
+    }
   }
   return runs;
 }
