@@ -81,6 +81,9 @@ export interface SimulationReport {
   readonly dataSizes: number;
   readonly initialChunks: number;
   readonly finalChunks: number;
+  /** Bytes of the collection before and after: equal unless the simulation lost data. */
+  readonly initialBytes: number;
+  readonly finalBytes: number;
   readonly maxShardBytes: number;
   readonly minShardBytes: number;
   /** Per active shard at the end (draining shards are listed too). */
@@ -145,6 +148,7 @@ class Simulation {
 
   run(): SimulationReport {
     const initialChunks = this.chunks.length;
+    const initialBytes = this.totalBytes();
     const maxRounds = this.scenario.maxRounds ?? 20_000;
     let converged = false;
     for (let round = 0; round < maxRounds; round++) {
@@ -176,6 +180,8 @@ class Simulation {
       dataSizes: this.counters.dataSizes,
       initialChunks,
       finalChunks: this.chunks.length,
+      initialBytes,
+      finalBytes: this.totalBytes(),
       maxShardBytes: Math.max(...activeBytes),
       minShardBytes: Math.min(...activeBytes),
       shards: perShard,
@@ -293,10 +299,17 @@ class Simulation {
   private applySplit(range: SizedChunk['range'], points: readonly SizedChunk['range']['min'][]): void {
     const chunk = this.chunks.find((c) => rangesEqual(c.range, range)) as SizedChunk;
     const pieces = splitChunk(chunk, points, this.cv);
-    const share = Math.floor((chunk.estimatedSizeBytes ?? 0) / pieces.length);
+    // Pieces share the bytes evenly; the last takes the remainder so no byte is lost.
+    const total = chunk.estimatedSizeBytes ?? 0;
+    const share = Math.floor(total / pieces.length);
     for (const p of pieces) this.cv = maxChunkVersion(this.cv, p.version);
-    this.chunks = sortChunks([...this.chunks.filter((c) => c !== chunk), ...pieces.map((p) => ({ ...p, estimatedSizeBytes: share }))]);
+    const sized = pieces.map((p, k) => ({ ...p, estimatedSizeBytes: k === pieces.length - 1 ? total - share * (pieces.length - 1) : share }));
+    this.chunks = sortChunks([...this.chunks.filter((c) => c !== chunk), ...sized]);
     this.counters.splits++;
+  }
+
+  private totalBytes(): number {
+    return this.chunks.reduce((n, c) => n + (c.estimatedSizeBytes ?? 0), 0);
   }
 
   private distribution(): CollectionDistribution {
