@@ -48,7 +48,13 @@ function print(report: SimulationReport, description: string | undefined): void 
 function main(): void {
   const { values, positionals } = parseArgs({ options: { seed: { type: 'string' } }, allowPositionals: true });
   const dir = scenarioDir();
-  const names = positionals.length > 0 ? positionals : readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => f.replace(/\.json$/, '')).sort();
+  const names =
+    positionals.length > 0
+      ? positionals
+      : readdirSync(dir)
+          .filter((f) => f.endsWith('.json'))
+          .map((f) => f.replace(/\.json$/, ''))
+          .sort();
   for (const name of names) {
     const scenario = JSON.parse(readFileSync(`${dir}${name}.json`, 'utf8')) as SimulationScenario;
     const seeded = values.seed === undefined ? scenario : { ...scenario, seed: Number(values.seed) };

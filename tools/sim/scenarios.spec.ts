@@ -21,7 +21,11 @@ const run = (name: string): SimulationReport => {
 };
 
 describe('balancer simulation scenarios', () => {
-  it.each(readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => f.replace(/\.json$/, '')))('%s converges to a compliant collection', (name) => {
+  it.each(
+    readdirSync(dir)
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => f.replace(/\.json$/, '')),
+  )('%s converges to a compliant collection', (name) => {
     const report = run(name);
     expect(report.converged).toBe(true);
     expect(report.status?.balancerCompliant).toBe(true);

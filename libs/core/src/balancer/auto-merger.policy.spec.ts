@@ -18,7 +18,13 @@ function referenceExample(): Chunk[] {
 }
 const names = 'ABCDEFGHI';
 const label = (chunks: readonly Chunk[], all: readonly Chunk[]) => chunks.map((c) => names[all.indexOf(c)]).join('-');
-const movedAt = (chunk: Chunk, t: number): Chunk => ({ ...chunk, history: [{ validAfter: { t, i: 0 }, shard: chunk.shard }, { validAfter: { t: 1, i: 0 }, shard: 'elsewhere' }] });
+const movedAt = (chunk: Chunk, t: number): Chunk => ({
+  ...chunk,
+  history: [
+    { validAfter: { t, i: 0 }, shard: chunk.shard },
+    { validAfter: { t: 1, i: 0 }, shard: 'elsewhere' },
+  ],
+});
 
 describe('the auto-merger', () => {
   it('merges the reference example into A-B-C-D, E-F, G-H and leaves I alone', () => {
@@ -73,13 +79,18 @@ describe('the auto-merger', () => {
   });
 
   it('answers at most 10 actions at a time, counting those in flight', () => {
-    const collections = Array.from({ length: 12 }, (_, i) => ({ namespace: `db.c${String(i).padStart(2, '0')}`, chunks: referenceExample() }));
+    const collections = Array.from({ length: 12 }, (_, i) => ({
+      namespace: `db.c${String(i).padStart(2, '0')}`,
+      chunks: referenceExample(),
+    }));
     expect(selectAutoMergeActions(collections, NOW, settings)).toHaveLength(10);
     expect(selectAutoMergeActions(collections, NOW, settings, 7)).toHaveLength(3);
     expect(selectAutoMergeActions(collections, NOW, settings, 10)).toEqual([]);
   });
 
   it('skips collections with the auto-merger disabled', () => {
-    expect(selectAutoMergeActions([{ namespace: 'db.coll', chunks: referenceExample(), autoMergerEnabled: false }], NOW, settings)).toEqual([]);
+    expect(selectAutoMergeActions([{ namespace: 'db.coll', chunks: referenceExample(), autoMergerEnabled: false }], NOW, settings)).toEqual(
+      [],
+    );
   });
 });

@@ -54,12 +54,18 @@ export function isMergeable(chunk: Chunk, nowSeconds: number, settings: AutoMerg
  * Returns the runs `mergeAllChunksOnShard(namespace, shard)` merges: maximal runs of two or more
  * contiguous mergeable chunks on `shard` (or on every shard when `shard` is omitted), in key order.
  */
-export function findMergeableRuns(chunks: readonly Chunk[], nowSeconds: number, settings: AutoMergerSettings, shard?: ShardId): MergeableRun[] {
+export function findMergeableRuns(
+  chunks: readonly Chunk[],
+  nowSeconds: number,
+  settings: AutoMergerSettings,
+  shard?: ShardId,
+): MergeableRun[] {
   const runs: MergeableRun[] = [];
   let current: Chunk[] = [];
   const flush = (): void => {
     const first = current[0];
-    if (first !== undefined && current.length >= 2) runs.push({ shard: first.shard, chunks: current, range: mergeRanges(current.map((c) => c.range)) });
+    if (first !== undefined && current.length >= 2)
+      runs.push({ shard: first.shard, chunks: current, range: mergeRanges(current.map((c) => c.range)) });
     current = [];
   };
   for (const chunk of sortChunks(chunks)) {

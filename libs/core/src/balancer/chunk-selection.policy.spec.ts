@@ -12,7 +12,10 @@ const NS = 'db.coll';
 
 const active = (id: string, zones: string[] = []): ShardStatistics => ({ id, state: 'active', zones });
 const draining = (id: string): ShardStatistics => ({ id, state: 'draining', zones: [] });
-const zone = (zoneName: string, from: number, to: number): ZoneRange => ({ range: { min: layoutKey(from), max: layoutKey(to) }, zone: zoneName });
+const zone = (zoneName: string, from: number, to: number): ZoneRange => ({
+  range: { min: layoutKey(from), max: layoutKey(to) },
+  zone: zoneName,
+});
 
 /** `{ A: 3, B: 0 }` → 3 chunks of `size` on A. */
 function collection(runs: ChunkRun[], extra: Partial<CollectionDistribution> = {}): CollectionDistribution {
@@ -60,7 +63,11 @@ describe('selectMigrations on data size', () => {
   it('moves nothing when every chunk of the loaded shard is jumbo', () => {
     const result = selectMigrations([active('A'), active('B')], [collection([run('A', 5, MAX * 3, true)])], dataSize);
     expect(result.migrations).toEqual([]);
-    expect(result.collections[0]).toMatchObject({ balancerCompliant: false, firstComplianceViolation: 'chunksImbalance', jumboChunksSkipped: 5 });
+    expect(result.collections[0]).toMatchObject({
+      balancerCompliant: false,
+      firstComplianceViolation: 'chunksImbalance',
+      jumboChunksSkipped: 5,
+    });
   });
 
   it('prefers the shard data sizes the shards reported over chunk estimates', () => {
@@ -120,11 +127,20 @@ describe('selectMigrations priorities', () => {
 
   it('reports a balanced collection as compliant', () => {
     const result = selectMigrations([active('A'), active('B')], [collection([run('A', 3), run('B', 3)])], dataSize);
-    expect(result.collections[0]).toEqual({ namespace: NS, balancerCompliant: true, jumboChunksSkipped: 0, chunkCountBalancingInProgress: false });
+    expect(result.collections[0]).toEqual({
+      namespace: NS,
+      balancerCompliant: true,
+      jumboChunksSkipped: 0,
+      chunkCountBalancingInProgress: false,
+    });
   });
 
   it('shares the shards of a round between collections', () => {
-    const result = selectMigrations([active('A'), active('B')], [collection([run('A', 20)]), { ...collection([run('A', 20)]), namespace: 'db.other' }], dataSize);
+    const result = selectMigrations(
+      [active('A'), active('B')],
+      [collection([run('A', 20)]), { ...collection([run('A', 20)]), namespace: 'db.other' }],
+      dataSize,
+    );
     expect(result.migrations.map((m) => m.namespace)).toEqual([NS]);
   });
 });
@@ -149,7 +165,11 @@ describe('the legacy chunk-count policies', () => {
   });
 
   it('migrates when the most loaded shard exceeds the optimal count by more than 1', () => {
-    const result = selectMigrations([active('A'), active('B'), active('C')], [collection([run('A', 5), run('B', 2), run('C', 2)])], optimal);
+    const result = selectMigrations(
+      [active('A'), active('B'), active('C')],
+      [collection([run('A', 5), run('B', 2), run('C', 2)])],
+      optimal,
+    );
     // optimal = ceil(9 / 3) = 3; A holds 5.
     expect(moves(result)).toEqual(['A->B:imbalance']);
   });
@@ -195,7 +215,10 @@ describe('the legacy chunk-count policies', () => {
 
 describe('selectZoneBoundarySplits', () => {
   it('splits a chunk that straddles zone boundaries at each boundary inside it', () => {
-    const coll = collection([run('A', 1), run('A', 1)], { zones: [zone('EU', 0.5, 0.7)], chunks: layoutChunks([run('A', 1), run('B', 1)]) });
+    const coll = collection([run('A', 1), run('A', 1)], {
+      zones: [zone('EU', 0.5, 0.7)],
+      chunks: layoutChunks([run('A', 1), run('B', 1)]),
+    });
     // Chunk 0 is [MinKey, 10), the zone [5, 7).
     const splits = selectZoneBoundarySplits(coll);
     expect(splits).toEqual([{ namespace: NS, shard: 'A', range: coll.chunks[0]?.range, splitPoints: [[5], [7]], reason: 'zoneBoundary' }]);

@@ -84,7 +84,8 @@ export function selectZoneBoundarySplits(collection: CollectionDistribution): Sp
         if (last === undefined || compareShardKeys(last, b) !== 0) points.push(b);
       }
     }
-    if (points.length > 0) plans.push({ namespace: collection.namespace, shard: chunk.shard, range: chunk.range, splitPoints: points, reason: 'zoneBoundary' });
+    if (points.length > 0)
+      plans.push({ namespace: collection.namespace, shard: chunk.shard, range: chunk.range, splitPoints: points, reason: 'zoneBoundary' });
   }
   return plans;
 }
@@ -119,7 +120,8 @@ function selectCollectionMigrations(
   const weight = (c: SizedChunk): number => (isCountMode ? 1 : (c.estimatedSizeBytes ?? 0));
   chunks.forEach((c, i) => addLoad(zoneOf[i] as string, c.shard, weight(c)));
   if (!isCountMode && collection.zones.length === 0) {
-    for (const [shard, size] of Object.entries(collection.shardDataSizeBytes ?? {})) addLoad(NO_ZONE, shard, size - (loads.get(NO_ZONE)?.get(shard) ?? 0));
+    for (const [shard, size] of Object.entries(collection.shardDataSizeBytes ?? {}))
+      addLoad(NO_ZONE, shard, size - (loads.get(NO_ZONE)?.get(shard) ?? 0));
   }
   const loadOf = (shard: ShardId, zone: string): number => loads.get(zone)?.get(shard) ?? 0;
   const moveLoad = (chunk: SizedChunk, zone: string, to: ShardId): void => {
@@ -271,7 +273,11 @@ function shouldMove(
 }
 
 /** The shard with the least (or most) load; ties go to the smallest shard id. */
-function pickBy(shards: readonly ShardStatistics[], load: (s: ShardStatistics) => number, which: 'min' | 'max'): ShardStatistics | undefined {
+function pickBy(
+  shards: readonly ShardStatistics[],
+  load: (s: ShardStatistics) => number,
+  which: 'min' | 'max',
+): ShardStatistics | undefined {
   let best: ShardStatistics | undefined;
   let bestLoad = 0;
   for (const s of shards) {

@@ -28,7 +28,11 @@ function apply(chunks: SizedChunk[], action: DefragmentationAction): SizedChunk[
       return chunks;
     case 'merge': {
       const parts = chunks.filter((c) => action.parts.some((p) => rangesEqual(p, c.range)));
-      const merged: SizedChunk = { ...(parts[0] as SizedChunk), range: mergeRanges(parts.map((c) => c.range)), estimatedSizeBytes: parts.reduce((n, c) => n + (c.estimatedSizeBytes ?? 0), 0) };
+      const merged: SizedChunk = {
+        ...(parts[0] as SizedChunk),
+        range: mergeRanges(parts.map((c) => c.range)),
+        estimatedSizeBytes: parts.reduce((n, c) => n + (c.estimatedSizeBytes ?? 0), 0),
+      };
       return sortChunks([...chunks.filter((c) => !parts.includes(c)), merged]);
     }
     case 'migrate':
@@ -52,7 +56,11 @@ function runToEnd(initial: SizedChunk[]) {
       log.push(`${state.phase}: ${describeAction(a)}`);
       const size = trueSize(chunks, a);
       chunks = apply(chunks, a);
-      state = onDefragmentationOutcome(state, a, a.kind === 'dataSize' ? { ok: true, ...(size === undefined ? {} : { dataSizeBytes: size }) } : { ok: true });
+      state = onDefragmentationOutcome(
+        state,
+        a,
+        a.kind === 'dataSize' ? { ok: true, ...(size === undefined ? {} : { dataSizeBytes: size }) } : { ok: true },
+      );
     }
   }
   return { chunks, state, log };
@@ -156,14 +164,22 @@ describe('defragmentation errors', () => {
 
   it('restarts phase 1 from its beginning after a non-retryable error there', () => {
     const first = nextDefragmentationActions(startDefragmentation(NS), snapshot, settings);
-    const failed = onDefragmentationOutcome(first.state, first.actions[0] as DefragmentationAction, { ok: false, retryable: false, error: 'BAD_VALUE' });
+    const failed = onDefragmentationOutcome(first.state, first.actions[0] as DefragmentationAction, {
+      ok: false,
+      retryable: false,
+      error: 'BAD_VALUE',
+    });
     expect(failed).toMatchObject({ phase: 'mergeAndMeasureChunks', restarts: 1, lastError: 'BAD_VALUE', retries: [] });
   });
 
   it('goes back to phase 1 after a non-retryable error in phase 2', () => {
     const state: DefragmentationState = { ...startDefragmentation(NS), phase: 'moveAndMergeChunks' };
     const action: DefragmentationAction = { kind: 'migrate', namespace: NS, shard: 'A', to: 'B', range: (chunks[0] as SizedChunk).range };
-    const failed = onDefragmentationOutcome({ ...state, inFlight: [action] }, action, { ok: false, retryable: false, error: 'CHUNK_TOO_BIG' });
+    const failed = onDefragmentationOutcome({ ...state, inFlight: [action] }, action, {
+      ok: false,
+      retryable: false,
+      error: 'CHUNK_TOO_BIG',
+    });
     expect(failed.phase).toBe('mergeAndMeasureChunks');
   });
 

@@ -37,12 +37,19 @@ export type DefragmentationPhase = 'mergeAndMeasureChunks' | 'moveAndMergeChunks
 
 /** An action of the policy: a merge or a data size for the secondary thread, or a migration. */
 export type DefragmentationAction =
-  | { readonly kind: 'merge'; readonly namespace: string; readonly shard: ShardId; readonly parts: readonly ChunkRange[]; readonly range: ChunkRange }
+  | {
+      readonly kind: 'merge';
+      readonly namespace: string;
+      readonly shard: ShardId;
+      readonly parts: readonly ChunkRange[];
+      readonly range: ChunkRange;
+    }
   | { readonly kind: 'dataSize'; readonly namespace: string; readonly shard: ShardId; readonly range: ChunkRange }
   | { readonly kind: 'migrate'; readonly namespace: string; readonly shard: ShardId; readonly to: ShardId; readonly range: ChunkRange };
 
 /** How an action ended: `dataSizeBytes` answers a `dataSize`. */
-export type DefragmentationOutcome = { readonly ok: true; readonly dataSizeBytes?: number } | { readonly ok: false; readonly retryable: boolean; readonly error: string };
+export type DefragmentationOutcome =
+  { readonly ok: true; readonly dataSizeBytes?: number } | { readonly ok: false; readonly retryable: boolean; readonly error: string };
 
 /** The persisted state of one collection's defragmentation. */
 export interface DefragmentationState {
@@ -132,7 +139,11 @@ export function nextDefragmentationMigrations(
  * the phase (from phase 2, phase 1). Outcomes of actions not in flight are applied all the same
  * when they succeeded (the change happened) and otherwise ignored.
  */
-export function onDefragmentationOutcome(state: DefragmentationState, action: DefragmentationAction, outcome: DefragmentationOutcome): DefragmentationState {
+export function onDefragmentationOutcome(
+  state: DefragmentationState,
+  action: DefragmentationAction,
+  outcome: DefragmentationOutcome,
+): DefragmentationState {
   const wasInFlight = state.inFlight.some((a) => sameAction(a, action));
   const inFlight = state.inFlight.filter((a) => !sameAction(a, action));
   if (outcome.ok) {
@@ -141,7 +152,8 @@ export function onDefragmentationOutcome(state: DefragmentationState, action: De
     if (action.kind === 'merge') {
       const sizes = action.parts.map((p) => estimates[rangeKey(p)]);
       for (const p of action.parts) delete estimates[rangeKey(p)];
-      if (state.phase === 'moveAndMergeChunks' && sizes.every((s) => s !== undefined)) estimates[rangeKey(action.range)] = sizes.reduce((a, b) => a + b, 0);
+      if (state.phase === 'moveAndMergeChunks' && sizes.every((s) => s !== undefined))
+        estimates[rangeKey(action.range)] = sizes.reduce((a, b) => a + b, 0);
     }
     return { ...state, inFlight, estimates };
   }
@@ -152,7 +164,11 @@ export function onDefragmentationOutcome(state: DefragmentationState, action: De
 }
 
 /** Moves to the next phase while the current one has nothing left to do or wait for. */
-function advancePhase(state: DefragmentationState, snapshot: DefragmentationSnapshot, settings: DefragmentationSettings): DefragmentationState {
+function advancePhase(
+  state: DefragmentationState,
+  snapshot: DefragmentationSnapshot,
+  settings: DefragmentationSettings,
+): DefragmentationState {
   let current = state;
   while (current.phase !== 'finished' && current.inFlight.length === 0 && current.retries.length === 0) {
     if (secondaryWork(current, snapshot, settings).length > 0 || migrationWork(current, snapshot, settings).length > 0) break;
@@ -175,7 +191,11 @@ function nextPhase(phase: DefragmentationPhase): DefragmentationPhase {
 }
 
 /** Merges and data sizes the current phase wants, in key order. */
-function secondaryWork(state: DefragmentationState, snapshot: DefragmentationSnapshot, settings: DefragmentationSettings): DefragmentationAction[] {
+function secondaryWork(
+  state: DefragmentationState,
+  snapshot: DefragmentationSnapshot,
+  settings: DefragmentationSettings,
+): DefragmentationAction[] {
   const chunks = sortChunks(snapshot.chunks);
   const ns = state.namespace;
   const sizeOf = (c: Chunk): number | undefined => state.estimates[rangeKey(c.range)];
@@ -228,7 +248,11 @@ function secondaryWork(state: DefragmentationState, snapshot: DefragmentationSna
  * the merged chunk is no longer small 2; the recipient holds less data than the other
  * candidate 1. Ties go to the left neighbour.
  */
-function migrationWork(state: DefragmentationState, snapshot: DefragmentationSnapshot, settings: DefragmentationSettings): DefragmentationAction[] {
+function migrationWork(
+  state: DefragmentationState,
+  snapshot: DefragmentationSnapshot,
+  settings: DefragmentationSettings,
+): DefragmentationAction[] {
   if (state.phase !== 'moveAndMergeChunks') return [];
   const chunks = sortChunks(snapshot.chunks);
   const small = smallLimit(snapshot, settings);
@@ -280,7 +304,13 @@ function sameShardRuns(sorted: readonly Chunk[], sizeOf: (c: Chunk) => number | 
     const last = run?.[run.length - 1];
     const bytes = sizeOf(c) ?? 0;
     const joins =
-      run && last && last.shard === c.shard && last.jumbo !== true && c.jumbo !== true && rangesAreContiguous(last.range, c.range) && runBytes + bytes <= maxBytes;
+      run &&
+      last &&
+      last.shard === c.shard &&
+      last.jumbo !== true &&
+      c.jumbo !== true &&
+      rangesAreContiguous(last.range, c.range) &&
+      runBytes + bytes <= maxBytes;
     if (joins) {
       run.push(c);
       runBytes += bytes;
@@ -298,8 +328,13 @@ function mergeAction(namespace: string, run: readonly Chunk[]): DefragmentationA
 }
 
 /** Retries still valid against the chunks now: a merge's parts, or the chunk, exist unchanged on the shard. */
-function validRetries(state: DefragmentationState, snapshot: DefragmentationSnapshot, which: 'secondary' | 'migration'): DefragmentationAction[] {
-  const exists = (range: ChunkRange, shard: ShardId): boolean => snapshot.chunks.some((c) => c.shard === shard && rangesEqual(c.range, range));
+function validRetries(
+  state: DefragmentationState,
+  snapshot: DefragmentationSnapshot,
+  which: 'secondary' | 'migration',
+): DefragmentationAction[] {
+  const exists = (range: ChunkRange, shard: ShardId): boolean =>
+    snapshot.chunks.some((c) => c.shard === shard && rangesEqual(c.range, range));
   return state.retries.filter((a) => {
     if ((a.kind === 'migrate') !== (which === 'migration')) return false;
     return a.kind === 'merge' ? a.parts.every((p) => exists(p, a.shard)) : exists(a.range, a.shard);
@@ -307,7 +342,11 @@ function validRetries(state: DefragmentationState, snapshot: DefragmentationSnap
 }
 
 /** Takes up to `room` actions that touch no chunk of an in-flight or already taken action. */
-function takeDisjoint(candidates: readonly DefragmentationAction[], inFlight: readonly DefragmentationAction[], room: number): DefragmentationAction[] {
+function takeDisjoint(
+  candidates: readonly DefragmentationAction[],
+  inFlight: readonly DefragmentationAction[],
+  room: number,
+): DefragmentationAction[] {
   const taken: DefragmentationAction[] = [];
   for (const a of candidates) {
     if (taken.length >= room) break;

@@ -78,7 +78,10 @@ describe('the balancer simulator', () => {
   });
 
   it('lays out runs of random length without two neighbouring runs on one shard', () => {
-    const runs = expandChunkRuns([{ shards: ['a', 'b', 'c'], count: 100, sizeBytes: 1, runLength: { min: 2, max: 2 } }], createSeededRandom(4));
+    const runs = expandChunkRuns(
+      [{ shards: ['a', 'b', 'c'], count: 100, sizeBytes: 1, runLength: { min: 2, max: 2 } }],
+      createSeededRandom(4),
+    );
     expect(runs).toHaveLength(100);
     for (let i = 2; i < 100; i += 2) expect(runs[i]?.shard).not.toBe(runs[i - 1]?.shard);
   });

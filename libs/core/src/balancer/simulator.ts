@@ -25,7 +25,12 @@ import { layoutChunks, layoutKey } from './chunk-layout.js';
 import type { CollectionBalanceStatus } from './chunk-selection.policy.js';
 import { selectMigrations, selectZoneBoundarySplits } from './chunk-selection.policy.js';
 import type { DefragmentationAction, DefragmentationState } from './defragmentation.machine.js';
-import { nextDefragmentationActions, nextDefragmentationMigrations, onDefragmentationOutcome, startDefragmentation } from './defragmentation.machine.js';
+import {
+  nextDefragmentationActions,
+  nextDefragmentationMigrations,
+  onDefragmentationOutcome,
+  startDefragmentation,
+} from './defragmentation.machine.js';
 import type { CollectionDistribution, MigrationPlan, ShardStatistics, SizedChunk, ZoneRange } from './distribution.js';
 import { sortChunks } from './distribution.js';
 import type { Random } from './seeded-random.js';
@@ -37,7 +42,12 @@ export type SimulatedSize = number | { readonly min: number; readonly max: numbe
 /** Consecutive chunks in key order: `count` chunks on `shard`, or on `shards` in runs of random length. */
 export type SimulatedChunkRun =
   | { readonly shard: ShardId; readonly count: number; readonly sizeBytes: SimulatedSize }
-  | { readonly shards: readonly ShardId[]; readonly count: number; readonly sizeBytes: SimulatedSize; readonly runLength: { readonly min: number; readonly max: number } };
+  | {
+      readonly shards: readonly ShardId[];
+      readonly count: number;
+      readonly sizeBytes: SimulatedSize;
+      readonly runLength: { readonly min: number; readonly max: number };
+    };
 
 /** A scenario, as the JSON files under `tools/sim/scenarios/` hold it. */
 export interface SimulationScenario {
@@ -134,7 +144,16 @@ class Simulation {
   private defrag: DefragmentationState | undefined;
   private chunkCountInProgress = false;
   private lastStatus: CollectionBalanceStatus | undefined;
-  private readonly counters = { rounds: 0, migrations: 0, failedMigrations: 0, bytesMoved: 0, splits: 0, merges: 0, dataSizes: 0, lastActionMs: 0 };
+  private readonly counters = {
+    rounds: 0,
+    migrations: 0,
+    failedMigrations: 0,
+    bytesMoved: 0,
+    splits: 0,
+    merges: 0,
+    dataSizes: 0,
+    lastActionMs: 0,
+  };
   private readonly byReason: Record<string, number> = {};
 
   constructor(private readonly scenario: SimulationScenario) {
@@ -222,7 +241,10 @@ class Simulation {
     const issued = splits.length > 0 || migrations.length > 0 || secondaryIssued > 0;
     if (issued) this.counters.lastActionMs = Math.max(this.counters.lastActionMs, roundStart + roundMs);
     // A defragmentation that is not finished has something in flight or to do.
-    return issued || (this.defrag !== undefined && this.defrag.phase !== 'finished' && this.defrag.inFlight.length + this.defrag.retries.length > 0);
+    return (
+      issued ||
+      (this.defrag !== undefined && this.defrag.phase !== 'finished' && this.defrag.inFlight.length + this.defrag.retries.length > 0)
+    );
   }
 
   private runSecondary(start: number, windowMs: number): number {
@@ -303,7 +325,10 @@ class Simulation {
     const total = chunk.estimatedSizeBytes ?? 0;
     const share = Math.floor(total / pieces.length);
     for (const p of pieces) this.cv = maxChunkVersion(this.cv, p.version);
-    const sized = pieces.map((p, k) => ({ ...p, estimatedSizeBytes: k === pieces.length - 1 ? total - share * (pieces.length - 1) : share }));
+    const sized = pieces.map((p, k) => ({
+      ...p,
+      estimatedSizeBytes: k === pieces.length - 1 ? total - share * (pieces.length - 1) : share,
+    }));
     this.chunks = sortChunks([...this.chunks.filter((c) => c !== chunk), ...sized]);
     this.counters.splits++;
   }
