@@ -42,6 +42,27 @@ describe('selectMigrations on data size', () => {
     expect(result.collections[0]).toMatchObject({ balancerCompliant: false, firstComplianceViolation: 'chunksImbalance' });
   });
 
+  it('never moves a chunk at least as large as the difference, which would only swap the two shards', () => {
+    // A holds one 400 MiB chunk (not jumbo), B nothing: moving it would make B the loaded one.
+    const result = selectMigrations([active('A'), active('B')], [collection([run('A', 1, 400 * MB)])], dataSize);
+    expect(result.migrations).toEqual([]);
+    expect(result.collections[0]?.firstComplianceViolation).toBe('chunksImbalance');
+  });
+
+  it('skips a chunk too large for the difference and moves a smaller one', () => {
+    // A holds 610 MiB, B 100 MiB: the difference, 510 MiB, is above 3 × 128 MiB but below the 600 MiB chunk.
+    const coll = collection([run('A', 1, 600 * MB), run('A', 1, 10 * MB), run('B', 1, 100 * MB)]);
+    const result = selectMigrations([active('A'), active('B')], [coll], dataSize);
+    expect(result.migrations.map((m) => m.estimatedSizeBytes)).toEqual([10 * MB]);
+  });
+
+  it('measures data per zone when the collection has zones', () => {
+    // B is in EU and holds 10 EU chunks; outside EU, A holds 7 and C none: C receives one.
+    const shards = [active('A'), active('B', ['EU']), active('C')];
+    const coll = collection([run('A', 7), run('B', 10)], { zones: [zone('EU', 7, 17)] });
+    expect(moves(selectMigrations(shards, [coll], dataSize))).toEqual(['A->C:imbalance']);
+  });
+
   it('puts each shard in at most one migration per round', () => {
     const shards = [active('A'), active('B'), active('C'), active('D'), active('E')];
     const result = selectMigrations(shards, [collection([run('A', 20), run('B', 20)])], dataSize);
@@ -89,6 +110,18 @@ describe('selectMigrations priorities', () => {
     const result = selectMigrations(shards, [collection([run('A', 10), run('B', 1), run('C', 1)])], dataSize);
     expect(moves(result)).toEqual(['C->B:drain']);
     expect(result.collections[0]?.firstComplianceViolation).toBe('draining');
+  });
+
+  it('reports a draining shard as the first violation even when it is busy this round', () => {
+    const result = selectMigrations([active('A'), draining('B')], [collection([run('B', 2)])], dataSize, new Set(['B']));
+    expect(result.migrations).toEqual([]);
+    expect(result.collections[0]).toMatchObject({ balancerCompliant: false, firstComplianceViolation: 'draining' });
+  });
+
+  it('leaves a chunk on a draining shard when no shard of its zone can take it', () => {
+    const shards = [active('A'), draining('B')];
+    const coll = collection([run('A', 1), run('B', 1), run('A', 1)], { zones: [zone('EU', 1, 2)] });
+    expect(selectMigrations(shards, [coll], dataSize).migrations).toEqual([]);
   });
 
   it('never sends a chunk to a draining shard', () => {

@@ -9,6 +9,14 @@
  * in the chunk's zone, and in no other migration of this round. A shard takes part in at most
  * one migration per round, so the caller passes the shards defragmentation already uses.
  * Jumbo chunks are never selected.
+ *
+ * Imbalance is judged zone by zone among the active shards of the zone (all active shards for
+ * chunks in no zone). Load is bytes in `dataSize` mode (the shards' reported sizes when the
+ * collection has no zones, else the chunks' sizes in that zone) and chunks of the zone in the
+ * chunk-count modes. The donor is the most loaded shard, its first movable chunk of the zone in
+ * key order moves; in `dataSize` mode only a chunk smaller than the donor-recipient difference,
+ * since a larger one would just swap their roles (Tessera moves whole chunks, not MongoDB's
+ * `moveRange` of up to the max chunk size).
  */
 import type { ShardKey } from '../keys/shard-key-pattern.js';
 import { compareShardKeys } from '../ranges/chunk-range.js';
