@@ -35,8 +35,8 @@ function print(report: SimulationReport, description: string | undefined): void 
     `${report.scenario} (seed ${report.seed})${description ? `: ${description}` : ''}`,
     `  ${report.converged ? 'converged' : 'DID NOT CONVERGE'} after ${report.rounds} rounds, ${duration(report.simulatedMs)} simulated` +
       `; compliant: ${report.status?.balancerCompliant === true ? 'yes' : `no (${report.status?.firstComplianceViolation ?? 'unknown'})`}`,
-    `  migrations ${report.migrations}${reasons ? ` (${reasons})` : ''}, failed ${report.failedMigrations}, moved ${mib(report.bytesMoved)}` +
-      `; splits ${report.splits}, merges ${report.merges}, dataSize ${report.dataSizes}; chunks ${report.initialChunks} -> ${report.finalChunks}`,
+    `  migrations ${report.migrations}${reasons ? ` (${reasons})` : ''}, failed ${report.failedMigrations}, refused as too big ${report.tooBigRefusals}, moved ${mib(report.bytesMoved)}` +
+      `; splits ${report.splits}, merges ${report.merges}, dataSize ${report.dataSizes}; chunks ${report.initialChunks} -> ${report.finalChunks} (jumbo ${report.jumboChunks})`,
     `  data per active shard: max ${mib(report.maxShardBytes)}, min ${mib(report.minShardBytes)}, difference ${mib(report.maxShardBytes - report.minShardBytes)}`,
     `  ${Object.entries(report.shards)
       .map(([shard, s]) => `${shard} ${s.chunks} chunks ${mib(s.bytes)}`)

@@ -65,6 +65,14 @@ describe('balancer simulation scenarios', () => {
     expect(report.shards.shard3?.chunks).toBeGreaterThanOrEqual(50);
   });
 
+  it('splits chunks refused as too big and marks the unsplittable ones jumbo, then balances around them', () => {
+    const report = run('jumbo');
+    expect(report.jumboChunks).toBe(2);
+    expect(report.tooBigRefusals).toBeGreaterThanOrEqual(2 + 2);
+    expect(report.splits).toBeGreaterThanOrEqual(2);
+    expect(report.maxShardBytes - report.minShardBytes).toBeLessThanOrEqual(3 * MAX);
+  });
+
   it('defragments 1,000 tiny chunks into a handful without losing data', () => {
     const report = run('defragment');
     expect(report.finalChunks).toBeLessThan(20);

@@ -24,3 +24,4 @@ export * from './balancer/auto-merger.policy.js';
 export * from './balancer/defragmentation.machine.js';
 export * from './balancer/seeded-random.js';
 export * from './balancer/simulator.js';
+export * from './balancer/jumbo.js';

@@ -18,6 +18,8 @@ export interface ChunkRun {
   /** Bytes per chunk (omitted: size unknown). */
   readonly sizeBytes?: number;
   readonly jumbo?: boolean;
+  /** For the simulator: every document of the chunk has one shard key value, so it cannot split. */
+  readonly unsplittable?: boolean;
 }
 
 /** The generation the layouts use unless told otherwise. */

@@ -32,7 +32,8 @@ import {
   startDefragmentation,
 } from './defragmentation.machine.js';
 import type { CollectionDistribution, MigrationPlan, ShardStatistics, SizedChunk, ZoneRange } from './distribution.js';
-import { sortChunks } from './distribution.js';
+import { rangeKey, sortChunks } from './distribution.js';
+import { decideOnChunkTooBig, isTooBigToMove } from './jumbo.js';
 import type { Random } from './seeded-random.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
 
@@ -41,7 +42,7 @@ export type SimulatedSize = number | { readonly min: number; readonly max: numbe
 
 /** Consecutive chunks in key order: `count` chunks on `shard`, or on `shards` in runs of random length. */
 export type SimulatedChunkRun =
-  | { readonly shard: ShardId; readonly count: number; readonly sizeBytes: SimulatedSize }
+  | { readonly shard: ShardId; readonly count: number; readonly sizeBytes: SimulatedSize; readonly unsplittable?: boolean }
   | {
       readonly shards: readonly ShardId[];
       readonly count: number;
@@ -85,6 +86,9 @@ export interface SimulationReport {
   readonly simulatedMs: number;
   readonly migrations: number;
   readonly failedMigrations: number;
+  /** Migrations refused as too big (then split, or marked jumbo). */
+  readonly tooBigRefusals: number;
+  readonly jumboChunks: number;
   readonly bytesMoved: number;
   readonly splits: number;
   readonly merges: number;
@@ -116,7 +120,13 @@ export function expandChunkRuns(runs: readonly SimulatedChunkRun[], random: Rand
   const size = (s: SimulatedSize): number => (typeof s === 'number' ? s : randomInt(random, s.min, s.max));
   for (const run of runs) {
     if ('shard' in run) {
-      for (let i = 0; i < run.count; i++) out.push({ shard: run.shard, chunks: 1, sizeBytes: size(run.sizeBytes) });
+      for (let i = 0; i < run.count; i++)
+        out.push({
+          shard: run.shard,
+          chunks: 1,
+          sizeBytes: size(run.sizeBytes),
+          ...(run.unsplittable === true ? { unsplittable: true } : {}),
+        });
       continue;
     }
     let left = run.count;
@@ -144,10 +154,13 @@ class Simulation {
   private defrag: DefragmentationState | undefined;
   private chunkCountInProgress = false;
   private lastStatus: CollectionBalanceStatus | undefined;
+  /** Chunks whose documents all share one key value: splitVector finds no split point. */
+  private readonly unsplittable = new Set<string>();
   private readonly counters = {
     rounds: 0,
     migrations: 0,
     failedMigrations: 0,
+    tooBigRefusals: 0,
     bytesMoved: 0,
     splits: 0,
     merges: 0,
@@ -158,7 +171,11 @@ class Simulation {
 
   constructor(private readonly scenario: SimulationScenario) {
     this.random = createSeededRandom(scenario.seed);
-    this.chunks = layoutChunks(expandChunkRuns(scenario.chunks, this.random));
+    const runs = expandChunkRuns(scenario.chunks, this.random);
+    this.chunks = layoutChunks(runs);
+    runs.forEach((r, k) => {
+      if (r.unsplittable === true) this.unsplittable.add(rangeKey((this.chunks[k] as SizedChunk).range));
+    });
     this.cv = this.chunks.reduce((v, c) => maxChunkVersion(v, c.version), (this.chunks[0] as SizedChunk).version);
     this.shards = scenario.shards.map((s) => ({ id: s.id, state: s.draining === true ? 'draining' : 'active', zones: s.zones ?? [] }));
     this.zones = (scenario.zones ?? []).map((z) => ({ zone: z.zone, range: { min: layoutKey(z.from), max: layoutKey(z.to) } }));
@@ -193,6 +210,8 @@ class Simulation {
       simulatedMs: this.counters.lastActionMs,
       migrations: this.counters.migrations,
       failedMigrations: this.counters.failedMigrations,
+      tooBigRefusals: this.counters.tooBigRefusals,
+      jumboChunks: this.chunks.filter((c) => c.jumbo === true).length,
       bytesMoved: this.counters.bytesMoved,
       splits: this.counters.splits,
       merges: this.counters.merges,
@@ -295,6 +314,14 @@ class Simulation {
     const rate = this.scenario.migrationBytesPerSecond ?? 64 * MIB;
     const jitter = 0.8 + 0.4 * this.random.nextFloat();
     const duration = Math.round(((this.scenario.migrationOverheadMs ?? 400) + (size / rate) * 1000) * jitter);
+    if (isTooBigToMove(size, this.scenario.maxChunkSizeBytes)) {
+      // The donor refuses after a short check; the main thread splits or marks jumbo.
+      this.counters.tooBigRefusals++;
+      const decision = decideOnChunkTooBig(this.splitVector(chunk));
+      if (decision.action === 'split') this.applySplit(chunk.range, decision.splitPoints);
+      else this.chunks[index] = { ...chunk, jumbo: true };
+      return Math.round((this.scenario.migrationOverheadMs ?? 400) * jitter);
+    }
     const failed = this.random.nextFloat() < (this.scenario.failureRate ?? 0);
     const defragAction: DefragmentationAction = { kind: 'migrate', namespace: NAMESPACE, shard: m.from, to: m.to, range: m.range };
     if (failed) {
@@ -316,6 +343,17 @@ class Simulation {
     this.byReason[m.reason] = (this.byReason[m.reason] ?? 0) + 1;
     if (m.reason === 'defragmentation' && this.defrag) this.defrag = onDefragmentationOutcome(this.defrag, defragAction, { ok: true });
     return duration;
+  }
+
+  /** The simulated shard's splitVector: the middle key of the chunk, none for an unsplittable one. */
+  private splitVector(chunk: SizedChunk): SizedChunk['range']['min'][] {
+    if (this.unsplittable.has(rangeKey(chunk.range))) return [];
+    const lo = chunk.range.min[0];
+    const hi = chunk.range.max[0];
+    const low = typeof lo === 'number' ? lo : typeof hi === 'number' ? hi - 10 : 0;
+    const high = typeof hi === 'number' ? hi : low + 10;
+    const middle = Math.floor((low + high) / 2);
+    return middle > low && middle < high ? [[middle]] : [];
   }
 
   private applySplit(range: SizedChunk['range'], points: readonly SizedChunk['range']['min'][]): void {
