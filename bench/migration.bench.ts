@@ -21,7 +21,7 @@ import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
  *    latency during the migrations against the same load without them.
  */
 const DOCUMENTS = Number(process.env.BENCH_DOCUMENTS ?? 100_000);
-const MOVES = Number(process.env.BENCH_MOVES ?? 10);
+const MOVES = Number(process.env.BENCH_MOVES ?? 20);
 const WRITERS = Number(process.env.BENCH_WRITERS ?? 8);
 const HOT_DOCUMENTS = Number(process.env.BENCH_HOT_DOCUMENTS ?? 5_000);
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');

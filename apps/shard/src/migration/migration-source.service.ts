@@ -433,7 +433,6 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
   ): Promise<number> {
     await this.dataSource.query('UPDATE migration_coordinators SET decision = $2 WHERE id = $1', [row.id, decision]);
     this.donations.delete(row.id);
-    await this.dropCapture(row.id, tableName(row.collection_uuid));
     if (decision === 'committed') {
       const state = await this.runtime.state();
       state.invalidate(row.ns);
@@ -442,6 +441,8 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     section?.release();
     const criticalSectionMs = section === undefined ? 0 : performance.now() - sectionStart;
     if (section !== undefined) this.metrics.criticalSection.observe(criticalSectionMs / 1000);
+    // Outside the critical section: the range is no longer written here (it moved, or the recipient's copy is dropped).
+    await this.dropCapture(row.id, tableName(row.collection_uuid));
 
     const recipient = this.clients.migration(row.recipient_url, PEER_TIMEOUT_MS);
     const releaseRecipient = () => this.untilDone(`release migration ${row.id} on ${row.recipient}`, () => recipient.recvChunkRelease({ migrationId: row.id, decision }));
