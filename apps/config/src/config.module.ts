@@ -3,6 +3,8 @@ import { GraphQLModule } from '@nestjs/graphql';
 import type { ApolloDriverConfig } from '@nestjs/apollo';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
+import { BalancerController } from './balancer/balancer.controller.js';
+import { BalancerService } from './balancer/balancer.service.js';
 import { CatalogController } from './catalog/catalog.controller.js';
 import { CatalogReadService } from './catalog/catalog-read.service.js';
 import { MetadataCommitService } from './catalog/metadata-commit.service.js';
@@ -61,6 +63,7 @@ export class ConfigServerModule {
         MigrationsController,
         ChangelogController,
         SettingsController,
+        BalancerController,
         ...(settings.TESSERA_GRAPHQL_DEVELOPMENT ? [GraphiqlController] : []),
       ],
       providers: [
@@ -81,6 +84,7 @@ export class ConfigServerModule {
         MetadataCommitService,
         MigrationManagerService,
         ClusterSettingsService,
+        BalancerService,
         EventBusService,
         ControlPlaneReadsService,
         ControlPlaneCommandsService,

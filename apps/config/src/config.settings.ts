@@ -19,6 +19,8 @@ export const configSettingsSchema = z.object({
   TESSERA_LEADER_LEASE_MS: millisecondsSetting(10_000),
   /** How often the leader renews its lease and followers try to take an expired one. */
   TESSERA_LEADER_RENEW_INTERVAL_MS: millisecondsSetting(1_000),
+  /** The balancer's delay between rounds on the leader (MongoDB: 10 s). */
+  TESSERA_BALANCER_ROUND_INTERVAL_MS: millisecondsSetting(10_000),
   /** The control plane's admin token: GraphQL mutations need it (it also grants what the viewer token does). Unset: no mutations. */
   TESSERA_ADMIN_TOKEN: controlPlaneToken,
   /** The control plane's viewer token: GraphQL queries and subscriptions, socket.io /events. Unset: only the admin token reads. */

@@ -61,3 +61,33 @@ export const configureCollectionBalancingRequestSchema = z.strictObject({
   enableAutoMerger: z.boolean().optional(),
 });
 export type ConfigureCollectionBalancingRequest = z.input<typeof configureCollectionBalancingRequestSchema>;
+
+/** One migration a balancer round issued, with why (`drain`, `zoneViolation`, `imbalance`). */
+export interface BalancerRoundMigration {
+  ns: string;
+  from: string;
+  to: string;
+  /** The chunk's min and max as shard-key documents in Extended JSON. */
+  min: Record<string, unknown>;
+  max: Record<string, unknown>;
+  reason: string;
+  outcome: 'moved' | 'failed' | 'skipped';
+}
+
+/** `balancerStatus` (MongoDB's balancerStatus): the mode, whether a round runs, and the last round. */
+export interface BalancerStatus {
+  mode: 'full' | 'off';
+  inBalancerRound: boolean;
+  lastRound: {
+    startedAt: string;
+    durationMs: number;
+    migrations: BalancerRoundMigration[];
+    errors: Array<{ ns?: string; code: string; message: string }>;
+  } | null;
+}
+
+/** `balancerCollectionStatus(ns)`. */
+export interface BalancerCollectionStatus {
+  balancerCompliant: boolean;
+  firstComplianceViolation?: 'draining' | 'zoneViolation' | 'chunksImbalance' | 'defragmentingChunks';
+}

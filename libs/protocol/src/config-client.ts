@@ -29,7 +29,13 @@ import type {
   UpdateZoneKeyRangeRequest,
 } from './ddl-messages.js';
 import type { AddShardRequest, ClusterInfo, RouterDescription, RouterPingRequest, ShardDescription } from './messages.js';
-import type { ClusterSettings, ConfigureCollectionBalancingRequest, UpdateSettingsRequest } from './balancer-messages.js';
+import type {
+  BalancerCollectionStatus,
+  BalancerStatus,
+  ClusterSettings,
+  ConfigureCollectionBalancingRequest,
+  UpdateSettingsRequest,
+} from './balancer-messages.js';
 import type { MigrationDecision, MoveChunkRequest, MoveRangeRequest, MoveRangeResult } from './migration-messages.js';
 
 /** Typed client of the config server's internal API. */
@@ -193,5 +199,17 @@ export class ConfigClient {
 
   configureCollectionBalancing(request: ConfigureCollectionBalancingRequest): Promise<{ ok: 1 }> {
     return this.http.call('POST', '/internal/settings/configureCollectionBalancing', request);
+  }
+
+  // ---- Balancer ----
+
+  /** MongoDB's balancerStatus: the mode, whether a round is running, and the last round's migrations and errors. */
+  balancerStatus(): Promise<BalancerStatus> {
+    return this.http.call('GET', '/internal/balancer/status');
+  }
+
+  /** MongoDB's balancerCollectionStatus: whether the collection is balanced, and if not the first rule it breaks. */
+  balancerCollectionStatus(ns: string): Promise<BalancerCollectionStatus> {
+    return this.http.call('GET', `/internal/balancer/collectionStatus/${encodeURIComponent(ns)}`);
   }
 }
