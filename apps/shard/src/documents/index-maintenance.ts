@@ -4,6 +4,7 @@ import {
   TesseraError,
   type Value,
   type ValueObject,
+  fromExtendedJsonObject,
   parseShardKeyPattern,
   toExtendedJsonObject,
 } from '@tessera/core';
@@ -124,6 +125,20 @@ export async function removeEntries(
       [pairs.map((p) => p.key), pairs.map((p) => p.id)],
     );
   }
+}
+
+/** Removes the entries of rows a `DELETE ... RETURNING id, doc` took out (the document as stored). */
+export async function removeStoredEntries(
+  manager: EntityManager,
+  indexes: readonly SecondaryIndex[],
+  rows: ReadonlyArray<{ id: Buffer; doc?: unknown }>,
+): Promise<void> {
+  if (indexes.length === 0 || rows.length === 0) return;
+  await removeEntries(
+    manager,
+    indexes,
+    rows.map((r) => entriesOf(indexes, r.id, fromExtendedJsonObject(r.doc) as ValueObject)),
+  );
 }
 
 /** Moves a document's entries from its old to its new version; throws DUPLICATE_KEY or BAD_VALUE. */

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -16,7 +17,7 @@ import {
 import { Failpoints, InternalClients, LOGGER, SETTINGS, parseWith, queryRows } from '@tessera/platform';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { SecondaryIndexCatalog } from '../documents/index-catalog.js';
-import { type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from '../documents/index-maintenance.js';
+import { type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeStoredEntries } from '../documents/index-maintenance.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { type CopiedRow, copyRowsIn, parseCopyRows } from './copy-transfer.js';
@@ -309,7 +310,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
         `DELETE FROM ${table} WHERE id = ANY($1) AND shard_key >= $2 AND shard_key < $3 RETURNING id${indexes.length > 0 ? ', doc' : ''}`,
         [documents.map((d) => Buffer.from(d.id, 'hex')), min, max],
       );
-      await this.removeIndexEntries(manager, indexes, removed);
+      await removeStoredEntries(manager, indexes, removed);
       const upserts = documents.filter((d) => d.op === 'u');
       if (upserts.length === 0) return;
       const inserted: unknown[] = await manager.query(
@@ -335,16 +336,4 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
     if (!first.done) throw first.value;
   }
 
-  private async removeIndexEntries(manager: EntityManager, indexes: readonly SecondaryIndex[], removed: Array<{ id: Buffer; doc?: unknown }>) {
-    if (indexes.length === 0 || removed.length === 0) return;
-    await removeEntries(
-      manager,
-      indexes,
-      removed.map((r) => entriesOf(indexes, r.id, fromExtendedJsonObject(r.doc) as ValueObject)),
-    );
-  }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

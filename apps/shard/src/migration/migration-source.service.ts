@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
@@ -406,15 +407,10 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
   }
 
   private async decisionFromConfig(migrationId: string): Promise<MigrationDecision> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return (await (await this.configClient()).decideMigration(migrationId)).decision;
-      } catch (error) {
-        if (this.stopped) throw error;
-        this.logger.warn({ err: error }, `cannot learn the decision of migration ${migrationId} yet: ${(error as Error).message}`);
-        await sleep(Math.min(2_000, 100 * 2 ** attempt));
-      }
-    }
+    const { decision } = await this.untilDone(`learn the decision of migration ${migrationId}`, async () =>
+      (await this.configClient()).decideMigration(migrationId),
+    );
+    return decision;
   }
 
   /**
@@ -556,8 +552,4 @@ async function withDeadline<T>(work: Promise<T>, deadline: number, what: string)
   } finally {
     clearTimeout(timer);
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,11 +1,12 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { DataSource, type EntityManager } from 'typeorm';
-import { TesseraError, fromExtendedJsonObject, type ValueObject } from '@tessera/core';
+import { TesseraError } from '@tessera/core';
 import { Failpoints, LOGGER, SETTINGS, queryRows } from '@tessera/platform';
 import { tableName } from '../collections/collection-storage.service.js';
-import { entriesOf, indexesForWrite, removeEntries } from '../documents/index-maintenance.js';
+import { indexesForWrite, removeStoredEntries } from '../documents/index-maintenance.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { MigrationMetrics } from './migration-metrics.js';
@@ -217,13 +218,7 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
        RETURNING id${indexes.length > 0 ? ', doc' : ''}`,
       [task.min, task.max, this.settings.TESSERA_RANGE_DELETER_BATCH_SIZE],
     );
-    if (indexes.length > 0) {
-      await removeEntries(
-        manager,
-        indexes,
-        rows.map((r) => entriesOf(indexes, r.id, fromExtendedJsonObject(r.doc) as ValueObject)),
-      );
-    }
+    await removeStoredEntries(manager, indexes, rows);
     await manager.query('UPDATE range_deletions SET deleted_documents = deleted_documents + $2 WHERE id = $1', [task.id, rows.length]);
     return rows.length;
   }
@@ -248,8 +243,4 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
       }
     });
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
