@@ -1,12 +1,13 @@
 import { z } from 'zod';
+import { DEFAULT_MAX_CHUNK_SIZE_BYTES } from '@tessera/core';
 import { namespaceSchema } from './messages.js';
 
 /** MongoDB's smallest configurable chunk size is 1 MiB; Tessera goes down to 64 KiB so that splits show on a laptop. */
 export const MIN_CHUNK_SIZE_BYTES = 64 * 1024;
 /** 1 TiB, as MongoDB's configureCollectionBalancing allows (1 to 1,048,576 MiB). */
 export const MAX_CHUNK_SIZE_BYTES = 1024 * 1024 * 1024 * 1024;
-/** MongoDB's default chunk size. */
-export const DEFAULT_CHUNK_SIZE_BYTES = 128 * 1024 * 1024;
+/** MongoDB's default chunk size (libs/core's, which the balancer policies use). */
+export const DEFAULT_CHUNK_SIZE_BYTES = DEFAULT_MAX_CHUNK_SIZE_BYTES;
 
 const chunkSizeBytes = z.number().int().min(MIN_CHUNK_SIZE_BYTES, 'must be at least 64 KiB (65536)').max(MAX_CHUNK_SIZE_BYTES);
 const clockTime = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be a 24-hour time HH:MM');

@@ -32,9 +32,8 @@ import { InternalClients, LOGGER, parseWith } from '@tessera/platform';
 import { findCollection, readCollectionVersion } from '../catalog/catalog-read.service.js';
 import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
 import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
+import { ClusterSettingsService } from '../settings/cluster-settings.service.js';
 
-/** MongoDB's default max chunk size; a collection may set its own. */
-export const DEFAULT_MAX_CHUNK_SIZE_BYTES = 128 * 1024 * 1024;
 /** How long the config server waits for a donor to finish a migration. */
 const MIGRATION_TIMEOUT_MS = 3_600_000;
 
@@ -59,6 +58,7 @@ export class MigrationManagerService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly commits: MetadataCommitService,
+    private readonly settings: ClusterSettingsService,
     private readonly clients: InternalClients,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -152,7 +152,7 @@ export class MigrationManagerService {
         uuid: row.uuid,
         chunk,
         range,
-        maxChunkSizeBytes: row.max_chunk_size_bytes === null ? DEFAULT_MAX_CHUNK_SIZE_BYTES : Number(row.max_chunk_size_bytes),
+        maxChunkSizeBytes: row.max_chunk_size_bytes === null ? (await this.settings.get()).chunkSizeBytes : Number(row.max_chunk_size_bytes),
         donorUrl: donor.url,
         recipientUrl: recipient.url,
       };
