@@ -20,6 +20,7 @@ import {
   transferModsRequestSchema,
 } from '@tessera/protocol';
 import { Failpoints, InternalClients, LOGGER, SETTINGS, advertisedUrl, parseWith, queryRows } from '@tessera/platform';
+import { ChunkSizingService } from '../chunks/chunk-sizing.service.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { loadIndexes } from '../documents/index-maintenance.js';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
@@ -79,6 +80,7 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     private readonly dataSource: DataSource,
     private readonly identity: ShardIdentityService,
     private readonly storage: CollectionStorageService,
+    private readonly sizing: ChunkSizingService,
     private readonly runtime: ShardingRuntime,
     private readonly rangeDeleter: RangeDeleterService,
     private readonly reporter: MigrationReporter,
@@ -233,7 +235,8 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     if ((await this.storage.localCollection(request.ns))?.uuid !== info.uuid) {
       await this.storage.createCollection(info.uuid, { ns: request.ns, keyPattern: info.keyPatternObject });
     }
-    const size = await this.dataSize(table, min, max);
+    const measured = await this.sizing.dataSize({ ns: request.ns, range: request.range });
+    const size = { documents: measured.numObjects, bytes: measured.size };
     if (!request.forceJumbo && size.bytes > 2 * request.maxChunkSizeBytes) {
       throw new TesseraError(
         'CHUNK_TOO_BIG',
@@ -522,14 +525,6 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
   private async coordinator(id: string): Promise<CoordinatorRow | undefined> {
     const rows: CoordinatorRow[] = await this.dataSource.query('SELECT * FROM migration_coordinators WHERE id = $1', [id]);
     return rows[0];
-  }
-
-  private async dataSize(table: string, min: Buffer, max: Buffer): Promise<{ documents: number; bytes: number }> {
-    const rows: Array<{ n: string; bytes: string }> = await this.dataSource.query(
-      `SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM ${table} WHERE shard_key >= $1 AND shard_key < $2`,
-      [min, max],
-    );
-    return { documents: Number(rows[0]?.n ?? 0), bytes: Number(rows[0]?.bytes ?? 0) };
   }
 
   private async configClient() {
