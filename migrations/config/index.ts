@@ -3,6 +3,7 @@ import { Catalog1763900100000 } from './1763900100000-catalog.js';
 import { ActiveMigrations1763900200000 } from './1763900200000-active-migrations.js';
 import { MigrationDecisions1763900300000 } from './1763900300000-migration-decisions.js';
 import { EventSequence1763900900000 } from './1763900900000-event-sequence.js';
+import { BalancerState1763901000000 } from './1763901000000-balancer-state.js';
 
 /** The config database's migrations, in order. Listed explicitly: globs do not load under ESM. */
 export const configMigrations = [
@@ -11,4 +12,5 @@ export const configMigrations = [
   ActiveMigrations1763900200000,
   MigrationDecisions1763900300000,
   EventSequence1763900900000,
+  BalancerState1763901000000,
 ];

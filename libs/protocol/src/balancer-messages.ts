@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_MAX_CHUNK_SIZE_BYTES } from '@tessera/core';
-import { namespaceSchema } from './messages.js';
+import { wireChunkRangeSchema } from './catalog-messages.js';
+import { namespaceSchema, shardNameSchema } from './messages.js';
 
 /** MongoDB's smallest configurable chunk size is 1 MiB; Tessera goes down to 64 KiB so that splits show on a laptop. */
 export const MIN_CHUNK_SIZE_BYTES = 64 * 1024;
@@ -60,10 +61,28 @@ export const configureCollectionBalancingRequestSchema = z.strictObject({
   chunkSizeBytes: chunkSizeBytes.nullable().optional(),
   enableBalancing: z.boolean().optional(),
   enableAutoMerger: z.boolean().optional(),
+  /** true starts defragmenting the collection (from its first phase), false stops it. */
+  defragmentCollection: z.boolean().optional(),
 });
 export type ConfigureCollectionBalancingRequest = z.input<typeof configureCollectionBalancingRequestSchema>;
 
-/** One migration a balancer round issued, with why (`drain`, `zoneViolation`, `imbalance`). */
+/**
+ * A shard's request, right after it split off the top (or bottom) chunk of the key space, that
+ * the balancer move that chunk off it (MongoDB's moveChunk from the ChunkSplitter).
+ */
+export const moveTopChunkRequestSchema = z.strictObject({
+  ns: namespaceSchema,
+  /** Exactly the chunk just split off. */
+  range: wireChunkRangeSchema,
+  /** The shard asking (the chunk's owner). */
+  shard: shardNameSchema,
+});
+export type MoveTopChunkRequest = z.input<typeof moveTopChunkRequestSchema>;
+
+/** `scheduled`: the balancer moves the chunk to `to` in the background; `skipped`: `why` it does not. */
+export type MoveTopChunkResult = { outcome: 'scheduled'; to: string } | { outcome: 'skipped'; why: string };
+
+/** One migration a balancer round issued, with why (`drain`, `zoneViolation`, `imbalance`, `defragmentation`). */
 export interface BalancerRoundMigration {
   ns: string;
   from: string;

@@ -167,6 +167,15 @@ export interface GetChunksResult {
 
 // ---- Metadata commits ----
 
+/**
+ * Why a split or merge was asked for, kept in its changelog row: a shard's auto-split
+ * (`autoSplit`, or `topChunk` when it split at the edge key), the balancer's splits at zone
+ * bounds (`zoneBoundary`) and of chunks refused as too big (`chunkTooBig`), its merges
+ * (`defragmentation`, `autoMerge`), and a user's command (`manual`).
+ */
+export const placementReasonSchema = z.enum(['autoSplit', 'topChunk', 'zoneBoundary', 'chunkTooBig', 'defragmentation', 'autoMerge', 'manual']);
+export type PlacementReason = z.infer<typeof placementReasonSchema>;
+
 const commitBase = {
   ns: catalogNamespaceSchema,
   /** The collection version the caller based its request on; the commit is a compare-and-set on it. */
@@ -187,6 +196,7 @@ export const commitSplitRequestSchema = z.strictObject({
   range: wireChunkRangeSchema,
   /** Strictly increasing, strictly inside the range; n points make n + 1 chunks. */
   splitPoints: z.array(wireShardKeySchema).min(1, 'must hold at least one split point').max(8192),
+  reason: placementReasonSchema.optional(),
 });
 export type CommitSplitRequest = z.input<typeof commitSplitRequestSchema>;
 
@@ -196,6 +206,7 @@ export const commitMergeRequestSchema = z.strictObject({
   shard: shardNameSchema,
   /** Exactly covered by two or more contiguous chunks. */
   range: wireChunkRangeSchema,
+  reason: placementReasonSchema.optional(),
 });
 export type CommitMergeRequest = z.input<typeof commitMergeRequestSchema>;
 

@@ -33,6 +33,8 @@ import type {
   BalancerCollectionStatus,
   BalancerStatus,
   ClusterSettings,
+  MoveTopChunkRequest,
+  MoveTopChunkResult,
   ConfigureCollectionBalancingRequest,
   UpdateSettingsRequest,
 } from './balancer-messages.js';
@@ -206,6 +208,11 @@ export class ConfigClient {
   /** MongoDB's balancerStatus: the mode, whether a round is running, and the last round's migrations and errors. */
   balancerStatus(): Promise<BalancerStatus> {
     return this.http.call('GET', '/internal/balancer/status');
+  }
+
+  /** After splitting off the edge chunk of the key space, a shard asks the balancer to move it away (reason `topChunk`). */
+  moveTopChunk(request: MoveTopChunkRequest): Promise<MoveTopChunkResult> {
+    return this.http.call('POST', '/internal/balancer/moveTopChunk', request);
   }
 
   /** MongoDB's balancerCollectionStatus: whether the collection is balanced, and if not the first rule it breaks. */

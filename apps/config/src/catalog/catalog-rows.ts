@@ -41,6 +41,8 @@ export interface CollectionRow {
   balancing_enabled: boolean;
   auto_merging_enabled: boolean;
   defragment_collection: boolean;
+  /** The defragmentation machine's state (libs/core `DefragmentationState`) while `defragment_collection`. */
+  defragmentation_state: unknown;
   allow_migrations: boolean;
   created_at: Date;
   updated_at: Date;

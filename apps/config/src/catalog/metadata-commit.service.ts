@@ -98,7 +98,13 @@ export class MetadataCommitService {
         what: pieces.length === 2 ? 'split' : 'multi-split',
         ns: c.ns,
         shard: chunk.shard,
-        details: { before: describeChunk(chunk), after: pieces.map(describeChunk), pieces: pieces.length, configTime },
+        details: {
+          before: describeChunk(chunk),
+          after: pieces.map(describeChunk),
+          pieces: pieces.length,
+          configTime,
+          ...(input.reason === undefined ? {} : { reason: input.reason }),
+        },
       });
       return result(c, pieces, configTime);
     });
@@ -131,7 +137,13 @@ export class MetadataCommitService {
         what: 'merge',
         ns: c.ns,
         shard: merged.shard,
-        details: { before: chunks.map(describeChunk), merged: describeChunk(merged), count: chunks.length, configTime },
+        details: {
+          before: chunks.map(describeChunk),
+          merged: describeChunk(merged),
+          count: chunks.length,
+          configTime,
+          ...(input.reason === undefined ? {} : { reason: input.reason }),
+        },
       });
       return result(c, [merged], configTime);
     });
@@ -170,6 +182,10 @@ export class MetadataCommitService {
       }
       checkRange(c.ns, c.pattern, range);
       const { chunk, id } = await this.exactChunk(c, range, input.donor);
+      // Why the migration was started (the balancer's reason), kept in the commit's row.
+      const reasons: Array<{ reason: string | null }> =
+        input.migrationId === undefined ? [] : await c.manager.query('SELECT reason FROM active_migrations WHERE id = $1', [input.migrationId]);
+      const reason = reasons[0]?.reason ?? undefined;
       const controlRows: ChunkRow[] = await c.manager.query(
         'SELECT * FROM chunks WHERE collection_uuid = $1 AND shard = $2 AND id <> $3 LIMIT 1',
         [c.row.uuid, input.donor, id],
@@ -204,6 +220,7 @@ export class MetadataCommitService {
           chunk: describeChunk(moved),
           controlChunk: control ? describeChunk(control) : null,
           configTime,
+          ...(reason === undefined ? {} : { reason }),
         },
       });
       return result(c, control ? sortByMin([moved, control]) : [moved], configTime);

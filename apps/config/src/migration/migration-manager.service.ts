@@ -63,7 +63,11 @@ export class MigrationManagerService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  async moveRange(input: MoveRangeRequest): Promise<MoveRangeResult> {
+  /**
+   * `options.reason` (the balancer's: `imbalance`, `topChunk`, ...) is kept with the active
+   * migration so that the commit's changelog row says why; users' requests have none.
+   */
+  async moveRange(input: MoveRangeRequest, options: { reason?: string } = {}): Promise<MoveRangeResult> {
     const request = parseWith(moveRangeRequestSchema, input, 'moveRange request');
     const target = await this.target(request.ns, request.toShard, async (manager, row, pattern) => {
       const min = keyOf(pattern, request.min, 'min');
@@ -85,7 +89,7 @@ export class MigrationManagerService {
       }
       return { chunk, range: { min, max } };
     });
-    return this.migrate(target, request.toShard, request.forceJumbo, request.waitForDelete);
+    return this.migrate(target, request.toShard, request.forceJumbo, request.waitForDelete, options.reason);
   }
 
   async moveChunk(input: MoveChunkRequest): Promise<MoveRangeResult> {
@@ -159,9 +163,9 @@ export class MigrationManagerService {
     });
   }
 
-  private async migrate(target: Target, toShard: string, forceJumbo: boolean, waitForDelete: boolean): Promise<MoveRangeResult> {
+  private async migrate(target: Target, toShard: string, forceJumbo: boolean, waitForDelete: boolean, reason?: string): Promise<MoveRangeResult> {
     const range = await this.splitOff(target);
-    const migrationId = await this.register(target, range, toShard, forceJumbo, waitForDelete);
+    const migrationId = await this.register(target, range, toShard, forceJumbo, waitForDelete, reason);
     const donor = this.clients.migration(target.donorUrl, MIGRATION_TIMEOUT_MS);
     let settled = true;
     try {
@@ -214,12 +218,19 @@ export class MigrationManagerService {
    * joins the registered migration; to another shard, it is refused while the donor still runs
    * the registered one, and the record is dropped as stale when the donor does not.
    */
-  private async register(target: Target, range: ChunkRange, toShard: string, forceJumbo: boolean, waitForDelete: boolean): Promise<string> {
+  private async register(
+    target: Target,
+    range: ChunkRange,
+    toShard: string,
+    forceJumbo: boolean,
+    waitForDelete: boolean,
+    reason: string | undefined,
+  ): Promise<string> {
     for (;;) {
       const migrationId = randomUUID();
       const inserted: unknown[] = await this.dataSource.query(
-        `INSERT INTO active_migrations (id, ns, collection_uuid, min, max, min_ejson, max_ejson, donor, recipient, force_jumbo, wait_for_delete)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING RETURNING id`,
+        `INSERT INTO active_migrations (id, ns, collection_uuid, min, max, min_ejson, max_ejson, donor, recipient, force_jumbo, wait_for_delete, reason)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING RETURNING id`,
         [
           migrationId,
           target.ns,
@@ -232,6 +243,7 @@ export class MigrationManagerService {
           toShard,
           forceJumbo,
           waitForDelete,
+          reason ?? null,
         ],
       );
       if (inserted.length > 0) return migrationId;

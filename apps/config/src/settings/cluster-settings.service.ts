@@ -71,6 +71,11 @@ export class ClusterSettingsService {
       if (request.chunkSizeBytes !== undefined) set('max_chunk_size_bytes', request.chunkSizeBytes);
       if (request.enableBalancing !== undefined) set('balancing_enabled', request.enableBalancing);
       if (request.enableAutoMerger !== undefined) set('auto_merging_enabled', request.enableAutoMerger);
+      // Starting (or stopping) defragmentation drops any state of an earlier run: it starts from phase 1.
+      if (request.defragmentCollection !== undefined) {
+        set('defragment_collection', request.defragmentCollection);
+        set('defragmentation_state', null);
+      }
       if (sets.length > 0) await manager.query(`UPDATE collections SET ${sets.join(', ')} WHERE ns = $1`, params);
       await this.changelog.record(manager, { what: 'balancer.configureCollection', ns: request.ns, details: { ...request } });
     });

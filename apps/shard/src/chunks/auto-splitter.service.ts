@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { type Chunk, type ShardKey, TesseraError, compareShardKeys, decodeKey, encodeKey, typeBracketOf } from '@tessera/core';
-import { DEFAULT_CLUSTER_SETTINGS, chunkRangeToWire, shardKeyFromWire, shardKeyToWire } from '@tessera/protocol';
+import { DEFAULT_CLUSTER_SETTINGS, type WireChunk, chunkRangeToWire, shardKeyFromWire, shardKeyToWire } from '@tessera/protocol';
 import { InternalClients, LOGGER } from '@tessera/platform';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
@@ -26,7 +26,8 @@ interface Tracker {
  * than the max (a chunk whose documents all share one key is marked jumbo instead). For the
  * first and last chunks of the key space (where monotonically increasing or decreasing keys
  * land), the split point is the edge key itself, so the new edge chunk is small (the top-chunk
- * optimization); a balancer can then move it cheaply.
+ * optimization), and the shard asks the balancer to move that small chunk off it (reason
+ * `topChunk`). Split commits carry their reason (`autoSplit` or `topChunk`) to the changelog.
  */
 @Injectable()
 export class AutoSplitter {
@@ -85,14 +86,43 @@ export class AutoSplitter {
     if (splitKeys.length === 0) return;
     const points = splitKeys.map((k, i) => shardKeyFromWire(k, `splitKeys[${i}]`));
     const edge = await this.edgeKey(ns, chunk);
-    if (edge !== undefined && !points.some((p) => compareShardKeys(p, edge) === 0)) {
+    const splitsAtEdge = edge !== undefined && !points.some((p) => compareShardKeys(p, edge) === 0);
+    if (splitsAtEdge) {
       // The top chunk gets [last key, MaxKey) and the bottom chunk [MinKey, first key].
       if (isTopChunk(chunk)) points.push(edge);
       else points.unshift(edge);
     }
-    const result = await config.commitSplit({ ns, expectedCollectionVersion: generation, shard: chunk.shard, range, splitPoints: points.map(shardKeyToWire) });
+    const result = await config.commitSplit({
+      ns,
+      expectedCollectionVersion: generation,
+      shard: chunk.shard,
+      range,
+      splitPoints: points.map(shardKeyToWire),
+      reason: splitsAtEdge ? 'topChunk' : 'autoSplit',
+    });
     (await this.runtime.state()).invalidate(ns);
     this.logger.info({ ns, pieces: result.chunks.length }, `auto-split a chunk of ${ns} into ${result.chunks.length}`);
+    if (splitsAtEdge) this.requestTopChunkMove(ns, chunk, result.chunks);
+  }
+
+  /**
+   * The top-chunk optimization's second half: ask the balancer to move the edge chunk just split
+   * off to another shard, so that increasing (or decreasing) keys do not keep one shard hot. The
+   * balancer decides whether and where (it may be off, or this shard the least loaded); the
+   * split task does not wait for the migration.
+   */
+  private requestTopChunkMove(ns: string, chunk: Chunk, pieces: readonly WireChunk[]): void {
+    const piece = isTopChunk(chunk) ? pieces[pieces.length - 1] : pieces[0];
+    if (piece === undefined) return;
+    const range = piece.range;
+    void (async () => {
+      const config = this.clients.config((await this.identity.get())!.configUrl);
+      const answer = await config.moveTopChunk({ ns, range, shard: chunk.shard });
+      if (answer.outcome === 'scheduled') this.logger.info({ ns, to: answer.to }, `the balancer moves the top chunk of ${ns} to ${answer.to}`);
+      else this.logger.debug({ ns, why: answer.why }, `the balancer leaves the top chunk of ${ns} here: ${answer.why}`);
+    })().catch((error: unknown) =>
+      this.logger.warn({ err: error, ns }, `asking the balancer to move the top chunk of ${ns} failed: ${(error as Error).message}`),
+    );
   }
 
   /** For the first or last chunk of the key space, the key of its edge document (the highest, or the lowest). */

@@ -3,7 +3,7 @@ import type { ChunkSelectionSettings } from './balancer-settings.js';
 import { DEFAULT_CHUNK_SELECTION_SETTINGS } from './balancer-settings.js';
 import type { ChunkRun } from './chunk-layout.js';
 import { layoutChunks, layoutKey } from './chunk-layout.js';
-import { migrationThreshold, optimalChunkCount, selectMigrations, selectZoneBoundarySplits } from './chunk-selection.policy.js';
+import { migrationThreshold, optimalChunkCount, selectMigrations, selectTopChunkMigration, selectZoneBoundarySplits } from './chunk-selection.policy.js';
 import type { CollectionDistribution, ShardStatistics, ZoneRange } from './distribution.js';
 
 const MB = 1024 * 1024;
@@ -264,5 +264,46 @@ describe('selectZoneBoundarySplits', () => {
   it('gives a shared boundary of two zones once', () => {
     const coll = collection([run('A', 2)], { zones: [zone('EU', 0.2, 0.5), zone('US', 0.5, 1)] });
     expect(selectZoneBoundarySplits(coll)[0]?.splitPoints).toEqual([[2], [5]]);
+  });
+});
+
+describe('selectTopChunkMigration', () => {
+  // A holds 3 chunks, the last of them the top chunk just split off; B and C hold 1 and 2.
+  const coll = collection([run('A', 3), run('B', 1), run('C', 2), run('A', 1, 1024)]);
+  const top = coll.chunks[coll.chunks.length - 1]!.range;
+  const shards = [active('A'), active('B'), active('C')];
+
+  it('moves the top chunk to the least loaded shard with reason topChunk', () => {
+    const decision = selectTopChunkMigration(shards, coll, top, dataSize);
+    expect(decision).toMatchObject({ move: { from: 'A', to: 'B', reason: 'topChunk', range: top } });
+  });
+
+  it('leaves the top chunk where it is when its shard is the least loaded', () => {
+    const light = collection([run('A', 1, 10), run('B', 3), run('C', 3), run('A', 1, 10)]);
+    const edge = light.chunks[light.chunks.length - 1]!.range;
+    expect(selectTopChunkMigration(shards, light, edge, dataSize)).toEqual({ skip: 'donorIsLeastLoaded' });
+  });
+
+  it('chooses among the shards of the chunk zone only, and never a busy or draining one', () => {
+    const zoned = { ...coll, zones: [{ range: top, zone: 'hot' }] };
+    const inZone = [active('A', ['hot']), active('B'), active('C', ['hot'])];
+    expect(selectTopChunkMigration(inZone, zoned, top, dataSize)).toMatchObject({ move: { to: 'C' } });
+    expect(selectTopChunkMigration(shards, coll, top, dataSize, new Set(['B']))).toMatchObject({ move: { to: 'C' } });
+    expect(selectTopChunkMigration([active('A'), draining('B'), active('C')], coll, top, dataSize)).toMatchObject({ move: { to: 'C' } });
+  });
+
+  it('does not move a jumbo chunk, a range that is not a chunk, or a chunk of a collection with balancing off', () => {
+    const jumbo = collection([run('A', 3), run('B', 1), run('A', 1, MAX, true)]);
+    expect(selectTopChunkMigration(shards, jumbo, jumbo.chunks[4]!.range, dataSize)).toEqual({ skip: 'jumbo' });
+    expect(selectTopChunkMigration(shards, coll, { min: layoutKey(60), max: layoutKey(61) }, dataSize)).toEqual({ skip: 'notAChunk' });
+    expect(selectTopChunkMigration(shards, { ...coll, balancingEnabled: false }, top, dataSize)).toEqual({ skip: 'balancingDisabled' });
+  });
+
+  it('counts chunks instead of bytes in the chunk-count modes', () => {
+    // B holds one huge chunk and C two small ones: by count B is the least loaded.
+    const counted = collection([run('A', 3), run('B', 1, 100 * MAX), run('C', 2, 1), run('A', 1, 1)]);
+    const edge = counted.chunks[6]!.range;
+    expect(selectTopChunkMigration(shards, counted, edge, optimal)).toMatchObject({ move: { to: 'B' } });
+    expect(selectTopChunkMigration(shards, counted, edge, dataSize)).toMatchObject({ move: { to: 'C' } });
   });
 });

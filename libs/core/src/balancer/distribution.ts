@@ -49,8 +49,11 @@ export interface CollectionDistribution {
   readonly chunkCountBalancingInProgress?: boolean;
 }
 
-/** Why a migration was chosen (the changelog's reason). */
-export type MigrationReason = 'drain' | 'zoneViolation' | 'imbalance' | 'defragmentation';
+/**
+ * Why a migration was chosen (the changelog's reason). `topChunk` is a shard's request after it
+ * split off the edge chunk of the key space (the top-chunk optimization).
+ */
+export type MigrationReason = 'drain' | 'zoneViolation' | 'imbalance' | 'defragmentation' | 'topChunk';
 
 /** One migration to issue: move the chunk `range` of `namespace` from `from` to `to`. */
 export interface MigrationPlan {
