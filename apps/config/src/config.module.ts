@@ -5,6 +5,9 @@ import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { BalancerController } from './balancer/balancer.controller.js';
 import { BalancerService } from './balancer/balancer.service.js';
+import { BalancerSecondaryService } from './balancer/balancer-secondary.service.js';
+import { ClusterStatisticsService } from './balancer/cluster-statistics.service.js';
+import { DefragmentationStore } from './balancer/defragmentation-store.service.js';
 import { CatalogController } from './catalog/catalog.controller.js';
 import { CatalogReadService } from './catalog/catalog-read.service.js';
 import { MetadataCommitService } from './catalog/metadata-commit.service.js';
@@ -84,6 +87,9 @@ export class ConfigServerModule {
         MetadataCommitService,
         MigrationManagerService,
         ClusterSettingsService,
+        ClusterStatisticsService,
+        DefragmentationStore,
+        BalancerSecondaryService,
         BalancerService,
         EventBusService,
         ControlPlaneReadsService,

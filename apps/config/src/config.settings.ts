@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { commonSettingsShape, databaseSettingsShape, millisecondsSetting } from '@tessera/platform';
 
+const nonNegativeInteger = (fallback: number) => z.coerce.number().int().min(0).max(2_147_483_647).default(fallback);
+
 const controlPlaneToken = z.string().min(16, 'must be at least 16 characters').max(512).optional();
 
 /** The config server's settings; README.md documents each with its default. */
@@ -21,6 +23,18 @@ export const configSettingsSchema = z.object({
   TESSERA_LEADER_RENEW_INTERVAL_MS: millisecondsSetting(1_000),
   /** The balancer's delay between rounds on the leader (MongoDB: 10 s). */
   TESSERA_BALANCER_ROUND_INTERVAL_MS: millisecondsSetting(10_000),
+  /** The delay after a round that moved something (MongoDB's kShortBalanceRoundInterval, 1 s). */
+  TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS: millisecondsSetting(1_000),
+  /** MongoDB's autoMergerIntervalSecs: delay between two auto-merger scans (1 hour). */
+  TESSERA_AUTO_MERGER_INTERVAL_SECS: nonNegativeInteger(3_600),
+  /** MongoDB's autoMergerThrottlingMS: least delay between two batches of auto-merge actions (15 s). */
+  TESSERA_AUTO_MERGER_THROTTLING_MS: nonNegativeInteger(15_000),
+  /** MongoDB's defragmentationThrottlingMS: least delay between two defragmentation actions (1 s). */
+  TESSERA_DEFRAGMENTATION_THROTTLING_MS: nonNegativeInteger(1_000),
+  /** MongoDB's minSnapshotHistoryWindowInSeconds: a chunk migrated more recently is not auto-merged (300). */
+  TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: nonNegativeInteger(300),
+  /** MongoDB's transactionLifetimeLimitSeconds, as the auto-merger reads it: a chunk migrated more recently is not auto-merged (60). */
+  TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: nonNegativeInteger(60),
   /** The control plane's admin token: GraphQL mutations need it (it also grants what the viewer token does). Unset: no mutations. */
   TESSERA_ADMIN_TOKEN: controlPlaneToken,
   /** The control plane's viewer token: GraphQL queries and subscriptions, socket.io /events. Unset: only the admin token reads. */

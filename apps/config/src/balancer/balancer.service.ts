@@ -2,75 +2,121 @@ import { Inject, Injectable, type OnApplicationShutdown, type OnModuleInit } fro
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import {
+  type ChunkRange,
   type ChunkSelectionSettings,
   type CollectionBalanceStatus,
   type CollectionDistribution,
+  type CollectionGeneration,
+  type DefragmentationAction,
+  type DefragmentationOutcome,
   type MigrationPlan,
   type ShardKey,
   type ShardKeyPattern,
-  type ShardStatistics,
-  type SizedChunk,
+  type SplitPlan,
   type Value,
-  type ZoneRange,
   DEFAULT_CHUNK_SELECTION_SETTINGS,
+  DEFAULT_DEFRAGMENTATION_SETTINGS,
   TesseraError,
-  decodeKey,
+  decideOnChunkTooBig,
+  nextDefragmentationMigrations,
+  onDefragmentationOutcome,
   selectMigrations,
+  selectTopChunkMigration,
+  selectZoneBoundarySplits,
   shardKeyToObject,
   toExtendedJsonObject,
 } from '@tessera/core';
-import type { BalancerCollectionStatus, BalancerRoundMigration, BalancerStatus, ClusterSettings } from '@tessera/protocol';
-import { InternalClients, LOGGER, type Periodic, SETTINGS, runPeriodically } from '@tessera/platform';
+import {
+  type BalancerCollectionStatus,
+  type BalancerRoundMigration,
+  type BalancerStatus,
+  type ClusterSettings,
+  type MoveTopChunkRequest,
+  type MoveTopChunkResult,
+  chunkRangeFromWire,
+  chunkRangeToWire,
+  moveTopChunkRequestSchema,
+  shardKeyFromWire,
+  shardKeyToWire,
+} from '@tessera/protocol';
+import { InternalClients, LOGGER, SETTINGS, parseWith } from '@tessera/platform';
 import { findCollection } from '../catalog/catalog-read.service.js';
-import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
+import { type CollectionRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
+import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
 import { MigrationManagerService } from '../migration/migration-manager.service.js';
 import { ClusterSettingsService } from '../settings/cluster-settings.service.js';
 import { isInsideActiveWindow } from './active-window.js';
-
-interface ShardRow {
-  name: string;
-  url: string;
-  state: 'active' | 'draining';
-  zones: string[];
-}
+import { BalancerSecondaryService } from './balancer-secondary.service.js';
+import { ClusterStatisticsService, type ShardRow, statisticsOf } from './cluster-statistics.service.js';
+import { DefragmentationStore } from './defragmentation-store.service.js';
 
 type RoundError = { ns?: string; code: string; message: string };
 type LastRound = NonNullable<BalancerStatus['lastRound']>;
 
-/** A snapshot of the cluster for the chunk selection policy. */
+/** A split the main loop issued (at a zone bound, or of a chunk refused as too big), or the chunk it marked jumbo. */
+interface RoundSplit {
+  ns: string;
+  shard: string;
+  min: Record<string, unknown>;
+  max: Record<string, unknown>;
+  reason: 'zoneBoundary' | 'chunkTooBig';
+  outcome: 'split' | 'markedJumbo' | 'left' | 'failed';
+  splitPoints?: Array<Record<string, unknown>>;
+}
+
+/** One collection of a round's snapshot. */
+interface SnapshotCollection {
+  row: CollectionRow;
+  distribution: CollectionDistribution;
+  pattern: ShardKeyPattern;
+  generation: CollectionGeneration;
+}
+
+/** A snapshot of the cluster for the policies. */
 interface Snapshot {
-  shards: ShardStatistics[];
-  collections: Array<{ distribution: CollectionDistribution; pattern: ShardKeyPattern }>;
+  shards: ShardRow[];
+  collections: SnapshotCollection[];
   errors: RoundError[];
 }
 
 /**
- * The balancer's main loop (MongoDB's Balancer::_mainThread) on the config leader: every
- * `TESSERA_BALANCER_ROUND_INTERVAL_MS`, when the balancer is on (`mode: 'full'`) and the time is
- * inside the balancing window, it snapshots every sharded collection with balancing enabled,
- * asks the chunk selection policy for migrations, issues them in parallel and awaits them, and
- * records the round in the changelog (`balancer.round`). See README.md beside this file.
+ * The balancer's main loop (MongoDB's Balancer::_mainThread) on the config leader. A round, when
+ * the balancer is on (`mode: 'full'`) and the time is inside the balancing window: snapshot,
+ * splits at zone boundaries (awaited), migrations of defragmentation's phase 2, then of the chunk
+ * selection policy, all issued in parallel and awaited (a chunk refused as too big is split, or
+ * marked jumbo), and one `balancer.round` changelog row. The next round starts
+ * `TESSERA_BALANCER_ROUND_INTERVAL_MS` later, or `TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS` after
+ * a round that moved something. It also serves the shards' top-chunk requests. Merges and data
+ * sizes are the secondary loop's (`BalancerSecondaryService`). See README.md beside this file.
  */
 @Injectable()
 export class BalancerService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
   readonly name = 'balancer';
-  private loop: Periodic | undefined;
+  /** Bumped on every start and stop, so a round of an earlier term does not schedule another. */
+  private term = 0;
+  private timer: NodeJS.Timeout | undefined;
   private inRound = false;
   private lastRound: LastRound | null = null;
   /** Legacy chunk-count mode: collections the previous round found unbalanced. */
   private readonly chunkCountInProgress = new Set<string>();
   /** The reason of the last no-op round recorded, so an idle balancer does not flood the changelog. */
   private lastIdleReason: string | undefined;
+  /** Shards in a migration this loop issued (a round's, or a top chunk's), with how many. */
+  private readonly migratingShards = new Map<string, number>();
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly leader: LeaderService,
     private readonly clusterSettings: ClusterSettingsService,
     private readonly migrations: MigrationManagerService,
+    private readonly commits: MetadataCommitService,
     private readonly changelog: ChangelogService,
+    private readonly statistics: ClusterStatisticsService,
+    private readonly defragmentation: DefragmentationStore,
+    private readonly secondary: BalancerSecondaryService,
     private readonly clients: InternalClients,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -81,22 +127,45 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   }
 
   async startAsLeader(): Promise<void> {
-    this.loop?.stop();
+    this.stopLoop();
+    const term = ++this.term;
     this.lastIdleReason = undefined;
-    this.loop = runPeriodically(
-      () => this.tick(),
-      this.settings.TESSERA_BALANCER_ROUND_INTERVAL_MS,
-      (error) => this.logger.warn({ err: error }, `balancer round failed: ${(error as Error).message}`),
-    );
+    this.defragmentation.reset();
+    this.secondary.start();
+    this.schedule(term, 0);
   }
 
   async stopAsLeader(): Promise<void> {
-    this.loop?.stop();
-    this.loop = undefined;
+    this.stopLoop();
+    this.secondary.stop();
   }
 
   onApplicationShutdown(): void {
-    this.loop?.stop();
+    this.stopLoop();
+  }
+
+  private stopLoop(): void {
+    this.term++;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private schedule(term: number, delayMs: number): void {
+    this.timer = setTimeout(() => void this.runRound(term), delayMs);
+    this.timer.unref();
+  }
+
+  private async runRound(term: number): Promise<void> {
+    if (term !== this.term) return;
+    let moved = false;
+    try {
+      moved = await this.tick();
+    } catch (error) {
+      this.logger.warn({ err: error }, `balancer round failed: ${(error as Error).message}`);
+    }
+    if (term !== this.term) return;
+    // MongoDB's kShortBalanceRoundInterval: a round that moved something is soon followed by another.
+    this.schedule(term, moved ? this.settings.TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS : this.settings.TESSERA_BALANCER_ROUND_INTERVAL_MS);
   }
 
   async status(): Promise<BalancerStatus> {
@@ -108,8 +177,9 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   async collectionStatus(ns: string): Promise<BalancerCollectionStatus> {
     const settings = await this.clusterSettings.get();
     const row = await findCollection(this.dataSource.manager, ns);
-    const shards = await this.shardRows();
-    const distribution = await this.distribution(row, settings, shards);
+    if (row.defragment_collection) return { balancerCompliant: false, firstComplianceViolation: 'defragmentingChunks' };
+    const shards = await this.statistics.shards();
+    const distribution = await this.statistics.distribution(row, settings, shards);
     const result = selectMigrations(shards.map(statisticsOf), [distribution], chunkSelectionSettings(settings));
     const status = result.collections[0]!;
     return {
@@ -118,81 +188,274 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     };
   }
 
-  private async tick(): Promise<void> {
-    if (!this.leader.isLeader) return;
+  /**
+   * A shard split off the top (or bottom) chunk of `ns` and asks that it move away (the top-chunk
+   * optimization). Scheduled when this process is the leader, the balancer is on and inside its
+   * window, the collection is balanced and not being defragmented, and the policy finds a less
+   * loaded shard; the migration (reason `topChunk`) runs in the background and its outcome is a
+   * `balancer.topChunk` changelog row.
+   */
+  async moveTopChunk(input: MoveTopChunkRequest): Promise<MoveTopChunkResult> {
+    const request = parseWith(moveTopChunkRequestSchema, input, 'moveTopChunk request');
+    if (!this.leader.isLeader) return { outcome: 'skipped', why: 'notLeader' };
     const settings = await this.clusterSettings.get();
-    if (settings.balancer.mode !== 'full') return;
-    if (!isInsideActiveWindow(settings.balancer.activeWindow, new Date())) return;
+    if (settings.balancer.mode !== 'full') return { outcome: 'skipped', why: 'balancerOff' };
+    if (!isInsideActiveWindow(settings.balancer.activeWindow, new Date())) return { outcome: 'skipped', why: 'outsideActiveWindow' };
+    const row = await findCollection(this.dataSource.manager, request.ns);
+    if (!row.balancing_enabled) return { outcome: 'skipped', why: 'balancingDisabled' };
+    if (row.defragment_collection) return { outcome: 'skipped', why: 'defragmenting' };
+    const shards = await this.statistics.shards();
+    const distribution = await this.statistics.distribution(row, settings, shards);
+    const range = chunkRangeFromWire(request.range);
+    const decision = selectTopChunkMigration(
+      shards.map(statisticsOf),
+      distribution,
+      range,
+      chunkSelectionSettings(settings),
+      new Set(this.migratingShards.keys()),
+    );
+    if ('skip' in decision) return { outcome: 'skipped', why: decision.skip };
+    const plan = decision.move;
+    if (plan.from !== request.shard) return { outcome: 'skipped', why: 'notOnShard' };
+    const pattern = keyPatternOfRow(row);
+    void this.issueTopChunkMove(plan, pattern, settings);
+    return { outcome: 'scheduled', to: plan.to };
+  }
+
+  private async issueTopChunkMove(plan: MigrationPlan, pattern: ShardKeyPattern, settings: ClusterSettings): Promise<void> {
+    const described = describe(plan, pattern);
+    let details: Record<string, unknown>;
+    try {
+      await this.move(plan, pattern, settings);
+      details = { ...described, outcome: 'moved' };
+    } catch (error) {
+      details = { ...described, outcome: 'failed', error: errorEntry(plan.namespace, error) };
+      this.logger.info({ err: error, ns: plan.namespace }, `top chunk move of ${plan.namespace} failed: ${(error as Error).message}`);
+    }
+    await this.changelog
+      .record(this.dataSource.manager, { what: 'balancer.topChunk', ns: plan.namespace, shard: plan.from, details })
+      .catch((error: unknown) => this.logger.warn({ err: error }, `cannot record a top chunk move: ${(error as Error).message}`));
+  }
+
+  /** A round if the balancer is on and inside its window; answers whether it moved something. */
+  private async tick(): Promise<boolean> {
+    if (!this.leader.isLeader) return false;
+    const settings = await this.clusterSettings.get();
+    if (settings.balancer.mode !== 'full') return false;
+    if (!isInsideActiveWindow(settings.balancer.activeWindow, new Date())) return false;
     this.inRound = true;
     try {
-      await this.round(settings);
+      return await this.round(settings);
     } finally {
       this.inRound = false;
     }
   }
 
-  /** One round: snapshot, select, migrate in parallel, record. */
-  private async round(settings: ClusterSettings): Promise<void> {
+  /** One round: snapshot, zone splits, defragmentation and chunk selection migrations in parallel, record. */
+  private async round(settings: ClusterSettings): Promise<boolean> {
     const started = Date.now();
-    const snapshot = await this.snapshot(settings);
-    const errors = [...snapshot.errors];
-    const patterns = new Map(snapshot.collections.map((c) => [c.distribution.namespace, c.pattern]));
+    let snapshot = await this.snapshot(settings);
+    const splits = await this.splitAtZoneBoundaries(snapshot);
+    // Splits change the chunks: the policies read them again.
+    if (splits.some((s) => s.outcome === 'split')) snapshot = await this.snapshot(settings);
+    const errors = [...snapshot.errors, ...splits.filter((s) => s.outcome === 'failed').map((s) => ({ ns: s.ns, code: 'SPLIT_FAILED', message: 'zone boundary split failed' }))];
+    const byNs = new Map(snapshot.collections.map((c) => [c.distribution.namespace, c]));
+
+    // Defragmentation's migrations first; their shards are busy for the chunk selection policy.
+    const busy = new Set(this.migratingShards.keys());
+    const defragmenting = snapshot.collections.filter((c) => c.row.defragment_collection);
+    const defragmentationPlans: MigrationPlan[] = [];
+    for (const c of defragmenting) {
+      const state = await this.defragmentation.load(c.row);
+      const next = nextDefragmentationMigrations(
+        state,
+        { chunks: c.distribution.chunks, maxChunkSizeBytes: c.distribution.maxChunkSizeBytes },
+        DEFAULT_DEFRAGMENTATION_SETTINGS,
+        busy,
+      );
+      await this.defragmentation.save(next.state);
+      for (const m of next.migrations) busy.add(m.from).add(m.to);
+      defragmentationPlans.push(...next.migrations);
+    }
+    if (defragmenting.length > 0) this.secondary.signal();
+
+    const balanced = snapshot.collections.filter((c) => !c.row.defragment_collection && c.row.balancing_enabled);
     const result = selectMigrations(
-      snapshot.shards,
-      snapshot.collections.map((c) => c.distribution),
+      snapshot.shards.map(statisticsOf),
+      balanced.map((c) => c.distribution),
       chunkSelectionSettings(settings),
+      busy,
     );
     for (const status of result.collections) {
       if (status.chunkCountBalancingInProgress) this.chunkCountInProgress.add(status.namespace);
       else this.chunkCountInProgress.delete(status.namespace);
     }
+
     const skipped = new Set<string>();
+    const tooBig: RoundSplit[] = [];
     const outcomes = await Promise.all(
-      result.migrations.map(async (plan): Promise<BalancerRoundMigration> => {
-        const pattern = patterns.get(plan.namespace)!;
-        const described = describe(plan, pattern);
+      [...defragmentationPlans, ...result.migrations].map(async (plan): Promise<BalancerRoundMigration> => {
+        const collection = byNs.get(plan.namespace)!;
+        const described = describe(plan, collection.pattern);
         if (skipped.has(plan.namespace)) return { ...described, outcome: 'skipped' };
         try {
-          await this.migrations.moveRange({
-            ns: plan.namespace,
-            min: wireKey(pattern, plan.range.min),
-            toShard: plan.to,
-            forceJumbo: false,
-            waitForDelete: settings.balancer.waitForDelete,
-          });
+          await this.move(plan, collection.pattern, settings);
+          if (plan.reason === 'defragmentation') await this.onDefragmentationMigration(plan, { ok: true });
           return { ...described, outcome: 'moved' };
         } catch (error) {
           errors.push(errorEntry(plan.namespace, error));
           const code = error instanceof TesseraError ? error.code : 'INTERNAL';
           if (code === 'CONFLICTING_OPERATION') skipped.add(plan.namespace);
-          // Jumbo handling (split, then mark jumbo) is not wired yet: a chunk too big is logged and left.
           const level = code === 'CHUNK_TOO_BIG' || code === 'CONFLICTING_OPERATION' ? 'info' : 'warn';
           this.logger[level](
             { err: error, ns: plan.namespace },
             `balancer migration of ${plan.namespace} ${plan.from} -> ${plan.to} failed: ${(error as Error).message}`,
           );
+          if (plan.reason === 'defragmentation') {
+            const retryable = error instanceof TesseraError && error.retryable;
+            await this.onDefragmentationMigration(plan, { ok: false, retryable, error: (error as Error).message });
+          } else if (code === 'CHUNK_TOO_BIG') {
+            tooBig.push(await this.splitOrMarkJumbo(plan, collection, snapshot.shards));
+          }
           return { ...described, outcome: 'failed' };
         }
       }),
     );
+    const statuses: CollectionBalanceStatus[] = [
+      ...defragmenting.map((c) => ({
+        namespace: c.distribution.namespace,
+        balancerCompliant: false,
+        firstComplianceViolation: 'defragmentingChunks' as const,
+        jumboChunksSkipped: 0,
+        chunkCountBalancingInProgress: false,
+      })),
+      ...result.collections,
+    ];
     this.lastRound = { startedAt: new Date(started).toISOString(), durationMs: Date.now() - started, migrations: outcomes, errors };
-    await this.record(result.collections, outcomes, errors, snapshot.collections.length);
+    await this.record(statuses, outcomes, [...splits, ...tooBig], errors, snapshot.collections.length);
+    return outcomes.some((o) => o.outcome === 'moved');
+  }
+
+  /** Issues one migration through moveRange, with its reason, counting its shards busy meanwhile. */
+  private async move(plan: MigrationPlan, pattern: ShardKeyPattern, settings: ClusterSettings): Promise<void> {
+    const shards = [plan.from, plan.to];
+    for (const s of shards) this.migratingShards.set(s, (this.migratingShards.get(s) ?? 0) + 1);
+    try {
+      await this.migrations.moveRange(
+        {
+          ns: plan.namespace,
+          min: wireKey(pattern, plan.range.min),
+          toShard: plan.to,
+          // attemptToBalanceJumboChunks: a chunk over the size limit moves rather than being refused.
+          forceJumbo: settings.balancer.attemptToBalanceJumboChunks,
+          waitForDelete: settings.balancer.waitForDelete,
+        },
+        { reason: plan.reason },
+      );
+    } finally {
+      for (const s of shards) {
+        const n = (this.migratingShards.get(s) ?? 1) - 1;
+        if (n <= 0) this.migratingShards.delete(s);
+        else this.migratingShards.set(s, n);
+      }
+    }
+  }
+
+  private async onDefragmentationMigration(plan: MigrationPlan, outcome: DefragmentationOutcome): Promise<void> {
+    const state = this.defragmentation.current(plan.namespace);
+    if (state === undefined) return;
+    const action: DefragmentationAction = { kind: 'migrate', namespace: plan.namespace, shard: plan.from, to: plan.to, range: plan.range };
+    await this.defragmentation.save(onDefragmentationOutcome(state, action, outcome));
+    this.secondary.signal();
+  }
+
+  /**
+   * Jumbo handling (balancer-internals.md "Jumbo chunks"): a chunk its donor refused as too big
+   * is split at the points the donor's splitVector finds; with none (one shard key value), it is
+   * marked jumbo and the chunk selection policy leaves it alone until `clearJumboFlag`.
+   */
+  private async splitOrMarkJumbo(plan: MigrationPlan, collection: SnapshotCollection, shards: readonly ShardRow[]): Promise<RoundSplit> {
+    const base = { ns: plan.namespace, shard: plan.from, ...bounds(plan.range, collection.pattern), reason: 'chunkTooBig' as const };
+    try {
+      const donor = shards.find((s) => s.name === plan.from);
+      if (donor === undefined) throw new TesseraError('SHARD_NOT_FOUND', `shard ${plan.from} is not registered`);
+      const range = chunkRangeToWire(plan.range);
+      const vector = await this.clients
+        .migration(donor.url)
+        .splitVector({ ns: plan.namespace, range, maxChunkSizeBytes: collection.distribution.maxChunkSizeBytes });
+      // Under the max after all (the donor's estimate was above): nothing to do.
+      if (!vector.unsplittable && vector.splitKeys.length === 0) return { ...base, outcome: 'left' };
+      const points: ShardKey[] = vector.splitKeys.map((k, i) => shardKeyFromWire(k, `splitKeys[${i}]`));
+      const decision = decideOnChunkTooBig(points);
+      if (decision.action === 'markJumbo') {
+        await this.commits.markJumbo({ ns: plan.namespace, generation: collection.generation, range });
+        return { ...base, outcome: 'markedJumbo' };
+      }
+      await this.commits.commitSplit({
+        ns: plan.namespace,
+        expectedCollectionVersion: collection.generation,
+        shard: plan.from,
+        range,
+        splitPoints: decision.splitPoints.map(shardKeyToWire),
+        reason: 'chunkTooBig',
+      });
+      return { ...base, outcome: 'split', splitPoints: decision.splitPoints.map((p) => wireKey(collection.pattern, p)) };
+    } catch (error) {
+      this.logger.warn({ err: error, ns: plan.namespace }, `splitting a chunk too big to move failed: ${(error as Error).message}`);
+      return { ...base, outcome: 'failed' };
+    }
+  }
+
+  /** Splits every chunk that straddles a zone bound (MongoDB's chunk selection splits), awaited. */
+  private async splitAtZoneBoundaries(snapshot: Snapshot): Promise<RoundSplit[]> {
+    const plans: Array<{ plan: SplitPlan; collection: SnapshotCollection }> = snapshot.collections.flatMap((collection) =>
+      selectZoneBoundarySplits(collection.distribution).map((plan) => ({ plan, collection })),
+    );
+    return Promise.all(
+      plans.map(async ({ plan, collection }): Promise<RoundSplit> => {
+        const entry = {
+          ns: plan.namespace,
+          shard: plan.shard,
+          ...bounds(plan.range, collection.pattern),
+          reason: 'zoneBoundary' as const,
+          splitPoints: plan.splitPoints.map((p) => wireKey(collection.pattern, p)),
+        };
+        try {
+          await this.commits.commitSplit({
+            ns: plan.namespace,
+            expectedCollectionVersion: collection.generation,
+            shard: plan.shard,
+            range: chunkRangeToWire(plan.range),
+            splitPoints: plan.splitPoints.map(shardKeyToWire),
+            reason: 'zoneBoundary',
+          });
+          return { ...entry, outcome: 'split' };
+        } catch (error) {
+          this.logger.warn({ err: error, ns: plan.namespace }, `zone boundary split of ${plan.namespace} failed: ${(error as Error).message}`);
+          return { ...entry, outcome: 'failed' };
+        }
+      }),
+    );
   }
 
   private async record(
     statuses: readonly CollectionBalanceStatus[],
     migrations: BalancerRoundMigration[],
+    splits: RoundSplit[],
     errors: RoundError[],
     collections: number,
   ): Promise<void> {
     const details: Record<string, unknown> = { collections, migrations, errors, durationMs: this.lastRound!.durationMs };
-    if (migrations.length === 0) {
+    if (splits.length > 0) details.splits = splits;
+    if (migrations.length === 0 && splits.length === 0) {
       const why =
         collections === 0
           ? 'no sharded collection has balancing enabled'
           : statuses.every((s) => s.balancerCompliant)
             ? 'every collection is balanced'
-            : 'no migration possible (shards busy, jumbo chunks or no eligible recipient)';
+            : statuses.some((s) => s.firstComplianceViolation === 'defragmentingChunks')
+              ? 'defragmentation has no migration to issue now (merges and data sizes run in the secondary loop)'
+              : 'no migration possible (shards busy, jumbo chunks or no eligible recipient)';
       details.why = why;
       details.collectionStatus = statuses.map((s) => ({
         ns: s.namespace,
@@ -210,55 +473,23 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   }
 
   private async snapshot(settings: ClusterSettings): Promise<Snapshot> {
-    const shards = await this.shardRows();
-    const rows: CollectionRow[] = await this.dataSource.query('SELECT * FROM collections WHERE balancing_enabled ORDER BY ns');
+    const shards = await this.statistics.shards();
+    const rows = await this.statistics.balancedCollections();
     const errors: RoundError[] = [];
-    const collections: Snapshot['collections'] = [];
+    const collections: SnapshotCollection[] = [];
     for (const row of rows) {
       try {
-        collections.push({ distribution: await this.distribution(row, settings, shards), pattern: keyPatternOfRow(row) });
+        const distribution = await this.statistics.distribution(row, settings, shards, {
+          chunkCountBalancingInProgress: this.chunkCountInProgress.has(row.ns),
+        });
+        collections.push({ row, distribution, pattern: keyPatternOfRow(row), generation: generationOfRow(row) });
       } catch (error) {
         errors.push(errorEntry(row.ns, error));
         this.logger.warn({ err: error, ns: row.ns }, `balancer skips ${row.ns} this round: ${(error as Error).message}`);
       }
     }
-    return { shards: shards.map(statisticsOf), collections, errors };
+    return { shards, collections, errors };
   }
-
-  private async shardRows(): Promise<ShardRow[]> {
-    return this.dataSource.query('SELECT name, url, state, zones FROM shards ORDER BY name');
-  }
-
-  /** The collection's chunks, zones, chunk size, and each shard's bytes of it (the shards' dataSize). */
-  private async distribution(row: CollectionRow, settings: ClusterSettings, shards: ShardRow[]): Promise<CollectionDistribution> {
-    const generation = generationOfRow(row);
-    const chunkRows: ChunkRow[] = await this.dataSource.query('SELECT * FROM chunks WHERE collection_uuid = $1', [row.uuid]);
-    const chunks: SizedChunk[] = chunkRows.map((c) => ({
-      ...chunkFromRow(c, generation),
-      ...(c.estimated_size_bytes !== null ? { estimatedSizeBytes: Number(c.estimated_size_bytes) } : {}),
-    }));
-    const tagRows: Array<{ min: Buffer; max: Buffer; tag: string }> = await this.dataSource.query(
-      'SELECT min, max, tag FROM tags WHERE ns = $1',
-      [row.ns],
-    );
-    const zones: ZoneRange[] = tagRows.map((t) => ({ range: { min: decodeKey(t.min), max: decodeKey(t.max) }, zone: t.tag }));
-    const sizes = await Promise.all(
-      shards.map(async (s) => [s.name, (await this.clients.migration(s.url).dataSize({ ns: row.ns })).size] as const),
-    );
-    return {
-      namespace: row.ns,
-      chunks,
-      zones,
-      maxChunkSizeBytes: row.max_chunk_size_bytes !== null ? Number(row.max_chunk_size_bytes) : settings.chunkSizeBytes,
-      shardDataSizeBytes: Object.fromEntries(sizes),
-      balancingEnabled: row.balancing_enabled,
-      chunkCountBalancingInProgress: this.chunkCountInProgress.has(row.ns),
-    };
-  }
-}
-
-function statisticsOf(row: ShardRow): ShardStatistics {
-  return { id: row.name, state: row.state, zones: row.zones };
 }
 
 function chunkSelectionSettings(settings: ClusterSettings): ChunkSelectionSettings {
@@ -270,15 +501,12 @@ function wireKey(pattern: ShardKeyPattern, key: ShardKey): Record<string, unknow
   return toExtendedJsonObject(shardKeyToObject(pattern, key) as Value) as Record<string, unknown>;
 }
 
+function bounds(range: ChunkRange, pattern: ShardKeyPattern): { min: Record<string, unknown>; max: Record<string, unknown> } {
+  return { min: wireKey(pattern, range.min), max: wireKey(pattern, range.max) };
+}
+
 function describe(plan: MigrationPlan, pattern: ShardKeyPattern): Omit<BalancerRoundMigration, 'outcome'> {
-  return {
-    ns: plan.namespace,
-    from: plan.from,
-    to: plan.to,
-    min: wireKey(pattern, plan.range.min),
-    max: wireKey(pattern, plan.range.max),
-    reason: plan.reason,
-  };
+  return { ns: plan.namespace, from: plan.from, to: plan.to, ...bounds(plan.range, pattern), reason: plan.reason };
 }
 
 function errorEntry(ns: string, error: unknown): RoundError {

@@ -9,6 +9,7 @@ import {
   type ShardKey,
   type ShardKeyPattern,
   TesseraError,
+  chunkRangeToString,
   encodeKey,
   isSameGeneration,
   makeChunkVersion,
@@ -90,6 +91,17 @@ export class MetadataCommitService {
       points.forEach((p, i) => checkKey(c.ns, c.pattern, p, `splitPoints[${i}]`));
       const { chunk, id } = await this.exactChunk(c, range, input.shard);
       checkSplitPoints(c.ns, chunk, points);
+      // A chunk being migrated is not split (MongoDB: the migration holds the collection's lock),
+      // or the migration's commit would find its range gone.
+      const migrating: Array<{ id: string }> = await c.manager.query(
+        'SELECT id FROM active_migrations WHERE collection_uuid = $1 AND min < $3 AND max > $2 LIMIT 1',
+        [c.row.uuid, bytes(range.min), bytes(range.max)],
+      );
+      if (migrating.length > 0) {
+        throw new TesseraError('CONFLICTING_OPERATION', `${chunkRangeToString(range)} of ${c.ns} is being migrated; it cannot be split now.`, {
+          details: { ns: c.ns, problem: 'migrating', migrationId: migrating[0]!.id },
+        });
+      }
       const pieces = splitChunk(chunk, points, c.cv).map(({ jumbo: _jumbo, ...piece }): Chunk => piece);
       const configTime = await this.tick(c);
       await c.manager.query('DELETE FROM chunks WHERE id = $1', [id]);

@@ -62,7 +62,9 @@ export class AutoSplitter {
       .catch((error: unknown) => {
         // A write noted under an older view can name a chunk that has been split or moved since.
         const changed = error instanceof TesseraError && ['BAD_VALUE', 'STALE_EPOCH', 'NAMESPACE_NOT_FOUND'].includes(error.code);
+        const migrating = error instanceof TesseraError && error.code === 'CONFLICTING_OPERATION';
         if (changed) this.logger.debug({ ns }, `skipped an auto-split of ${ns}: the chunk changed since the write`);
+        else if (migrating) this.logger.debug({ ns }, `skipped an auto-split of ${ns}: the chunk is being migrated`);
         else this.logger.warn({ err: error, ns }, `auto-split of a chunk of ${ns} failed: ${(error as Error).message}`);
       })
       .finally(() => {

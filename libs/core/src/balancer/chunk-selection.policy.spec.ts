@@ -299,6 +299,10 @@ describe('selectTopChunkMigration', () => {
     expect(selectTopChunkMigration(shards, { ...coll, balancingEnabled: false }, top, dataSize)).toEqual({ skip: 'balancingDisabled' });
   });
 
+  it('does not move the top chunk while its shard is in another migration', () => {
+    expect(selectTopChunkMigration(shards, coll, top, dataSize, new Set(['A']))).toEqual({ skip: 'donorBusy' });
+  });
+
   it('counts chunks instead of bytes in the chunk-count modes', () => {
     // B holds one huge chunk and C two small ones: by count B is the least loaded.
     const counted = collection([run('A', 3), run('B', 1, 100 * MAX), run('C', 2, 1), run('A', 1, 1)]);

@@ -302,7 +302,7 @@ function pickBy(
 /** The answer to a shard's request to move the top chunk it just split off. */
 export type TopChunkDecision =
   | { readonly move: MigrationPlan }
-  | { readonly skip: 'notAChunk' | 'jumbo' | 'balancingDisabled' | 'donorIsLeastLoaded' | 'noRecipient' };
+  | { readonly skip: 'notAChunk' | 'jumbo' | 'balancingDisabled' | 'donorBusy' | 'donorIsLeastLoaded' | 'noRecipient' };
 
 /**
  * The top-chunk optimization's move (sharding-internals.md "Top Chunk Optimization"; MongoDB's
@@ -322,6 +322,8 @@ export function selectTopChunkMigration(
   const chunk = collection.chunks.find((c) => rangesEqual(c.range, range));
   if (chunk === undefined) return { skip: 'notAChunk' };
   if (chunk.jumbo === true) return { skip: 'jumbo' };
+  // The donor is in another migration already (a shard takes part in one at a time).
+  if (busyShards.has(chunk.shard)) return { skip: 'donorBusy' };
   const zone = zoneOfRange(chunk.range, collection.zones);
   const isCountMode = settings.mode !== 'dataSize';
   const load = new Map<ShardId, number>();

@@ -1,0 +1,88 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { type CollectionDistribution, type ShardStatistics, type SizedChunk, type ZoneRange, decodeKey } from '@tessera/core';
+import type { ClusterSettings } from '@tessera/protocol';
+import { InternalClients } from '@tessera/platform';
+import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow } from '../catalog/catalog-rows.js';
+
+/** A shard as the balancer reads it from the registry. */
+export interface ShardRow {
+  name: string;
+  url: string;
+  state: 'active' | 'draining';
+  zones: string[];
+}
+
+/**
+ * What the balancer's policies read (MongoDB's ClusterStatistics and
+ * CollectionDataSizeInfoForBalancing): the shards, each collection's chunks and zones from the
+ * catalog, its max chunk size, and each shard's bytes of it from the shards' `dataSize`.
+ */
+@Injectable()
+export class ClusterStatisticsService {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly clients: InternalClients,
+  ) {}
+
+  async shards(): Promise<ShardRow[]> {
+    return this.dataSource.query('SELECT name, url, state, zones FROM shards ORDER BY name');
+  }
+
+  /** Collections the balancer looks at: balancing enabled, or being defragmented. */
+  async balancedCollections(): Promise<CollectionRow[]> {
+    return this.dataSource.query('SELECT * FROM collections WHERE balancing_enabled OR defragment_collection ORDER BY ns');
+  }
+
+  /** Every sharded collection (the auto-merger looks at collections with balancing off too). */
+  async allCollections(): Promise<CollectionRow[]> {
+    return this.dataSource.query('SELECT * FROM collections ORDER BY ns');
+  }
+
+  async chunks(row: CollectionRow): Promise<SizedChunk[]> {
+    const generation = generationOfRow(row);
+    const chunkRows: ChunkRow[] = await this.dataSource.query('SELECT * FROM chunks WHERE collection_uuid = $1', [row.uuid]);
+    return chunkRows.map((c) => ({
+      ...chunkFromRow(c, generation),
+      ...(c.estimated_size_bytes !== null ? { estimatedSizeBytes: Number(c.estimated_size_bytes) } : {}),
+    }));
+  }
+
+  maxChunkSizeBytes(row: CollectionRow, settings: ClusterSettings): number {
+    return row.max_chunk_size_bytes !== null ? Number(row.max_chunk_size_bytes) : settings.chunkSizeBytes;
+  }
+
+  /**
+   * The collection's distribution: chunks, zones, chunk size and each shard's bytes of it.
+   * Throws when a shard does not answer its `dataSize`.
+   */
+  async distribution(
+    row: CollectionRow,
+    settings: ClusterSettings,
+    shards: readonly ShardRow[],
+    extra: Pick<CollectionDistribution, 'chunkCountBalancingInProgress'> = {},
+  ): Promise<CollectionDistribution> {
+    const chunks = await this.chunks(row);
+    const tagRows: Array<{ min: Buffer; max: Buffer; tag: string }> = await this.dataSource.query(
+      'SELECT min, max, tag FROM tags WHERE ns = $1',
+      [row.ns],
+    );
+    const zones: ZoneRange[] = tagRows.map((t) => ({ range: { min: decodeKey(t.min), max: decodeKey(t.max) }, zone: t.tag }));
+    const sizes = await Promise.all(
+      shards.map(async (s) => [s.name, (await this.clients.migration(s.url).dataSize({ ns: row.ns })).size] as const),
+    );
+    return {
+      namespace: row.ns,
+      chunks,
+      zones,
+      maxChunkSizeBytes: this.maxChunkSizeBytes(row, settings),
+      shardDataSizeBytes: Object.fromEntries(sizes),
+      balancingEnabled: row.balancing_enabled,
+      ...extra,
+    };
+  }
+}
+
+export function statisticsOf(row: ShardRow): ShardStatistics {
+  return { id: row.name, state: row.state, zones: row.zones };
+}
