@@ -152,8 +152,11 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
   /** Issues the next merge or `dataSize` of the first collection that has one (MongoDB issues one per throttle interval). */
   private async issueDefragmentationAction(rows: readonly CollectionRow[], settings: Awaited<ReturnType<ClusterSettingsService['get']>>): Promise<void> {
     for (const row of rows) {
-      const state = await this.store.load(row);
+      await this.store.load(row);
       const chunks = await this.statistics.chunks(row);
+      // Read, change and keep the state with no await between: the main loop and outcomes change it too.
+      const state = this.store.current(row.ns);
+      if (state === undefined) continue;
       const next = nextDefragmentationActions(state, { chunks, maxChunkSizeBytes: this.statistics.maxChunkSizeBytes(row, settings) }, this.defragmentation, 1);
       await this.store.save(next.state);
       const action = next.actions[0];

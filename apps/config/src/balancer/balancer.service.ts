@@ -266,7 +266,10 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     const defragmenting = snapshot.collections.filter((c) => c.row.defragment_collection);
     const defragmentationPlans: MigrationPlan[] = [];
     for (const c of defragmenting) {
-      const state = await this.defragmentation.load(c.row);
+      await this.defragmentation.load(c.row);
+      // Read, change and keep the state with no await between: the secondary loop changes it too.
+      const state = this.defragmentation.current(c.row.ns);
+      if (state === undefined) continue;
       const next = nextDefragmentationMigrations(
         state,
         { chunks: c.distribution.chunks, maxChunkSizeBytes: c.distribution.maxChunkSizeBytes },

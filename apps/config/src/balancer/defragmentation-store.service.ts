@@ -30,13 +30,24 @@ export class DefragmentationStore {
     this.states.clear();
   }
 
-  /** The current state of `row`'s defragmentation (which must be on). */
+  /**
+   * Makes sure `row`'s defragmentation (which must be on) has a state in memory, starting or
+   * resuming it, and answers it. A caller that changes the state reads it again with `current`
+   * and saves the change with no await in between, since both loops and the actions' outcomes
+   * change it: a state held across an await would drop their changes (an action left in flight
+   * forever stops the machine).
+   */
   async load(row: CollectionRow): Promise<DefragmentationState> {
     const stored = row.defragmentation_state as PersistedState | null;
     const inMemory = this.states.get(row.ns);
-    const isFresh = inMemory !== undefined && inMemory.phase === 'mergeAndMeasureChunks' && inMemory.restarts === 0 && Object.keys(inMemory.estimates).length === 0;
-    // A row read before this process wrote the state it just started.
-    if (stored === null && isFresh) return inMemory;
+    if (stored === null && inMemory !== undefined) {
+      // The row may have been read before this process wrote the state it holds: read it again
+      // after the pending writes. Still null: the user restarted defragmentation since.
+      await this.writes.get(row.ns)?.catch(() => undefined);
+      const again: Array<{ state: unknown }> = await this.dataSource.query('SELECT defragmentation_state AS state FROM collections WHERE ns = $1', [row.ns]);
+      const current = this.states.get(row.ns);
+      if (again[0]?.state !== null && again[0]?.state !== undefined && current !== undefined) return current;
+    }
     if (stored === null) {
       // Never started, or restarted by the user since.
       const fresh = startDefragmentation(row.ns);
@@ -67,7 +78,12 @@ export class DefragmentationStore {
       .then(async () => {
         if (finished) {
           await this.dataSource.transaction(async (manager) => {
-            await manager.query('UPDATE collections SET defragment_collection = false, defragmentation_state = NULL WHERE ns = $1', [state.namespace]);
+            const ended: unknown[] = await manager.query(
+              'UPDATE collections SET defragment_collection = false, defragmentation_state = NULL WHERE ns = $1 AND defragment_collection RETURNING ns',
+              [state.namespace],
+            );
+            // Already ended (a stale read resumed it): one row says it finished.
+            if (ended.length === 0) return;
             await this.changelog.record(manager, {
               what: 'balancer.defragmentation',
               ns: state.namespace,

@@ -1,0 +1,177 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ConfigClient, WireChunk } from '@tessera/protocol';
+import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { RouterApi } from './router-api.js';
+import { startTestCluster } from './test-cluster.js';
+
+/**
+ * The balancer beyond chunk selection, on real processes: jumbo handling (a chunk refused as too
+ * big is split, else marked jumbo; `attemptToBalanceJumboChunks` moves it with forceJumbo),
+ * the auto-merger, and defragmentation, each with its reason in the changelog.
+ */
+
+let cluster: LocalCluster;
+let dispose: () => Promise<void>;
+let config: ConfigClient;
+let api: RouterApi;
+let catalog: pg.Pool;
+
+beforeAll(async () => {
+  ({ cluster, dispose } = await startTestCluster({
+    shards: 2,
+    routers: 1,
+    env: {
+      ...FAST_CONFIG_ENV,
+      TESSERA_BALANCER_ROUND_INTERVAL_MS: '500',
+      TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS: '100',
+      TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0',
+      TESSERA_AUTO_MERGER_INTERVAL_SECS: '1',
+      TESSERA_AUTO_MERGER_THROTTLING_MS: '100',
+      TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: '0',
+      TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: '0',
+      TESSERA_DEFRAGMENTATION_THROTTLING_MS: '20',
+    },
+  }));
+  config = cluster.configClient();
+  api = new RouterApi(cluster.routerUrls[0]!);
+  catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
+  await waitForLeader(config);
+  // Chunks here grow only by the balancer's own splits.
+  await config.updateSettings({ autoSplit: false });
+});
+
+afterAll(async () => {
+  await catalog?.end();
+  await api?.close();
+  await dispose?.();
+});
+
+const pad = 'p'.repeat(400);
+
+interface Row {
+  what: string;
+  details: Record<string, unknown>;
+}
+
+async function changelog(ns: string, what: string): Promise<Row[]> {
+  return (await catalog.query<Row>('SELECT what, details FROM changelog WHERE ns = $1 AND what = $2 ORDER BY id', [ns, what])).rows;
+}
+
+async function chunksOf(ns: string): Promise<WireChunk[]> {
+  return (await config.getChunks({ ns })).chunks;
+}
+
+/** Shards `ns` on x with 64 KiB chunks and splits its one chunk at `points`; balancing and the auto-merger as asked. */
+async function createCollection(ns: string, points: number[], options: { enableBalancing: boolean; enableAutoMerger: boolean }): Promise<void> {
+  await config.shardCollection({ ns, key: { x: 1 } });
+  await config.configureCollectionBalancing({ ns, chunkSizeBytes: 64 * 1024, ...options });
+  const { epoch, timestamp, chunks } = await config.getChunks({ ns });
+  const chunk = chunks[0]!;
+  await config.commitSplit({ ns, expectedCollectionVersion: { epoch, timestamp }, shard: chunk.shard, range: chunk.range, splitPoints: points.map((p) => [p]) });
+}
+
+async function insert(ns: string, documents: Array<Record<string, unknown>>): Promise<void> {
+  const [db, coll] = ns.split('.');
+  for (let i = 0; i < documents.length; i += 200) {
+    const answer = await api.call('POST', `/v1/${db}/${coll}/insert`, { documents: documents.slice(i, i + 200) });
+    expect(answer.status).toBe(200);
+  }
+}
+
+/** `count` documents with shard key `x(i)` and ids from `firstId`. */
+const docs = (count: number, firstId: number, x: (i: number) => number) => Array.from({ length: count }, (_, i) => ({ _id: firstId + i, x: x(i), pad }));
+
+describe('jumbo chunks', () => {
+  it('moves a chunk over the size limit with forceJumbo when attemptToBalanceJumboChunks is set', async () => {
+    const ns = 'sec.force';
+    await config.updateSettings({ balancer: { attemptToBalanceJumboChunks: true } });
+    await createCollection(ns, [10], { enableBalancing: false, enableAutoMerger: false });
+    // [MinKey, 10): 400 documents of one key (~180 KB, over twice the 64 KiB max); [10, MaxKey): ~220 KB.
+    await insert(ns, [...docs(400, 0, () => 5), ...docs(500, 1000, (i) => 10 + i)]);
+    await config.configureCollectionBalancing({ ns, enableBalancing: true });
+    await eventually(async () => ((await chunksOf(ns)).some((c) => c.shard !== 'shard0') ? true : undefined), 'a chunk to move', 20_000);
+    const commits = await changelog(ns, 'moveChunk.commit');
+    expect(commits[0]?.details).toMatchObject({ reason: 'imbalance', donor: 'shard0', recipient: 'shard1' });
+    expect((commits[0]?.details.chunk as { range: { min: unknown } }).range.min).toMatchObject([{ $minKey: 1 }]);
+    expect(await changelog(ns, 'markJumbo')).toEqual([]);
+    await config.updateSettings({ balancer: { attemptToBalanceJumboChunks: false } });
+  }, 40_000);
+
+  it('splits a chunk refused as too big, or marks it jumbo when all its documents share one key, and clearJumboFlag clears it', async () => {
+    const ns = 'sec.jumbo';
+    await createCollection(ns, [10], { enableBalancing: false, enableAutoMerger: false });
+    await insert(ns, [...docs(400, 0, () => 5), ...docs(500, 1000, (i) => 10 + i)]);
+    await config.configureCollectionBalancing({ ns, enableBalancing: true });
+
+    const jumbo = await eventually(async () => (await chunksOf(ns)).find((c) => c.jumbo === true), 'the one-key chunk to be marked jumbo', 20_000);
+    expect(jumbo.range.max).toEqual([10]);
+    await eventually(
+      async () => ((await changelog(ns, 'split')).some((r) => r.details.reason === 'chunkTooBig') || (await changelog(ns, 'multi-split')).some((r) => r.details.reason === 'chunkTooBig') ? true : undefined),
+      'the other chunk, refused as too big, to be split',
+      20_000,
+    );
+    const rounds = (await catalog.query<{ details: { splits?: Array<{ ns: string; reason: string; outcome: string }> } }>("SELECT details FROM changelog WHERE what = 'balancer.round' ORDER BY id")).rows;
+    const outcomes = rounds.flatMap((r) => r.details.splits ?? []).filter((s) => s.ns === ns);
+    expect(outcomes).toEqual(expect.arrayContaining([expect.objectContaining({ reason: 'chunkTooBig', outcome: 'markedJumbo' }), expect.objectContaining({ reason: 'chunkTooBig', outcome: 'split' })]));
+    // The pieces spread; the jumbo chunk stays where it is.
+    await eventually(async () => ((await chunksOf(ns)).some((c) => c.shard === 'shard1') ? true : undefined), 'a piece to move', 20_000);
+    expect((await chunksOf(ns)).find((c) => c.jumbo === true)?.shard).toBe('shard0');
+
+    // clearJumboFlag is reachable and clears it.
+    await config.configureCollectionBalancing({ ns, enableBalancing: false });
+    const { epoch, timestamp, collectionVersion } = await config.getChunks({ ns });
+    expect(epoch).toBe(collectionVersion.epoch);
+    await config.clearJumbo({ ns, expectedCollectionVersion: { ...collectionVersion, timestamp }, range: jumbo.range });
+    expect((await chunksOf(ns)).some((c) => c.jumbo === true)).toBe(false);
+    expect(await changelog(ns, 'clearJumboFlag')).toHaveLength(1);
+
+    const all = (await api.findAll(ns, { filter: {} })) as Array<{ _id: number }>;
+    expect(new Set(all.map((d) => d._id)).size).toBe(900);
+    expect(all).toHaveLength(900);
+  }, 60_000);
+});
+
+describe('the auto-merger', () => {
+  it('merges contiguous chunks of one shard into one, with reason autoMerge', async () => {
+    const ns = 'sec.merge';
+    await createCollection(ns, [10, 20, 30, 40], { enableBalancing: false, enableAutoMerger: true });
+    await insert(ns, docs(50, 0, (i) => i));
+    await eventually(async () => ((await chunksOf(ns)).length === 1 ? true : undefined), 'the five chunks to be merged into one', 20_000);
+    const merges = await changelog(ns, 'merge');
+    expect(merges.length).toBeGreaterThan(0);
+    expect(merges.every((r) => r.details.reason === 'autoMerge')).toBe(true);
+    expect(await api.findAll(ns, { filter: {} })).toHaveLength(50);
+  }, 30_000);
+});
+
+describe('defragmentation', () => {
+  it('merges and moves small chunks until few remain, phase by phase, then stops', async () => {
+    const ns = 'sec.defrag';
+    await createCollection(ns, [10, 20, 30, 40, 50, 60, 70], { enableBalancing: false, enableAutoMerger: false });
+    await insert(ns, docs(80, 0, (i) => i));
+    // Every other chunk on shard1, so nothing is mergeable before chunks move.
+    for (const min of [10, 30, 50, 70]) await config.moveRange({ ns, min: { x: min }, toShard: 'shard1', forceJumbo: false, waitForDelete: false });
+    expect(await chunksOf(ns)).toHaveLength(8);
+
+    await config.configureCollectionBalancing({ ns, defragmentCollection: true });
+    expect(await config.balancerCollectionStatus(ns)).toEqual({ balancerCompliant: false, firstComplianceViolation: 'defragmentingChunks' });
+    await eventually(
+      async () => ((await changelog(ns, 'balancer.defragmentation')).some((r) => r.details.phase === 'finished') ? true : undefined),
+      'defragmentation to finish',
+      40_000,
+    );
+    const chunks = await chunksOf(ns);
+    expect(chunks.length).toBeLessThanOrEqual(2);
+    const phases = (await changelog(ns, 'balancer.defragmentation')).map((r) => r.details.phase);
+    // A phase with nothing to do is passed through without a row of its own (here, often mergeChunks).
+    expect(phases[0]).toBe('mergeAndMeasureChunks');
+    expect(phases).toContain('moveAndMergeChunks');
+    expect(phases[phases.length - 1]).toBe('finished');
+    expect((await changelog(ns, 'merge')).every((r) => r.details.reason === 'defragmentation')).toBe(true);
+    expect((await changelog(ns, 'moveChunk.commit')).filter((r) => r.details.reason === 'defragmentation').length).toBeGreaterThan(0);
+    expect((await config.balancerCollectionStatus(ns)).firstComplianceViolation).not.toBe('defragmentingChunks');
+    expect(await api.findAll(ns, { filter: {} })).toHaveLength(80);
+  }, 60_000);
+});
