@@ -64,12 +64,22 @@ async function chunksOf(ns: string): Promise<WireChunk[]> {
 }
 
 /** Shards `ns` on x with 64 KiB chunks and splits its one chunk at `points`; balancing and the auto-merger as asked. */
-async function createCollection(ns: string, points: number[], options: { enableBalancing: boolean; enableAutoMerger: boolean }): Promise<void> {
+async function createCollection(
+  ns: string,
+  points: number[],
+  options: { enableBalancing: boolean; enableAutoMerger: boolean },
+): Promise<void> {
   await config.shardCollection({ ns, key: { x: 1 } });
   await config.configureCollectionBalancing({ ns, chunkSizeBytes: 64 * 1024, ...options });
   const { epoch, timestamp, chunks } = await config.getChunks({ ns });
   const chunk = chunks[0]!;
-  await config.commitSplit({ ns, expectedCollectionVersion: { epoch, timestamp }, shard: chunk.shard, range: chunk.range, splitPoints: points.map((p) => [p]) });
+  await config.commitSplit({
+    ns,
+    expectedCollectionVersion: { epoch, timestamp },
+    shard: chunk.shard,
+    range: chunk.range,
+    splitPoints: points.map((p) => [p]),
+  });
 }
 
 async function insert(ns: string, documents: Array<Record<string, unknown>>): Promise<void> {
@@ -81,7 +91,8 @@ async function insert(ns: string, documents: Array<Record<string, unknown>>): Pr
 }
 
 /** `count` documents with shard key `x(i)` and ids from `firstId`. */
-const docs = (count: number, firstId: number, x: (i: number) => number) => Array.from({ length: count }, (_, i) => ({ _id: firstId + i, x: x(i), pad }));
+const docs = (count: number, firstId: number, x: (i: number) => number) =>
+  Array.from({ length: count }, (_, i) => ({ _id: firstId + i, x: x(i), pad }));
 
 describe('jumbo chunks', () => {
   it('moves a chunk over the size limit with forceJumbo when attemptToBalanceJumboChunks is set', async () => {
@@ -105,16 +116,33 @@ describe('jumbo chunks', () => {
     await insert(ns, [...docs(400, 0, () => 5), ...docs(500, 1000, (i) => 10 + i)]);
     await config.configureCollectionBalancing({ ns, enableBalancing: true });
 
-    const jumbo = await eventually(async () => (await chunksOf(ns)).find((c) => c.jumbo === true), 'the one-key chunk to be marked jumbo', 20_000);
+    const jumbo = await eventually(
+      async () => (await chunksOf(ns)).find((c) => c.jumbo === true),
+      'the one-key chunk to be marked jumbo',
+      20_000,
+    );
     expect(jumbo.range.max).toEqual([10]);
     await eventually(
-      async () => ((await changelog(ns, 'split')).some((r) => r.details.reason === 'chunkTooBig') || (await changelog(ns, 'multi-split')).some((r) => r.details.reason === 'chunkTooBig') ? true : undefined),
+      async () =>
+        (await changelog(ns, 'split')).some((r) => r.details.reason === 'chunkTooBig') ||
+        (await changelog(ns, 'multi-split')).some((r) => r.details.reason === 'chunkTooBig')
+          ? true
+          : undefined,
       'the other chunk, refused as too big, to be split',
       20_000,
     );
-    const rounds = (await catalog.query<{ details: { splits?: Array<{ ns: string; reason: string; outcome: string }> } }>("SELECT details FROM changelog WHERE what = 'balancer.round' ORDER BY id")).rows;
+    const rounds = (
+      await catalog.query<{ details: { splits?: Array<{ ns: string; reason: string; outcome: string }> } }>(
+        "SELECT details FROM changelog WHERE what = 'balancer.round' ORDER BY id",
+      )
+    ).rows;
     const outcomes = rounds.flatMap((r) => r.details.splits ?? []).filter((s) => s.ns === ns);
-    expect(outcomes).toEqual(expect.arrayContaining([expect.objectContaining({ reason: 'chunkTooBig', outcome: 'markedJumbo' }), expect.objectContaining({ reason: 'chunkTooBig', outcome: 'split' })]));
+    expect(outcomes).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ reason: 'chunkTooBig', outcome: 'markedJumbo' }),
+        expect.objectContaining({ reason: 'chunkTooBig', outcome: 'split' }),
+      ]),
+    );
     // The pieces spread; the jumbo chunk stays where it is.
     await eventually(async () => ((await chunksOf(ns)).some((c) => c.shard === 'shard1') ? true : undefined), 'a piece to move', 20_000);
     expect((await chunksOf(ns)).find((c) => c.jumbo === true)?.shard).toBe('shard0');
@@ -137,7 +165,10 @@ describe('the auto-merger', () => {
   it('merges contiguous chunks of one shard into one, with reason autoMerge', async () => {
     const ns = 'sec.merge';
     await createCollection(ns, [10, 20, 30, 40], { enableBalancing: false, enableAutoMerger: true });
-    await insert(ns, docs(50, 0, (i) => i));
+    await insert(
+      ns,
+      docs(50, 0, (i) => i),
+    );
     await eventually(async () => ((await chunksOf(ns)).length === 1 ? true : undefined), 'the five chunks to be merged into one', 20_000);
     const merges = await changelog(ns, 'merge');
     expect(merges.length).toBeGreaterThan(0);
@@ -150,13 +181,20 @@ describe('defragmentation', () => {
   it('merges and moves small chunks until few remain, phase by phase, then stops', async () => {
     const ns = 'sec.defrag';
     await createCollection(ns, [10, 20, 30, 40, 50, 60, 70], { enableBalancing: false, enableAutoMerger: false });
-    await insert(ns, docs(80, 0, (i) => i));
+    await insert(
+      ns,
+      docs(80, 0, (i) => i),
+    );
     // Every other chunk on shard1, so nothing is mergeable before chunks move.
-    for (const min of [10, 30, 50, 70]) await config.moveRange({ ns, min: { x: min }, toShard: 'shard1', forceJumbo: false, waitForDelete: false });
+    for (const min of [10, 30, 50, 70])
+      await config.moveRange({ ns, min: { x: min }, toShard: 'shard1', forceJumbo: false, waitForDelete: false });
     expect(await chunksOf(ns)).toHaveLength(8);
 
     await config.configureCollectionBalancing({ ns, defragmentCollection: true });
-    expect(await config.balancerCollectionStatus(ns)).toEqual({ balancerCompliant: false, firstComplianceViolation: 'defragmentingChunks' });
+    expect(await config.balancerCollectionStatus(ns)).toEqual({
+      balancerCompliant: false,
+      firstComplianceViolation: 'defragmentingChunks',
+    });
     await eventually(
       async () => ((await changelog(ns, 'balancer.defragmentation')).some((r) => r.details.phase === 'finished') ? true : undefined),
       'defragmentation to finish',

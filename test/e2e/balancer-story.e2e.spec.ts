@@ -78,7 +78,12 @@ describe('the balancer story', () => {
 
     // Increasing keys: every write lands in the top chunk, wherever it is.
     for (let batch = 0; batch < INCREASING / 100; batch++) {
-      await insert(Array.from({ length: 100 }, (_, i) => ({ _id: batch * 100 + i + 1, x: batch * 100 + i + 1, pad })).slice(0, batch === INCREASING / 100 - 1 ? 99 : 100));
+      await insert(
+        Array.from({ length: 100 }, (_, i) => ({ _id: batch * 100 + i + 1, x: batch * 100 + i + 1, pad })).slice(
+          0,
+          batch === INCREASING / 100 - 1 ? 99 : 100,
+        ),
+      );
     }
     // Then random keys over twice the range written so far.
     for (let batch = 0; batch < RANDOM / 100; batch++) {
@@ -97,7 +102,9 @@ describe('the balancer story', () => {
     );
     expect(shardsHolding.size).toBe(3);
     const chunks = (await config.getChunks({ ns: NS })).chunks;
-    console.log(`story: inserted ${INCREASING + RANDOM} documents in ${inserted - started} ms; ${chunks.length} chunks, compliant ${Date.now() - inserted} ms later`);
+    console.log(
+      `story: inserted ${INCREASING + RANDOM} documents in ${inserted - started} ms; ${chunks.length} chunks, compliant ${Date.now() - inserted} ms later`,
+    );
 
     // Every document readable exactly once.
     const all = (await api.findAll(NS, { filter: {} })) as Array<{ _id: number }>;

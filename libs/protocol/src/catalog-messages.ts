@@ -173,7 +173,15 @@ export interface GetChunksResult {
  * bounds (`zoneBoundary`) and of chunks refused as too big (`chunkTooBig`), its merges
  * (`defragmentation`, `autoMerge`), and a user's command (`manual`).
  */
-export const placementReasonSchema = z.enum(['autoSplit', 'topChunk', 'zoneBoundary', 'chunkTooBig', 'defragmentation', 'autoMerge', 'manual']);
+export const placementReasonSchema = z.enum([
+  'autoSplit',
+  'topChunk',
+  'zoneBoundary',
+  'chunkTooBig',
+  'defragmentation',
+  'autoMerge',
+  'manual',
+]);
 export type PlacementReason = z.infer<typeof placementReasonSchema>;
 
 const commitBase = {

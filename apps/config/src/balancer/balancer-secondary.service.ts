@@ -74,7 +74,10 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
       minSnapshotHistoryWindowInSeconds: settings.TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS,
       transactionLifetimeLimitSeconds: settings.TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS,
     };
-    this.defragmentation = { ...DEFAULT_DEFRAGMENTATION_SETTINGS, defragmentationThrottlingMS: settings.TESSERA_DEFRAGMENTATION_THROTTLING_MS };
+    this.defragmentation = {
+      ...DEFAULT_DEFRAGMENTATION_SETTINGS,
+      defragmentationThrottlingMS: settings.TESSERA_DEFRAGMENTATION_THROTTLING_MS,
+    };
   }
 
   /** Starts the loop (on election); the auto-merger scans at once, then every interval. */
@@ -150,14 +153,22 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
   }
 
   /** Issues the next merge or `dataSize` of the first collection that has one (MongoDB issues one per throttle interval). */
-  private async issueDefragmentationAction(rows: readonly CollectionRow[], settings: Awaited<ReturnType<ClusterSettingsService['get']>>): Promise<void> {
+  private async issueDefragmentationAction(
+    rows: readonly CollectionRow[],
+    settings: Awaited<ReturnType<ClusterSettingsService['get']>>,
+  ): Promise<void> {
     for (const row of rows) {
       await this.store.load(row);
       const chunks = await this.statistics.chunks(row);
       // Read, change and keep the state with no await between: the main loop and outcomes change it too.
       const state = this.store.current(row.ns);
       if (state === undefined) continue;
-      const next = nextDefragmentationActions(state, { chunks, maxChunkSizeBytes: this.statistics.maxChunkSizeBytes(row, settings) }, this.defragmentation, 1);
+      const next = nextDefragmentationActions(
+        state,
+        { chunks, maxChunkSizeBytes: this.statistics.maxChunkSizeBytes(row, settings) },
+        this.defragmentation,
+        1,
+      );
       await this.store.save(next.state);
       const action = next.actions[0];
       if (action === undefined) continue;
@@ -208,12 +219,17 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
         rows.map(async (row) => ({ namespace: row.ns, chunks: await this.statistics.chunks(row), autoMergerEnabled: true, row })),
       );
       const nowSeconds = Date.now() / 1000;
-      const actions = selectAutoMergeActions(collections, nowSeconds, this.autoMerger, 0).slice(0, Math.max(0, MAX_IN_FLIGHT - this.inFlight));
+      const actions = selectAutoMergeActions(collections, nowSeconds, this.autoMerger, 0).slice(
+        0,
+        Math.max(0, MAX_IN_FLIGHT - this.inFlight),
+      );
       if (actions.length === 0) return;
       this.inFlight += actions.length;
       const merged = await Promise.all(
         actions.map((action) =>
-          this.mergeAllChunksOnShard(collections.find((c) => c.namespace === action.namespace)!.row, action, nowSeconds).finally(() => this.inFlight--),
+          this.mergeAllChunksOnShard(collections.find((c) => c.namespace === action.namespace)!.row, action, nowSeconds).finally(
+            () => this.inFlight--,
+          ),
         ),
       );
       // Nothing could be merged (every run busy or refused): the next scan tries again.
@@ -241,9 +257,10 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
 
   /** Ranges of `row` being migrated now: a merge must not take a chunk from under its migration. */
   private async migratingRanges(row: CollectionRow): Promise<ChunkRange[]> {
-    const rows: Array<{ min: Buffer; max: Buffer }> = await this.dataSource.query('SELECT min, max FROM active_migrations WHERE collection_uuid = $1', [
-      row.uuid,
-    ]);
+    const rows: Array<{ min: Buffer; max: Buffer }> = await this.dataSource.query(
+      'SELECT min, max FROM active_migrations WHERE collection_uuid = $1',
+      [row.uuid],
+    );
     return rows.map((r) => ({ min: decodeKey(r.min), max: decodeKey(r.max) }));
   }
 

@@ -258,7 +258,12 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     const splits = await this.splitAtZoneBoundaries(snapshot);
     // Splits change the chunks: the policies read them again.
     if (splits.some((s) => s.outcome === 'split')) snapshot = await this.snapshot(settings);
-    const errors = [...snapshot.errors, ...splits.filter((s) => s.outcome === 'failed').map((s) => ({ ns: s.ns, code: 'SPLIT_FAILED', message: 'zone boundary split failed' }))];
+    const errors = [
+      ...snapshot.errors,
+      ...splits
+        .filter((s) => s.outcome === 'failed')
+        .map((s) => ({ ns: s.ns, code: 'SPLIT_FAILED', message: 'zone boundary split failed' })),
+    ];
     const byNs = new Map(snapshot.collections.map((c) => [c.distribution.namespace, c]));
 
     // Defragmentation's migrations first; their shards are busy for the chunk selection policy.
@@ -434,7 +439,10 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
           });
           return { ...entry, outcome: 'split' };
         } catch (error) {
-          this.logger.warn({ err: error, ns: plan.namespace }, `zone boundary split of ${plan.namespace} failed: ${(error as Error).message}`);
+          this.logger.warn(
+            { err: error, ns: plan.namespace },
+            `zone boundary split of ${plan.namespace} failed: ${(error as Error).message}`,
+          );
           return { ...entry, outcome: 'failed' };
         }
       }),

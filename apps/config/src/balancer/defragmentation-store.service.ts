@@ -44,7 +44,10 @@ export class DefragmentationStore {
       // The row may have been read before this process wrote the state it holds: read it again
       // after the pending writes. Still null: the user restarted defragmentation since.
       await this.writes.get(row.ns)?.catch(() => undefined);
-      const again: Array<{ state: unknown }> = await this.dataSource.query('SELECT defragmentation_state AS state FROM collections WHERE ns = $1', [row.ns]);
+      const again: Array<{ state: unknown }> = await this.dataSource.query(
+        'SELECT defragmentation_state AS state FROM collections WHERE ns = $1',
+        [row.ns],
+      );
       const current = this.states.get(row.ns);
       if (again[0]?.state !== null && again[0]?.state !== undefined && current !== undefined) return current;
     }
@@ -52,7 +55,11 @@ export class DefragmentationStore {
       // Never started, or restarted by the user since.
       const fresh = startDefragmentation(row.ns);
       await this.save(fresh);
-      await this.changelog.record(this.dataSource.manager, { what: 'balancer.defragmentation', ns: row.ns, details: { phase: fresh.phase } });
+      await this.changelog.record(this.dataSource.manager, {
+        what: 'balancer.defragmentation',
+        ns: row.ns,
+        details: { phase: fresh.phase },
+      });
       return fresh;
     }
     if (inMemory !== undefined) return inMemory;
@@ -87,7 +94,11 @@ export class DefragmentationStore {
             await this.changelog.record(manager, {
               what: 'balancer.defragmentation',
               ns: state.namespace,
-              details: { phase: 'finished', restarts: state.restarts, ...(state.lastError === undefined ? {} : { lastError: state.lastError }) },
+              details: {
+                phase: 'finished',
+                restarts: state.restarts,
+                ...(state.lastError === undefined ? {} : { lastError: state.lastError }),
+              },
             });
           });
           return;
@@ -100,7 +111,11 @@ export class DefragmentationStore {
           await this.changelog.record(this.dataSource.manager, {
             what: 'balancer.defragmentation',
             ns: state.namespace,
-            details: { phase: state.phase, restarts: state.restarts, ...(state.lastError === undefined ? {} : { lastError: state.lastError }) },
+            details: {
+              phase: state.phase,
+              restarts: state.restarts,
+              ...(state.lastError === undefined ? {} : { lastError: state.lastError }),
+            },
           });
         }
       });
@@ -113,5 +128,10 @@ export class DefragmentationStore {
 type PersistedState = Pick<DefragmentationState, 'phase' | 'estimates' | 'restarts' | 'lastError'>;
 
 function persisted(state: DefragmentationState): PersistedState {
-  return { phase: state.phase, estimates: state.estimates, restarts: state.restarts, ...(state.lastError === undefined ? {} : { lastError: state.lastError }) };
+  return {
+    phase: state.phase,
+    estimates: state.estimates,
+    restarts: state.restarts,
+    ...(state.lastError === undefined ? {} : { lastError: state.lastError }),
+  };
 }

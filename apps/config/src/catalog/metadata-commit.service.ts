@@ -98,9 +98,13 @@ export class MetadataCommitService {
         [c.row.uuid, bytes(range.min), bytes(range.max)],
       );
       if (migrating.length > 0) {
-        throw new TesseraError('CONFLICTING_OPERATION', `${chunkRangeToString(range)} of ${c.ns} is being migrated; it cannot be split now.`, {
-          details: { ns: c.ns, problem: 'migrating', migrationId: migrating[0]!.id },
-        });
+        throw new TesseraError(
+          'CONFLICTING_OPERATION',
+          `${chunkRangeToString(range)} of ${c.ns} is being migrated; it cannot be split now.`,
+          {
+            details: { ns: c.ns, problem: 'migrating', migrationId: migrating[0]!.id },
+          },
+        );
       }
       const pieces = splitChunk(chunk, points, c.cv).map(({ jumbo: _jumbo, ...piece }): Chunk => piece);
       const configTime = await this.tick(c);
@@ -196,7 +200,9 @@ export class MetadataCommitService {
       const { chunk, id } = await this.exactChunk(c, range, input.donor);
       // Why the migration was started (the balancer's reason), kept in the commit's row.
       const reasons: Array<{ reason: string | null }> =
-        input.migrationId === undefined ? [] : await c.manager.query('SELECT reason FROM active_migrations WHERE id = $1', [input.migrationId]);
+        input.migrationId === undefined
+          ? []
+          : await c.manager.query('SELECT reason FROM active_migrations WHERE id = $1', [input.migrationId]);
       const reason = reasons[0]?.reason ?? undefined;
       const controlRows: ChunkRow[] = await c.manager.query(
         'SELECT * FROM chunks WHERE collection_uuid = $1 AND shard = $2 AND id <> $3 LIMIT 1',
