@@ -49,6 +49,8 @@ const MERGE_ATTEMPTS = 5;
 @Injectable()
 export class BalancerSecondaryService implements OnApplicationShutdown {
   private running = false;
+  /** Bumped on every start and stop, so a loop of an earlier term ends instead of running beside the new one. */
+  private term = 0;
   private wake: (() => void) | undefined;
   private inFlight = 0;
   private lastDefragmentationIssue = 0;
@@ -85,11 +87,12 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
     if (this.running) return;
     this.running = true;
     this.nextAutoMergerScan = 0;
-    void this.loop();
+    void this.loop(++this.term);
   }
 
   stop(): void {
     this.running = false;
+    this.term++;
     this.signal();
   }
 
@@ -104,8 +107,8 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
     wake?.();
   }
 
-  private async loop(): Promise<void> {
-    while (this.running) {
+  private async loop(term: number): Promise<void> {
+    while (term === this.term) {
       let delay = 60_000;
       try {
         delay = await this.work();
@@ -113,7 +116,7 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
         this.logger.warn({ err: error }, `balancer secondary loop: ${(error as Error).message}`);
         delay = 1_000;
       }
-      if (!this.running) return;
+      if (term !== this.term) return;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.max(10, delay));
         timer.unref();
@@ -133,7 +136,7 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
     let delay = Math.max(0, this.nextAutoMergerScan - now);
     if (now >= this.nextAutoMergerScan && !this.autoMergerRunning) {
       this.autoMergerRunning = true;
-      void this.autoMergerPass()
+      void this.autoMergerPass(this.term)
         .catch((error: unknown) => this.logger.warn({ err: error }, `auto-merger pass failed: ${(error as Error).message}`))
         .finally(() => {
           this.autoMergerRunning = false;
@@ -209,12 +212,15 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
    * One auto-merger pass (the reference's loop): while mergeable chunks remain, issue up to 10
    * `mergeAllChunksOnShard` actions (shard by shard, then namespace), then wait the throttle.
    */
-  private async autoMergerPass(): Promise<void> {
+  private async autoMergerPass(term: number): Promise<void> {
     for (;;) {
-      if (!this.running) return;
+      if (term !== this.term) return;
       const settings = await this.clusterSettings.get();
       if (settings.balancer.mode !== 'full') return;
-      const rows = (await this.statistics.allCollections()).filter((r) => r.auto_merging_enabled && !r.defragment_collection);
+      // Not a collection being defragmented (its merges are defragmentation's), nor one a DDL holds.
+      const rows = (await this.statistics.allCollections()).filter(
+        (r) => r.auto_merging_enabled && !r.defragment_collection && r.allow_migrations,
+      );
       const collections = await Promise.all(
         rows.map(async (row) => ({ namespace: row.ns, chunks: await this.statistics.chunks(row), autoMergerEnabled: true, row })),
       );

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChunkVersion, RoutingTable } from '@tessera/core';
+import { randomUUID } from 'node:crypto';
+import { type ChunkVersion, RoutingTable, encodeKey } from '@tessera/core';
 import { type WireChunkRange, chunkFromWire, shardKeyToWire } from '@tessera/protocol';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { catalogServices, caught, k, wireRange, withMajorMinor } from './catalog-fixture.js';
@@ -67,6 +68,26 @@ async function refused(uuid: string, commit: () => Promise<unknown>) {
 const range = (min: number | 'min', max: number | 'max'): WireChunkRange => wireRange(min, max);
 const pt = (n: number) => shardKeyToWire(k(n));
 
+/** Registers a migration of [min, max) from a to b in active_migrations, as moveRange does; answers its id. */
+async function activeMigration(ns: string, uuid: string, min: number, max: number, reason: string | null): Promise<string> {
+  const id = randomUUID();
+  await db.dataSource.query(
+    `INSERT INTO active_migrations (id, ns, collection_uuid, min, max, min_ejson, max_ejson, donor, recipient, reason)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'a', 'b', $8)`,
+    [
+      id,
+      ns,
+      uuid,
+      Buffer.from(encodeKey(k(min))),
+      Buffer.from(encodeKey(k(max))),
+      JSON.stringify(pt(min)),
+      JSON.stringify(pt(max)),
+      reason,
+    ],
+  );
+  return id;
+}
+
 describe('commitSplit', () => {
   it('replaces the chunk by n+1 pieces <Mcv, mcv+k>, logs a multi-split naming the shard and ticks ConfigTime', async () => {
     const { ns, cv } = await collection();
@@ -129,6 +150,30 @@ describe('commitSplit', () => {
     expect(error.code).toBe(code);
     if (problem !== undefined) expect(error.details).toMatchObject({ ns, problem });
     expect(error.message.length).toBeGreaterThan(20);
+  });
+
+  it('keeps the reason of the split in its changelog row', async () => {
+    const { ns, cv } = await collection();
+    await commits.commitSplit({
+      ns,
+      shard: 'a',
+      range: range(10, 20),
+      splitPoints: [pt(15)],
+      expectedCollectionVersion: cv,
+      reason: 'topChunk',
+    });
+    expect((await changelogOf(ns))[0]?.details).toMatchObject({ reason: 'topChunk' });
+  });
+
+  it('refuses to split a chunk being migrated with CONFLICTING_OPERATION, so the migration can still commit', async () => {
+    const { ns, uuid, cv } = await collection();
+    await activeMigration(ns, uuid, 10, 20, 'topChunk');
+    const error = await refused(uuid, () =>
+      commits.commitSplit({ ns, shard: 'a', range: range(10, 20), splitPoints: [pt(15)], expectedCollectionVersion: cv }),
+    );
+    expect(error).toMatchObject({ code: 'CONFLICTING_OPERATION', details: { ns, problem: 'migrating' } });
+    // Another chunk splits.
+    await commits.commitSplit({ ns, shard: 'a', range: range(20, 30), splitPoints: [pt(25)], expectedCollectionVersion: cv });
   });
 
   it('says which field and chunk were wrong', async () => {
@@ -199,6 +244,12 @@ describe('commitMerge', () => {
     },
   );
 
+  it('keeps the reason of the merge in its changelog row', async () => {
+    const { ns, cv } = await collection();
+    await commits.commitMerge({ ns, shard: 'a', range: range(10, 30), expectedCollectionVersion: cv, reason: 'autoMerge' });
+    expect((await changelogOf(ns))[0]).toMatchObject({ what: 'merge', details: { reason: 'autoMerge', count: 2 } });
+  });
+
   it('refuses non-contiguous chunks (a gap in the catalog) and changes nothing', async () => {
     const { ns, uuid, cv } = await collection([0, 10, 20, 30], ['a', 'a', 'a', 'a', 'a']);
     await db.dataSource.query('DELETE FROM chunks WHERE collection_uuid = $1 AND min_ejson = \'{"x":10}\'', [uuid]);
@@ -236,6 +287,13 @@ describe('commitMigration', () => {
     expect(table.shardVersion('a')).toEqual(withMajorMinor(cv, 2, 1));
     expect(table.shardVersion('b')).toEqual(withMajorMinor(cv, 2, 0));
     expect((await changelogOf(ns))[0]).toMatchObject({ what: 'moveChunk.commit', shard: 'a', details: { donor: 'a', recipient: 'b' } });
+  });
+
+  it('keeps the reason its migration was started with in the commit row', async () => {
+    const { ns, uuid, cv } = await collection();
+    const migrationId = await activeMigration(ns, uuid, 10, 20, 'imbalance');
+    await commits.commitMigration({ ns, range: range(10, 20), donor: 'a', recipient: 'b', expectedCollectionVersion: cv, migrationId });
+    expect((await changelogOf(ns))[0]).toMatchObject({ what: 'moveChunk.commit', details: { reason: 'imbalance', migrationId } });
   });
 
   it("moves the donor's last chunk without a control chunk", async () => {
