@@ -161,6 +161,30 @@ describe('jumbo chunks', () => {
   }, 60_000);
 });
 
+describe('zones', () => {
+  it('splits a chunk at the bounds of a zone range (zoneBoundary) and moves the piece to the zone (zoneViolation)', async () => {
+    const ns = 'sec.zones';
+    await config.shardCollection({ ns, key: { x: 1 } });
+    await insert(
+      ns,
+      docs(60, 0, (i) => i * 5),
+    );
+    await config.addShardToZone({ shard: 'shard1', zone: 'z' });
+    await config.updateZoneKeyRange({ ns, min: { x: 100 }, max: { x: 200 }, zone: 'z' });
+    const piece = await eventually(
+      async () => (await chunksOf(ns)).find((c) => c.range.min[0] === 100 && c.range.max[0] === 200 && c.shard === 'shard1'),
+      'the zone range to be a chunk on shard1',
+      20_000,
+    );
+    expect(piece).toBeDefined();
+    const splits = [...(await changelog(ns, 'split')), ...(await changelog(ns, 'multi-split'))];
+    expect(splits.some((r) => r.details.reason === 'zoneBoundary')).toBe(true);
+    expect((await changelog(ns, 'moveChunk.commit')).map((r) => r.details.reason)).toContain('zoneViolation');
+    expect(await config.balancerCollectionStatus(ns)).toMatchObject({ balancerCompliant: true });
+    expect(await api.findAll(ns, { filter: {} })).toHaveLength(60);
+  }, 30_000);
+});
+
 describe('the auto-merger', () => {
   it('merges contiguous chunks of one shard into one, with reason autoMerge', async () => {
     const ns = 'sec.merge';

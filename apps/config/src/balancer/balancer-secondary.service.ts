@@ -222,7 +222,13 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
         (r) => r.auto_merging_enabled && !r.defragment_collection && r.allow_migrations,
       );
       const collections = await Promise.all(
-        rows.map(async (row) => ({ namespace: row.ns, chunks: await this.statistics.chunks(row), autoMergerEnabled: true, row })),
+        rows.map(async (row) => ({
+          namespace: row.ns,
+          chunks: await this.statistics.chunks(row),
+          zones: await this.statistics.zones(row.ns),
+          autoMergerEnabled: true,
+          row,
+        })),
       );
       const nowSeconds = Date.now() / 1000;
       const actions = selectAutoMergeActions(collections, nowSeconds, this.autoMerger, 0).slice(
@@ -247,9 +253,10 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
   /** MongoDB's mergeAllChunksOnShard: merges every mergeable run of `ns` on `shard`; answers how many runs it merged. */
   private async mergeAllChunksOnShard(row: CollectionRow, action: AutoMergeAction, nowSeconds: number): Promise<number> {
     const chunks = await this.statistics.chunks(row);
+    const zones = await this.statistics.zones(row.ns);
     const migrating = await this.migratingRanges(row);
     let merged = 0;
-    for (const run of findMergeableRuns(chunks, nowSeconds, this.autoMerger, action.shard)) {
+    for (const run of findMergeableRuns(chunks, nowSeconds, this.autoMerger, action.shard, zones)) {
       if (migrating.some((m) => rangesOverlap(m, run.range))) continue;
       try {
         await this.merge(row, action.shard, run.range, 'autoMerge');

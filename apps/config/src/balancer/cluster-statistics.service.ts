@@ -48,6 +48,15 @@ export class ClusterStatisticsService {
     }));
   }
 
+  /** The collection's zone ranges (`config.tags`). */
+  async zones(ns: string): Promise<ZoneRange[]> {
+    const rows: Array<{ min: Buffer; max: Buffer; tag: string }> = await this.dataSource.query(
+      'SELECT min, max, tag FROM tags WHERE ns = $1',
+      [ns],
+    );
+    return rows.map((t) => ({ range: { min: decodeKey(t.min), max: decodeKey(t.max) }, zone: t.tag }));
+  }
+
   maxChunkSizeBytes(row: CollectionRow, settings: ClusterSettings): number {
     return row.max_chunk_size_bytes !== null ? Number(row.max_chunk_size_bytes) : settings.chunkSizeBytes;
   }
@@ -63,11 +72,7 @@ export class ClusterStatisticsService {
     extra: Pick<CollectionDistribution, 'chunkCountBalancingInProgress'> = {},
   ): Promise<CollectionDistribution> {
     const chunks = await this.chunks(row);
-    const tagRows: Array<{ min: Buffer; max: Buffer; tag: string }> = await this.dataSource.query(
-      'SELECT min, max, tag FROM tags WHERE ns = $1',
-      [row.ns],
-    );
-    const zones: ZoneRange[] = tagRows.map((t) => ({ range: { min: decodeKey(t.min), max: decodeKey(t.max) }, zone: t.tag }));
+    const zones = await this.zones(row.ns);
     const sizes = await Promise.all(
       shards.map(async (s) => [s.name, (await this.clients.migration(s.url).dataSize({ ns: row.ns })).size] as const),
     );

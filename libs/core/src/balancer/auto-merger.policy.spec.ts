@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Chunk } from '../routing/chunk.js';
 import { DEFAULT_AUTO_MERGER_SETTINGS } from './balancer-settings.js';
 import { isMergeable, findMergeableRuns, selectAutoMergeActions } from './auto-merger.policy.js';
-import { layoutChunks } from './chunk-layout.js';
+import { layoutChunks, layoutKey } from './chunk-layout.js';
 
 const settings = DEFAULT_AUTO_MERGER_SETTINGS;
 const NOW = 10_000;
@@ -27,6 +27,17 @@ const movedAt = (chunk: Chunk, t: number): Chunk => ({
 });
 
 describe('the auto-merger', () => {
+  it('does not merge chunks of different zones, so a zone-boundary split is not undone', () => {
+    const chunks = referenceExample();
+    // B and C (x 10..30) are in zone z: A, B-C and D stay apart on Shard0.
+    const zones = [{ range: { min: layoutKey(1), max: layoutKey(3) }, zone: 'z' }];
+    const runs = findMergeableRuns(chunks, NOW, settings, 'Shard0', zones);
+    expect(runs.map((r) => label(r.chunks, chunks))).toEqual(['B-C', 'G-H']);
+    const actions = selectAutoMergeActions([{ namespace: 'db.coll', chunks: chunks.slice(0, 4), zones }], NOW, settings);
+    expect(actions).toEqual([{ kind: 'mergeAllChunksOnShard', namespace: 'db.coll', shard: 'Shard0' }]);
+    expect(selectAutoMergeActions([{ namespace: 'db.coll', chunks: chunks.slice(0, 2), zones }], NOW, settings)).toEqual([]);
+  });
+
   it('merges the reference example into A-B-C-D, E-F, G-H and leaves I alone', () => {
     const chunks = referenceExample();
     const runs = findMergeableRuns(chunks, NOW, settings);

@@ -13,7 +13,8 @@ import type { ChunkRange } from '../ranges/chunk-range.js';
 import { mergeRanges, rangesAreContiguous } from '../ranges/chunk-range.js';
 import type { Chunk, ShardId } from '../routing/chunk.js';
 import type { AutoMergerSettings } from './balancer-settings.js';
-import { sortChunks } from './distribution.js';
+import type { ZoneRange } from './distribution.js';
+import { sortChunks, zoneOfRange } from './distribution.js';
 
 /** A collection as the auto-merger sees it. */
 export interface AutoMergerCollection {
@@ -21,6 +22,8 @@ export interface AutoMergerCollection {
   readonly chunks: readonly Chunk[];
   /** `configureCollectionBalancing(ns, { enableAutoMerger: false })` turns it off per collection. */
   readonly autoMergerEnabled?: boolean;
+  /** The collection's zone ranges: chunks of different zones are not merged. */
+  readonly zones?: readonly ZoneRange[];
 }
 
 /** Merge every mergeable run of `namespace`'s chunks on `shard`. */
@@ -53,12 +56,15 @@ export function isMergeable(chunk: Chunk, nowSeconds: number, settings: AutoMerg
 /**
  * Returns the runs `mergeAllChunksOnShard(namespace, shard)` merges: maximal runs of two or more
  * contiguous mergeable chunks on `shard` (or on every shard when `shard` is omitted), in key order.
+ * A run never joins chunks of different zones (choice: the balancer splits chunks at zone
+ * bounds, so merging across one would only be split again next round).
  */
 export function findMergeableRuns(
   chunks: readonly Chunk[],
   nowSeconds: number,
   settings: AutoMergerSettings,
   shard?: ShardId,
+  zones: readonly ZoneRange[] = [],
 ): MergeableRun[] {
   const runs: MergeableRun[] = [];
   let current: Chunk[] = [];
@@ -71,7 +77,8 @@ export function findMergeableRuns(
   for (const chunk of sortChunks(chunks)) {
     const last = current[current.length - 1];
     const fits = (shard === undefined || chunk.shard === shard) && isMergeable(chunk, nowSeconds, settings);
-    if (last !== undefined && (!fits || last.shard !== chunk.shard || !rangesAreContiguous(last.range, chunk.range))) flush();
+    const sameZone = last === undefined || zones.length === 0 || zoneOfRange(last.range, zones) === zoneOfRange(chunk.range, zones);
+    if (last !== undefined && (!fits || last.shard !== chunk.shard || !rangesAreContiguous(last.range, chunk.range) || !sameZone)) flush();
     if (fits) current.push(chunk);
   }
   flush();
@@ -92,7 +99,7 @@ export function selectAutoMergeActions(
   const pairs = new Map<ShardId, string[]>();
   for (const collection of collections) {
     if (collection.autoMergerEnabled === false) continue;
-    const shards = new Set(findMergeableRuns(collection.chunks, nowSeconds, settings).map((r) => r.shard));
+    const shards = new Set(findMergeableRuns(collection.chunks, nowSeconds, settings, undefined, collection.zones).map((r) => r.shard));
     for (const shard of shards) pairs.set(shard, [...(pairs.get(shard) ?? []), collection.namespace]);
   }
   const actions: AutoMergeAction[] = [];
