@@ -186,7 +186,28 @@ describe('zones', () => {
 });
 
 describe('the auto-merger', () => {
-  it('merges contiguous chunks of one shard into one, with reason autoMerge', async () => {
+  it('merges contiguous chunks of one shard into one, with reason autoMerge, but never into a chunk over the max chunk size', async () => {
+    // First a collection whose chunks hold ~40 KB each: two of them would pass the 64 KiB max, so none merge.
+    const capped = 'sec.capped';
+    await config.shardCollection({ ns: capped, key: { x: 1 } });
+    await config.configureCollectionBalancing({ ns: capped, chunkSizeBytes: 64 * 1024, enableBalancing: false });
+    await insert(
+      capped,
+      docs(360, 5000, (i) => Math.floor(i / 90) * 100 + (i % 90)),
+    );
+    const {
+      epoch,
+      timestamp,
+      chunks: [whole],
+    } = await config.getChunks({ ns: capped });
+    await config.commitSplit({
+      ns: capped,
+      expectedCollectionVersion: { epoch, timestamp },
+      shard: whole!.shard,
+      range: whole!.range,
+      splitPoints: [[100], [200], [300]],
+    });
+
     const ns = 'sec.merge';
     await createCollection(ns, [10, 20, 30, 40], { enableBalancing: false, enableAutoMerger: true });
     await insert(
@@ -198,6 +219,9 @@ describe('the auto-merger', () => {
     expect(merges.length).toBeGreaterThan(0);
     expect(merges.every((r) => r.details.reason === 'autoMerge')).toBe(true);
     expect(await api.findAll(ns, { filter: {} })).toHaveLength(50);
+    // The pass that merged sec.merge saw sec.capped split too, and merged none of it.
+    expect(await chunksOf(capped)).toHaveLength(4);
+    expect(await changelog(capped, 'merge')).toEqual([]);
   }, 30_000);
 });
 

@@ -10,15 +10,19 @@ import {
   type DefragmentationSettings,
   DEFAULT_AUTO_MERGER_SETTINGS,
   DEFAULT_DEFRAGMENTATION_SETTINGS,
+  type Chunk,
+  type SizedChunk,
   TesseraError,
+  capRunBySize,
   decodeKey,
+  mergeRanges,
   findMergeableRuns,
   nextDefragmentationActions,
   onDefragmentationOutcome,
   rangesOverlap,
   selectAutoMergeActions,
 } from '@tessera/core';
-import { type PlacementReason, chunkRangeToWire } from '@tessera/protocol';
+import { type ClusterSettings, type PlacementReason, chunkRangeToWire } from '@tessera/protocol';
 import { InternalClients, LOGGER, SETTINGS } from '@tessera/platform';
 import { readCollectionVersion } from '../catalog/catalog-read.service.js';
 import { type CollectionRow, generationOfRow } from '../catalog/catalog-rows.js';
@@ -156,10 +160,7 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
   }
 
   /** Issues the next merge or `dataSize` of the first collection that has one (MongoDB issues one per throttle interval). */
-  private async issueDefragmentationAction(
-    rows: readonly CollectionRow[],
-    settings: Awaited<ReturnType<ClusterSettingsService['get']>>,
-  ): Promise<void> {
+  private async issueDefragmentationAction(rows: readonly CollectionRow[], settings: ClusterSettings): Promise<void> {
     for (const row of rows) {
       await this.store.load(row);
       const chunks = await this.statistics.chunks(row);
@@ -239,7 +240,7 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
       this.inFlight += actions.length;
       const merged = await Promise.all(
         actions.map((action) =>
-          this.mergeAllChunksOnShard(collections.find((c) => c.namespace === action.namespace)!.row, action, nowSeconds).finally(
+          this.mergeAllChunksOnShard(collections.find((c) => c.namespace === action.namespace)!.row, action, nowSeconds, settings).finally(
             () => this.inFlight--,
           ),
         ),
@@ -250,17 +251,39 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
     }
   }
 
-  /** MongoDB's mergeAllChunksOnShard: merges every mergeable run of `ns` on `shard`; answers how many runs it merged. */
-  private async mergeAllChunksOnShard(row: CollectionRow, action: AutoMergeAction, nowSeconds: number): Promise<number> {
+  /**
+   * MongoDB's mergeAllChunksOnShard: merges every mergeable run of `ns` on `shard`, each cut so
+   * that no merged chunk exceeds the collection's max chunk size (`capRunBySize`; sizes from the
+   * catalog's estimates, else the shard's `dataSize`); answers how many merges it made.
+   */
+  private async mergeAllChunksOnShard(
+    row: CollectionRow,
+    action: AutoMergeAction,
+    nowSeconds: number,
+    settings: ClusterSettings,
+  ): Promise<number> {
     const chunks = await this.statistics.chunks(row);
     const zones = await this.statistics.zones(row.ns);
     const migrating = await this.migratingRanges(row);
+    const shard = (await this.statistics.shards()).find((s) => s.name === action.shard);
+    if (shard === undefined) return 0;
+    const maxBytes = this.statistics.maxChunkSizeBytes(row, settings);
     let merged = 0;
     for (const run of findMergeableRuns(chunks, nowSeconds, this.autoMerger, action.shard, zones)) {
       if (migrating.some((m) => rangesOverlap(m, run.range))) continue;
       try {
-        await this.merge(row, action.shard, run.range, 'autoMerge');
-        merged++;
+        const sizes = new Map<Chunk, number>();
+        for (const chunk of run.chunks) {
+          const known = (chunk as SizedChunk).estimatedSizeBytes;
+          sizes.set(
+            chunk,
+            known ?? (await this.clients.migration(shard.url).dataSize({ ns: row.ns, range: chunkRangeToWire(chunk.range) })).size,
+          );
+        }
+        for (const piece of capRunBySize(run.chunks, (c) => sizes.get(c) ?? 0, maxBytes)) {
+          await this.merge(row, action.shard, mergeRanges(piece.map((c) => c.range)), 'autoMerge');
+          merged++;
+        }
       } catch (error) {
         this.logger.info({ err: error, ns: row.ns }, `auto-merge of ${row.ns} on ${action.shard} failed: ${(error as Error).message}`);
       }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Chunk } from '../routing/chunk.js';
 import { DEFAULT_AUTO_MERGER_SETTINGS } from './balancer-settings.js';
-import { isMergeable, findMergeableRuns, selectAutoMergeActions } from './auto-merger.policy.js';
+import { capRunBySize, isMergeable, findMergeableRuns, selectAutoMergeActions } from './auto-merger.policy.js';
 import { layoutChunks, layoutKey } from './chunk-layout.js';
 
 const settings = DEFAULT_AUTO_MERGER_SETTINGS;
@@ -103,5 +103,23 @@ describe('the auto-merger', () => {
     expect(selectAutoMergeActions([{ namespace: 'db.coll', chunks: referenceExample(), autoMergerEnabled: false }], NOW, settings)).toEqual(
       [],
     );
+  });
+});
+
+describe('capRunBySize', () => {
+  const chunks = referenceExample().slice(0, 4); // A B C D
+  const sizes = new Map(chunks.map((c, i) => [c, [40, 50, 30, 80][i]!]));
+  const sizeOf = (c: Chunk) => sizes.get(c)!;
+
+  it('keeps a run whose total is within the max chunk size whole', () => {
+    expect(capRunBySize(chunks, sizeOf, 200).map((p) => label(p, chunks))).toEqual(['A-B-C-D']);
+  });
+
+  it('cuts a run so that no merged chunk exceeds the max chunk size, and drops single chunks', () => {
+    // A+B+C = 120 fits in 130, D alone is left out.
+    expect(capRunBySize(chunks, sizeOf, 130).map((p) => label(p, chunks))).toEqual(['A-B-C']);
+    // A+B = 90, C+D = 110.
+    expect(capRunBySize(chunks, sizeOf, 110).map((p) => label(p, chunks))).toEqual(['A-B', 'C-D']);
+    expect(capRunBySize(chunks, sizeOf, 60)).toEqual([]);
   });
 });

@@ -112,3 +112,27 @@ export function selectAutoMergeActions(
   }
   return actions;
 }
+
+/**
+ * Cuts a mergeable run into pieces whose total size stays within `maxBytes`, each of two or more
+ * chunks, in key order (`sizeOf` gives each chunk's bytes). Choice where the reference is silent
+ * (MongoDB 7 merges whatever is mergeable): Tessera's balancer moves whole chunks and a donor
+ * refuses one over twice the max, so a merge must not build a chunk the balancer cannot move.
+ */
+export function capRunBySize(chunks: readonly Chunk[], sizeOf: (chunk: Chunk) => number, maxBytes: number): Chunk[][] {
+  const pieces: Chunk[][] = [];
+  let current: Chunk[] = [];
+  let bytes = 0;
+  for (const chunk of chunks) {
+    const size = sizeOf(chunk);
+    if (current.length > 0 && bytes + size > maxBytes) {
+      if (current.length >= 2) pieces.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(chunk);
+    bytes += size;
+  }
+  if (current.length >= 2) pieces.push(current);
+  return pieces;
+}
