@@ -229,7 +229,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     return this.dataSource.query('SELECT name, url, state, zones FROM shards ORDER BY name');
   }
 
-  /** The collection's chunks, zones, chunk size, and each shard's bytes of it (the shards' dataSize). */
+  /** The collection's chunks, zones, chunk size, and each shard's bytes of it (the shards' statsForBalancing: orphans left out). */
   private async distribution(row: CollectionRow, settings: ClusterSettings, shards: ShardRow[]): Promise<CollectionDistribution> {
     const generation = generationOfRow(row);
     const chunkRows: ChunkRow[] = await this.dataSource.query('SELECT * FROM chunks WHERE collection_uuid = $1', [row.uuid]);
@@ -243,7 +243,10 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     );
     const zones: ZoneRange[] = tagRows.map((t) => ({ range: { min: decodeKey(t.min), max: decodeKey(t.max) }, zone: t.tag }));
     const sizes = await Promise.all(
-      shards.map(async (s) => [s.name, (await this.clients.migration(s.url).dataSize({ ns: row.ns })).size] as const),
+      shards.map(
+        async (s) =>
+          [s.name, (await this.clients.migration(s.url).statsForBalancing({ namespaces: [row.ns] })).stats[0]!.collSize] as const,
+      ),
     );
     return {
       namespace: row.ns,
