@@ -1,4 +1,4 @@
-// Workload options from environment variables (k6's `__ENV`, or `process.env` in Node). Every
+// Workload options from environment variables (k6's `__ENV`, or the Node process environment). Every
 // problem is collected and reported at once, naming the variable, what was expected and what was
 // given, so a mistyped run fails before it sends a request.
 
