@@ -31,7 +31,7 @@ export const OPERATIONS = {
   enableSharding: `mutation EnableSharding($db: String!) { enableSharding(db: $db) { name primaryShard } }`,
   shardCollection: `mutation ShardCollection($input: ShardCollectionInput!) { shardCollection(input: $input) { ns collectionVersion } }`,
   configureCollectionBalancing: `mutation ConfigureCollectionBalancing($ns: String!, $chunkSizeBytes: Float, $enableBalancing: Boolean) {
-  configureCollectionBalancing(ns: $ns, chunkSizeBytes: $chunkSizeBytes, enableBalancing: $enableBalancing)
+  configureCollectionBalancing(ns: $ns, chunkSizeBytes: $chunkSizeBytes, enableBalancing: $enableBalancing) { ns }
 }`,
   addShard: `mutation AddShard($name: String!, $url: String!) { addShard(name: $name, url: $url) { name url state } }`,
   clusterBaseline: `query ClusterBaseline { cluster { lastEventSeq shards { name state } } }`,

@@ -1,0 +1,199 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import type { ConfigClient } from '@tessera/protocol';
+import {
+  GRAPHQL_TRANSPORT_WS,
+  GraphqlWsProtocol,
+  OPERATIONS,
+  type PlacementChange,
+  type Sequence,
+  type SetupData,
+  type StepAnswer,
+  type WorkloadOptions,
+  collectReport,
+  collectionSpecOf,
+  graphqlBody,
+  graphqlWsUrl,
+  insertBatch,
+  judgeAnswer,
+  parseWorkloadOptions,
+  seededRandom,
+  setupCollection,
+} from '../../loadtests/lib/index.ts';
+import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { startTestCluster } from './test-cluster.js';
+
+// The k6 workloads' logic (loadtests/lib) driven from Node against real processes: the same setup
+// and teardown sequences and insert batches the insert-random script sends with k6/http, sent
+// here with fetch, and the subscriptions workload's graphql-ws protocol over the `ws` package.
+// It checks that what teardown would report is what the cluster says.
+
+let cluster: LocalCluster;
+let dispose: () => Promise<void>;
+let config: ConfigClient;
+let catalog: pg.Pool;
+let options: WorkloadOptions;
+
+beforeAll(async () => {
+  ({ cluster, dispose } = await startTestCluster({
+    shards: 2,
+    env: { ...FAST_CONFIG_ENV, TESSERA_BALANCER_ROUND_INTERVAL_MS: '500', TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0' },
+  }));
+  config = cluster.configClient();
+  catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
+  await waitForLeader(config);
+  options = parseWorkloadOptions('insert-random', {
+    ROUTER_URL: cluster.routerUrls[0],
+    CONFIG_URL: cluster.configUrl,
+    ADMIN_TOKEN: cluster.controlPlaneTokens.admin,
+    CHUNK_SIZE: '64KiB',
+    DOC_BYTES: '1024',
+    BATCH: '20',
+    VUS: '4',
+    SETTLE: '20s',
+  });
+});
+
+afterAll(async () => {
+  await catalog?.end();
+  await dispose?.();
+});
+
+/** The Node driver of a lib sequence: what loadtests/support/k6-driver.ts does with k6/http, with fetch. */
+async function run<T>(sequence: Sequence<T>): Promise<T> {
+  let next = sequence.next();
+  while (!next.done) {
+    const step = next.value;
+    let answer: StepAnswer = { status: 0, body: null };
+    if (step.kind === 'sleep') await new Promise((resolve) => setTimeout(resolve, step.ms));
+    else {
+      const response =
+        step.kind === 'graphql'
+          ? await fetch(`${options.configUrl}/graphql`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', authorization: `Bearer ${options.adminToken}` },
+              body: graphqlBody(step.request),
+            })
+          : await fetch(`${options.routerUrl}${step.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(step.body) });
+      answer = { status: response.status, body: (await response.json()) as unknown };
+    }
+    next = sequence.next(answer);
+  }
+  return next.value;
+}
+
+/** One subscriber of the subscriptions workload: the lib's protocol over `ws`, collecting placement changes. */
+function subscribe(ns: string, since: number): { received: PlacementChange[]; acknowledged: Promise<void>; close: () => void } {
+  const received: PlacementChange[] = [];
+  const protocol = new GraphqlWsProtocol(cluster.controlPlaneTokens.viewer);
+  const socket = new WebSocket(graphqlWsUrl(options.configUrl), GRAPHQL_TRANSPORT_WS);
+  const acknowledged = new Promise<void>((resolve, reject) => {
+    socket.on('open', () => {
+      for (const message of [...protocol.open(), ...protocol.subscribe({ id: 'p', query: OPERATIONS.chunkPlacementChanged, variables: { ns, since } })])
+        socket.send(message);
+    });
+    socket.on('message', (raw: Buffer) => {
+      const reaction = protocol.receive(raw.toString());
+      for (const message of reaction.send) socket.send(message);
+      for (const event of reaction.events) {
+        if (event.kind === 'acknowledged') resolve();
+        if (event.kind === 'data') received.push((event.data as { chunkPlacementChanged: PlacementChange }).chunkPlacementChanged);
+        if (event.kind === 'error') reject(new Error(event.message));
+      }
+    });
+    socket.on('close', (code) => reject(new Error(`closed with ${code} before connection_ack`)));
+  });
+  return { received, acknowledged, close: () => socket.close() };
+}
+
+async function changelogCount(ns: string, afterSeq: number, kinds: string[]): Promise<number> {
+  const result = await catalog.query<{ n: string }>('SELECT count(*) AS n FROM changelog WHERE ns = $1 AND seq > $2 AND what = ANY($3)', [ns, afterSeq, kinds]);
+  return Number(result.rows[0]!.n);
+}
+
+describe('the k6 workloads’ logic against a real cluster', () => {
+  it('insert-random splits and migrates, and teardown reports the distribution, splits and migrations the cluster records', async () => {
+    const setup: SetupData = await run(setupCollection(options, collectionSpecOf('insert-random', 2), () => Date.now()));
+    expect(setup.shards).toEqual(['shard0', 'shard1']);
+    const subscriber = subscribe(setup.ns, setup.startSeq);
+    await subscriber.acknowledged;
+
+    // The insert-random scenario: VUS virtual users, each sending one batch per iteration, with
+    // the iteration number shared as k6's scenario.iterationInTest is. It runs until the
+    // subscriber has seen a migration commit (at most 30 s).
+    const random = seededRandom(20261123);
+    const started = Date.now();
+    let iteration = 0;
+    let inserted = 0;
+    const failures: string[] = [];
+    const movedOrTimedOut = () => subscriber.received.some((c) => c.reason === 'moveChunk.commit') || Date.now() - started > 30_000;
+    await Promise.all(
+      Array.from({ length: options.vus }, async () => {
+        while (!movedOrTimedOut()) {
+          const request = insertBatch('insert-random', options, iteration++, random);
+          const response = await fetch(`${options.routerUrl}${request.path}`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify(request.body),
+          });
+          const verdict = judgeAnswer(request, response.status, await response.json());
+          if (verdict.ok) inserted += verdict.inserted ?? 0;
+          else failures.push(verdict.problem ?? 'unknown');
+        }
+      }),
+    );
+    const loadMs = Date.now() - started;
+    expect(failures).toEqual([]);
+
+    const report = await run(collectReport(options, setup, { compliant: true }, () => Date.now()));
+    subscriber.close();
+    console.log(
+      `loadtests e2e: ${iteration} batches (${inserted} documents, ${((inserted * options.docBytes) / 1e6).toFixed(1)} MB) in ${loadMs} ms; ` +
+        `first split after ${report.firstSplitAfterMs} ms, first migration after ${report.firstMigrationAfterMs} ms; ` +
+        `${report.splits} splits, ${report.migrations} migrations; ${report.chunks} chunks ${JSON.stringify(report.perShard.map((d) => [d.shard, d.chunks]))}; ` +
+        `compliant ${report.compliant} ${report.settledAfterMs === null ? 'never' : `${report.settledAfterMs} ms`} after the load`,
+    );
+
+    // What teardown reports is what the cluster says: chunks per shard from the catalog's
+    // routing table, splits and migrations from its changelog.
+    const chunks = (await config.getChunks({ ns: setup.ns })).chunks;
+    const perShard = (shard: string) => chunks.filter((c) => c.shard === shard).length;
+    expect(report.chunks).toBe(chunks.length);
+    expect(report.perShard.map((d) => [d.shard, d.chunks])).toEqual([
+      ['shard0', perShard('shard0')],
+      ['shard1', perShard('shard1')],
+    ]);
+    expect(report.splits).toBe(await changelogCount(setup.ns, setup.startSeq, ['split', 'multi-split']));
+    expect(report.migrations).toBe(await changelogCount(setup.ns, setup.startSeq, ['moveChunk.commit']));
+    expect(report.splits).toBeGreaterThan(0);
+    expect(report.migrations).toBeGreaterThan(0);
+    // The collection started as one chunk and nothing merged: every chunk but one came from a split.
+    expect(report.chunks).toBe(1 + report.chunksAddedBySplits);
+    expect(report.shardsWithChunks).toBe(2);
+    expect(report.firstSplitAfterMs).not.toBeNull();
+    expect(report.firstSplitAfterMs!).toBeLessThan(loadMs);
+    const compliance = await config.balancerCollectionStatus(setup.ns);
+    expect(report.compliant).toBe(compliance.balancerCompliant);
+
+    // The subscriber got every placement change of the run, once, in seq order.
+    await eventually(
+      async () => (subscriber.received.filter((c) => c.reason !== 'merge').length >= report.splits + report.migrations ? true : undefined),
+      'every split and migration on graphql-ws',
+      10_000,
+    );
+    const seqs = subscriber.received.map((c) => c.seq);
+    expect(seqs).toEqual([...new Set(seqs)].sort((a, b) => a - b));
+    expect(subscriber.received.filter((c) => c.reason === 'moveChunk.commit')).toHaveLength(report.migrations);
+    expect(subscriber.received.filter((c) => c.reason === 'split' || c.reason === 'multi-split')).toHaveLength(report.splits);
+
+    // Nothing acknowledged was lost on the way.
+    const counted = await fetch(`${options.routerUrl}/v1/load/insert_random/count`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ filter: {} }),
+    });
+    expect(((await counted.json()) as { n: number }).n).toBe(inserted);
+  }, 90_000);
+});
