@@ -6,7 +6,15 @@
 // waits up to SETTLE for the new shard to own chunks: the run fails unless it does.
 import exec from 'k6/execution';
 import type { Options } from 'k6/options';
-import { type SetupData, addShard, collectionSpecOf, insertBatch, parseWorkloadOptions, setupCollection, workloadThresholds } from './lib/index.ts';
+import {
+  type SetupData,
+  addShard,
+  collectionSpecOf,
+  insertBatch,
+  parseWorkloadOptions,
+  setupCollection,
+  workloadThresholds,
+} from './lib/index.ts';
 import { commonOptions, errors, reportTeardown, runSequence, send, summaryOutputs } from './support/k6-driver.ts';
 
 const workload = parseWorkloadOptions('add-shard-under-load', __ENV);
@@ -27,7 +35,10 @@ export const options: Options = {
 };
 
 export function setup(): SetupData {
-  return runSequence(workload, setupCollection(workload, collectionSpecOf('add-shard-under-load', 0), () => Date.now()));
+  return runSequence(
+    workload,
+    setupCollection(workload, collectionSpecOf('add-shard-under-load', 0), () => Date.now()),
+  );
 }
 
 export function insert(): void {

@@ -28,7 +28,10 @@ export const options: Options = {
 };
 
 export function setup(): SetupData {
-  const data = runSequence(workload, setupCollection(workload, collectionSpecOf('crud-mix', 0), () => Date.now()));
+  const data = runSequence(
+    workload,
+    setupCollection(workload, collectionSpecOf('crud-mix', 0), () => Date.now()),
+  );
   runSequence(workload, sendAll(seedBatches(workload)));
   return { ...data, startedAtMs: Date.now() };
 }

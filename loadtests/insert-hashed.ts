@@ -4,7 +4,15 @@
 // shard at about the same pace and few or no migrations: the balancer has little to fix.
 import exec from 'k6/execution';
 import type { Options } from 'k6/options';
-import { type SetupData, clusterShardCount, collectionSpecOf, insertBatch, parseWorkloadOptions, setupCollection, workloadThresholds } from './lib/index.ts';
+import {
+  type SetupData,
+  clusterShardCount,
+  collectionSpecOf,
+  insertBatch,
+  parseWorkloadOptions,
+  setupCollection,
+  workloadThresholds,
+} from './lib/index.ts';
 import { commonOptions, reportTeardown, runSequence, send, summaryOutputs } from './support/k6-driver.ts';
 
 const workload = parseWorkloadOptions('insert-hashed', __ENV);
@@ -16,7 +24,10 @@ export const options: Options = {
 
 export function setup(): SetupData {
   const shards = runSequence(workload, clusterShardCount());
-  return runSequence(workload, setupCollection(workload, collectionSpecOf('insert-hashed', shards), () => Date.now()));
+  return runSequence(
+    workload,
+    setupCollection(workload, collectionSpecOf('insert-hashed', shards), () => Date.now()),
+  );
 }
 
 export default function (): void {

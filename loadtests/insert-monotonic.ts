@@ -15,7 +15,10 @@ export const options: Options = {
 };
 
 export function setup(): SetupData {
-  return runSequence(workload, setupCollection(workload, collectionSpecOf('insert-monotonic', 0), () => Date.now()));
+  return runSequence(
+    workload,
+    setupCollection(workload, collectionSpecOf('insert-monotonic', 0), () => Date.now()),
+  );
 }
 
 export default function (): void {

@@ -16,7 +16,10 @@ export const options: Options = {
 };
 
 export function setup(): SetupData {
-  return runSequence(workload, setupCollection(workload, collectionSpecOf('insert-random', 0), () => Date.now()));
+  return runSequence(
+    workload,
+    setupCollection(workload, collectionSpecOf('insert-random', 0), () => Date.now()),
+  );
 }
 
 export default function (): void {

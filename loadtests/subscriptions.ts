@@ -24,7 +24,17 @@ import {
   setupCollection,
   workloadThresholds,
 } from './lib/index.ts';
-import { commonOptions, errors, reportTeardown, runSequence, send, summaryOutputs, wsEventLagMs, wsEvents, wsHandshakeMs } from './support/k6-driver.ts';
+import {
+  commonOptions,
+  errors,
+  reportTeardown,
+  runSequence,
+  send,
+  summaryOutputs,
+  wsEventLagMs,
+  wsEvents,
+  wsHandshakeMs,
+} from './support/k6-driver.ts';
 
 const workload = parseWorkloadOptions('subscriptions', __ENV);
 /** Subscribers connect first; inserts start this much later so no subscriber misses the first events live. */
@@ -39,13 +49,22 @@ export const options: Options = {
       maxDuration: `${Math.ceil((workload.durationMs + INSERTS_START_MS) / 1000) + 30}s`,
       exec: 'subscribe',
     },
-    inserts: { executor: 'constant-vus', vus: workload.vus, duration: workload.duration, startTime: `${INSERTS_START_MS}ms`, exec: 'insert' },
+    inserts: {
+      executor: 'constant-vus',
+      vus: workload.vus,
+      duration: workload.duration,
+      startTime: `${INSERTS_START_MS}ms`,
+      exec: 'insert',
+    },
   },
   ...commonOptions(workload, workloadThresholds(workload)),
 };
 
 export function setup(): SetupData {
-  return runSequence(workload, setupCollection(workload, collectionSpecOf('subscriptions', 0), () => Date.now()));
+  return runSequence(
+    workload,
+    setupCollection(workload, collectionSpecOf('subscriptions', 0), () => Date.now()),
+  );
 }
 
 export function insert(): void {
@@ -63,7 +82,9 @@ export function subscribe(data: SetupData): void {
 
   socket.onopen = () => {
     sendAll(protocol.open());
-    sendAll(protocol.subscribe({ id: 'placement', query: OPERATIONS.chunkPlacementChanged, variables: { ns: data.ns, since: data.startSeq } }));
+    sendAll(
+      protocol.subscribe({ id: 'placement', query: OPERATIONS.chunkPlacementChanged, variables: { ns: data.ns, since: data.startSeq } }),
+    );
   };
   socket.onmessage = (event) => {
     const receivedAtMs = Date.now();
@@ -101,10 +122,13 @@ export function subscribe(data: SetupData): void {
   socket.onclose = () => {
     if (!protocol.isAcknowledged) errors.add(true, { op: 'subscribe' });
   };
-  setTimeout(() => {
-    if (socket.readyState === WebSocket.OPEN) socket.send(protocol.complete('placement'));
-    socket.close();
-  }, workload.durationMs + INSERTS_START_MS + 2000);
+  setTimeout(
+    () => {
+      if (socket.readyState === WebSocket.OPEN) socket.send(protocol.complete('placement'));
+      socket.close();
+    },
+    workload.durationMs + INSERTS_START_MS + 2000,
+  );
 }
 
 export function teardown(data: SetupData): void {

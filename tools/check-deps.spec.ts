@@ -46,12 +46,13 @@ describe('the dependency rule check', () => {
     expect(result.output).toContain(message);
   });
 
-  it('keeps the k6 workloads\' shared modules free of k6, Node and ambient randomness, and lets the scripts import k6', () => {
+  it("keeps the k6 workloads' shared modules free of k6, Node and ambient randomness, and lets the scripts import k6", () => {
     expect(
       checkTree({
         'loadtests/lib/keys.ts': "import { buildDocument } from './documents.ts';\n",
         'loadtests/lib/documents.ts': 'export const buildDocument = 1;\n',
-        'loadtests/insert.ts': "import http from 'k6/http';\nimport exec from 'k6/execution';\nimport { buildDocument } from './lib/keys.ts';\n",
+        'loadtests/insert.ts':
+          "import http from 'k6/http';\nimport exec from 'k6/execution';\nimport { buildDocument } from './lib/keys.ts';\n",
       }).status,
     ).toBe(0);
     for (const [line, message] of [

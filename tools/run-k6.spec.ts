@@ -30,7 +30,10 @@ describe('npm run load:<workload>', () => {
   it('runs k6 on the workload script with the environment and passes its exit status on', () => {
     const fake = join(dir, 'k6');
     const record = join(dir, 'record');
-    writeFileSync(fake, `#!/bin/sh\nif [ "$1" = version ]; then echo "k6 v1.4.0"; exit 0; fi\necho "$@ $ADMIN_TOKEN $VUS" > ${record}\nexit 99\n`);
+    writeFileSync(
+      fake,
+      `#!/bin/sh\nif [ "$1" = version ]; then echo "k6 v1.4.0"; exit 0; fi\necho "$@ $ADMIN_TOKEN $VUS" > ${record}\nexit 99\n`,
+    );
     chmodSync(fake, 0o755);
     const result = launch(['crud-mix', '--quiet'], { K6_BIN: fake, ADMIN_TOKEN: 'admin-xyz', VUS: '3' });
     expect(result.status).toBe(99);

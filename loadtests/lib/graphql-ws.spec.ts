@@ -19,9 +19,15 @@ describe('the graphql-transport-ws client protocol', () => {
   it('answers a ping with a pong and passes data, errors and completion on', () => {
     const protocol = new GraphqlWsProtocol('t');
     expect(parse(protocol.receive('{"type":"ping"}').send)).toEqual([{ type: 'pong' }]);
-    expect(protocol.receive('{"type":"next","id":"s1","payload":{"data":{"x":1}}}').events).toEqual([{ kind: 'data', id: 's1', data: { x: 1 } }]);
-    expect(protocol.receive('{"type":"next","id":"s1","payload":{"errors":[{"message":"bad"}]}}').events).toEqual([{ kind: 'error', id: 's1', message: 'bad' }]);
-    expect(protocol.receive('{"type":"error","id":"s1","payload":[{"message":"a"},{"message":"b"}]}').events).toEqual([{ kind: 'error', id: 's1', message: 'a; b' }]);
+    expect(protocol.receive('{"type":"next","id":"s1","payload":{"data":{"x":1}}}').events).toEqual([
+      { kind: 'data', id: 's1', data: { x: 1 } },
+    ]);
+    expect(protocol.receive('{"type":"next","id":"s1","payload":{"errors":[{"message":"bad"}]}}').events).toEqual([
+      { kind: 'error', id: 's1', message: 'bad' },
+    ]);
+    expect(protocol.receive('{"type":"error","id":"s1","payload":[{"message":"a"},{"message":"b"}]}').events).toEqual([
+      { kind: 'error', id: 's1', message: 'a; b' },
+    ]);
     expect(protocol.receive('{"type":"complete","id":"s1"}').events).toEqual([{ kind: 'complete', id: 's1' }]);
     expect(JSON.parse(protocol.complete('s1'))).toEqual({ id: 's1', type: 'complete' });
   });

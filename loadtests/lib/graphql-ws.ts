@@ -102,13 +102,20 @@ export class GraphqlWsProtocol {
       case 'complete':
         return { send: [], events: [{ kind: 'complete', id: message.id }] };
       default:
-        return { send: [], events: [{ kind: 'error', id: null, message: `unexpected message type ${String((message as { type?: unknown }).type)}` }] };
+        return {
+          send: [],
+          events: [{ kind: 'error', id: null, message: `unexpected message type ${String((message as { type?: unknown }).type)}` }],
+        };
     }
   }
 }
 
 function subscribeMessage(subscription: Subscription): string {
-  return JSON.stringify({ id: subscription.id, type: 'subscribe', payload: { query: subscription.query, variables: subscription.variables } });
+  return JSON.stringify({
+    id: subscription.id,
+    type: 'subscribe',
+    payload: { query: subscription.query, variables: subscription.variables },
+  });
 }
 
 /** A placement change as the subscriptions workload selects it. */

@@ -22,7 +22,9 @@ describe('the workloads’ GraphQL operations', () => {
 
   it('returns data, and turns errors and HTTP failures into ControlPlaneError with the code', () => {
     expect(graphqlData('q', 200, { data: { x: 1 } })).toEqual({ x: 1 });
-    expect(() => graphqlData('q', 200, { data: null, errors: [{ message: 'nope', extensions: { code: 'UNAUTHORIZED' } }] })).toThrow('q: UNAUTHORIZED: nope');
+    expect(() => graphqlData('q', 200, { data: null, errors: [{ message: 'nope', extensions: { code: 'UNAUTHORIZED' } }] })).toThrow(
+      'q: UNAUTHORIZED: nope',
+    );
     expect(() => graphqlData('q', 502, 'Bad Gateway')).toThrow(ControlPlaneError);
     expect(() => graphqlData('q', 502, 'Bad Gateway')).toThrow('q: HTTP_502: Bad Gateway');
   });

@@ -78,7 +78,11 @@ export function graphqlData<T>(operation: string, status: number, body: unknown)
   const first = answer.errors?.[0];
   if (first !== undefined) throw new ControlPlaneError(operation, first.extensions?.code ?? 'GRAPHQL_ERROR', first.message);
   if (status !== 200 || answer.data === undefined || answer.data === null)
-    throw new ControlPlaneError(operation, `HTTP_${status}`, typeof body === 'string' ? body.slice(0, 300) : JSON.stringify(body).slice(0, 300));
+    throw new ControlPlaneError(
+      operation,
+      `HTTP_${status}`,
+      typeof body === 'string' ? body.slice(0, 300) : JSON.stringify(body).slice(0, 300),
+    );
   return answer.data as T;
 }
 

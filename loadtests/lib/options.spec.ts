@@ -96,7 +96,14 @@ describe('workload options', () => {
     }
     expect(caught).toBeInstanceOf(OptionsError);
     const problems = (caught as OptionsError).problems.join('\n');
-    for (const name of ['ADMIN_TOKEN is required', 'VUS must', 'CHUNK_SIZE must be a size of at least 65536', 'DURATION must', 'ROUTER_URL must', 'NS must'])
+    for (const name of [
+      'ADMIN_TOKEN is required',
+      'VUS must',
+      'CHUNK_SIZE must be a size of at least 65536',
+      'DURATION must',
+      'ROUTER_URL must',
+      'NS must',
+    ])
       expect(problems).toContain(name);
   });
 

@@ -2,13 +2,7 @@
 // problem is collected and reported at once, naming the variable, what was expected and what was
 // given, so a mistyped run fails before it sends a request.
 
-export type WorkloadName =
-  | 'insert-monotonic'
-  | 'insert-hashed'
-  | 'insert-random'
-  | 'crud-mix'
-  | 'add-shard-under-load'
-  | 'subscriptions';
+export type WorkloadName = 'insert-monotonic' | 'insert-hashed' | 'insert-random' | 'crud-mix' | 'add-shard-under-load' | 'subscriptions';
 
 export const WORKLOADS: readonly WorkloadName[] = [
   'insert-monotonic',
@@ -169,7 +163,9 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
   const configUrl = url('CONFIG_URL', DEFAULTS.CONFIG_URL);
   const adminToken = text('ADMIN_TOKEN', '');
   if (adminToken === '')
-    problems.push('ADMIN_TOKEN is required: the control plane admin token (npm start prints it and keeps it in .tessera/control-plane.tokens)');
+    problems.push(
+      'ADMIN_TOKEN is required: the control plane admin token (npm start prints it and keeps it in .tessera/control-plane.tokens)',
+    );
   const [durationText, durationMs] = duration('DURATION', DEFAULTS.DURATION);
   const [, settleMs] = duration('SETTLE', DEFAULTS.SETTLE);
   const ns = text('NS', defaultNamespace(workload));
@@ -179,7 +175,8 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
   let addShardAfterMs = Math.round(durationMs / 3);
   if (addShardAfterText !== undefined && addShardAfterText !== '') {
     const ms = parseDuration(addShardAfterText);
-    if (ms === undefined || ms >= durationMs) problems.push(`ADD_SHARD_AFTER must be a duration shorter than DURATION, got "${addShardAfterText}"`);
+    if (ms === undefined || ms >= durationMs)
+      problems.push(`ADD_SHARD_AFTER must be a duration shorter than DURATION, got "${addShardAfterText}"`);
     else addShardAfterMs = ms;
   }
 

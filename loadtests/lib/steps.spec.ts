@@ -32,13 +32,30 @@ const distribution = (perShard: Record<string, number>) =>
 
 describe('setup sequence', () => {
   it('drops, creates, shards and sizes the collection, then records where the events start', () => {
-    const { result, steps } = drive(setupCollection(options, { key: { x: 1 } }, () => 1234), (step) => {
-      if (step.kind === 'graphql' && step.request.operation === 'dropCollection') return failure('NAMESPACE_NOT_FOUND');
-      if (step.kind === 'graphql' && step.request.operation === 'clusterBaseline')
-        return ok({ cluster: { lastEventSeq: 77, shards: [{ name: 'shard0', state: 'active' }, { name: 'shard1', state: 'active' }] } });
-      return ok({ ok: true });
-    });
-    expect(steps.map(operationOf)).toEqual(['dropCollection', 'enableSharding', 'shardCollection', 'configureCollectionBalancing', 'clusterBaseline']);
+    const { result, steps } = drive(
+      setupCollection(options, { key: { x: 1 } }, () => 1234),
+      (step) => {
+        if (step.kind === 'graphql' && step.request.operation === 'dropCollection') return failure('NAMESPACE_NOT_FOUND');
+        if (step.kind === 'graphql' && step.request.operation === 'clusterBaseline')
+          return ok({
+            cluster: {
+              lastEventSeq: 77,
+              shards: [
+                { name: 'shard0', state: 'active' },
+                { name: 'shard1', state: 'active' },
+              ],
+            },
+          });
+        return ok({ ok: true });
+      },
+    );
+    expect(steps.map(operationOf)).toEqual([
+      'dropCollection',
+      'enableSharding',
+      'shardCollection',
+      'configureCollectionBalancing',
+      'clusterBaseline',
+    ]);
     const variables = steps.map((s) => (s.kind === 'graphql' ? s.request.variables : null));
     expect(variables[1]).toEqual({ db: 'load' });
     expect(variables[2]).toEqual({ input: { ns: 'load.t', key: { x: 1 } } });
@@ -47,7 +64,11 @@ describe('setup sequence', () => {
   });
 
   it('stops at the first error other than a missing collection, with its code', () => {
-    const run = () => drive(setupCollection(options, { key: { x: 1 } }, () => 0), (step) => (operationOf(step) === 'enableSharding' ? failure('UNAUTHORIZED') : ok({})));
+    const run = () =>
+      drive(
+        setupCollection(options, { key: { x: 1 } }, () => 0),
+        (step) => (operationOf(step) === 'enableSharding' ? failure('UNAUTHORIZED') : ok({})),
+      );
     expect(run).toThrow(ControlPlaneError);
     expect(run).toThrow('enableSharding: UNAUTHORIZED');
   });
@@ -64,23 +85,36 @@ describe('teardown sequence', () => {
   it('polls until the balancer calls the collection compliant, then reads every page of the changelog', () => {
     let statusCalls = 0;
     let clock = 0;
-    const { result, steps } = drive(collectReport(options, setup, { compliant: true }, () => (clock += 500)), (step) => {
-      switch (operationOf(step)) {
-        case 'balancerCollectionStatus':
-          statusCalls++;
-          return ok({ balancerCollectionStatus: { balancerCompliant: statusCalls >= 3, firstComplianceViolation: statusCalls >= 3 ? null : 'chunksImbalance' } });
-        case 'distribution':
-          return distribution({ shard0: 2, shard1: 2 });
-        case 'changelog': {
-          const after = step.kind === 'graphql' ? Number(step.request.variables.after) : 0;
-          const page = events.filter((e) => e.seq > after).slice(0, 2);
-          const last = page[page.length - 1];
-          return ok({ changelog: { nodes: page, pageInfo: { endCursor: last ? String(last.seq) : null, hasNextPage: last !== undefined && last.seq < 13 } } });
+    const { result, steps } = drive(
+      collectReport(options, setup, { compliant: true }, () => (clock += 500)),
+      (step) => {
+        switch (operationOf(step)) {
+          case 'balancerCollectionStatus':
+            statusCalls++;
+            return ok({
+              balancerCollectionStatus: {
+                balancerCompliant: statusCalls >= 3,
+                firstComplianceViolation: statusCalls >= 3 ? null : 'chunksImbalance',
+              },
+            });
+          case 'distribution':
+            return distribution({ shard0: 2, shard1: 2 });
+          case 'changelog': {
+            const after = step.kind === 'graphql' ? Number(step.request.variables.after) : 0;
+            const page = events.filter((e) => e.seq > after).slice(0, 2);
+            const last = page[page.length - 1];
+            return ok({
+              changelog: {
+                nodes: page,
+                pageInfo: { endCursor: last ? String(last.seq) : null, hasNextPage: last !== undefined && last.seq < 13 },
+              },
+            });
+          }
+          default:
+            return ok({});
         }
-        default:
-          return ok({});
-      }
-    });
+      },
+    );
     expect(steps.filter((s) => s.kind === 'sleep')).toHaveLength(2);
     expect(steps.filter((s) => operationOf(s) === 'changelog')).toHaveLength(2);
     expect(result).toMatchObject({
@@ -99,13 +133,23 @@ describe('teardown sequence', () => {
   });
 
   it('gives up after SETTLE and reports that it did not settle', () => {
-    const { result, steps } = drive(collectReport(options, setup, { shardHoldsChunks: 'shard2' }, () => 0), (step) => {
-      if (operationOf(step) === 'distribution') return distribution({ shard0: 3 });
-      if (operationOf(step) === 'changelog') return ok({ changelog: { nodes: [], pageInfo: { endCursor: null, hasNextPage: false } } });
-      if (operationOf(step) === 'balancerCollectionStatus') return failure('BAD_VALUE');
-      return ok({});
-    });
+    const { result, steps } = drive(
+      collectReport(options, setup, { shardHoldsChunks: 'shard2' }, () => 0),
+      (step) => {
+        if (operationOf(step) === 'distribution') return distribution({ shard0: 3 });
+        if (operationOf(step) === 'changelog') return ok({ changelog: { nodes: [], pageInfo: { endCursor: null, hasNextPage: false } } });
+        if (operationOf(step) === 'balancerCollectionStatus') return failure('BAD_VALUE');
+        return ok({});
+      },
+    );
     expect(steps.filter((s) => s.kind === 'sleep')).toHaveLength(3);
-    expect(result).toMatchObject({ settledAfterMs: null, watchedShard: 'shard2', watchedShardChunks: 0, compliant: null, splits: 0, firstSplitAfterMs: null });
+    expect(result).toMatchObject({
+      settledAfterMs: null,
+      watchedShard: 'shard2',
+      watchedShardChunks: 0,
+      compliant: null,
+      splits: 0,
+      firstSplitAfterMs: null,
+    });
   });
 });

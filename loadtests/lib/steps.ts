@@ -76,7 +76,9 @@ export function* setupCollection(options: WorkloadOptions, spec: CollectionSpec,
       input: { ns: options.ns, key: spec.key, ...(spec.numInitialChunks === undefined ? {} : { numInitialChunks: spec.numInitialChunks }) },
     }),
   );
-  yield* graphql(graphqlRequest('configureCollectionBalancing', { ns: options.ns, chunkSizeBytes: options.chunkSizeBytes, enableBalancing: true }));
+  yield* graphql(
+    graphqlRequest('configureCollectionBalancing', { ns: options.ns, chunkSizeBytes: options.chunkSizeBytes, enableBalancing: true }),
+  );
   const baseline = yield* graphql<ClusterBaselineAnswer>(graphqlRequest('clusterBaseline'));
   return {
     ns: options.ns,
@@ -114,7 +116,9 @@ export function* changelogSince(ns: string, startSeq: number): Sequence<Changelo
   const events: ChangelogEvent[] = [];
   let after: string | null = String(startSeq);
   while (after !== null) {
-    const page: ChangelogAnswer = yield* graphql<ChangelogAnswer>(graphqlRequest('changelog', { ns, kinds: KINDS_REPORTED, after, first: CHANGELOG_PAGE }));
+    const page: ChangelogAnswer = yield* graphql<ChangelogAnswer>(
+      graphqlRequest('changelog', { ns, kinds: KINDS_REPORTED, after, first: CHANGELOG_PAGE }),
+    );
     events.push(...page.changelog.nodes);
     after = page.changelog.pageInfo.hasNextPage ? page.changelog.pageInfo.endCursor : null;
   }
@@ -142,7 +146,12 @@ export interface SettleGoal {
  * What teardown() reports: waits up to `options.settleMs` for `goal` (polling once a second),
  * then reads the distribution, the splits and migrations since setup, and the balancer's verdict.
  */
-export function* collectReport(options: WorkloadOptions, setup: SetupData, goal: SettleGoal, nowMs: () => number): Sequence<TeardownReport> {
+export function* collectReport(
+  options: WorkloadOptions,
+  setup: SetupData,
+  goal: SettleGoal,
+  nowMs: () => number,
+): Sequence<TeardownReport> {
   const loadEndedAtMs = nowMs();
   const polls = Math.ceil(options.settleMs / SETTLE_POLL_MS);
   let settledAfterMs: number | null = null;

@@ -23,7 +23,11 @@ describe('thresholds and the summary', () => {
       state: { testRunDurationMs: 65_000 },
       metrics: {
         tessera_errors: { type: 'rate', values: { rate: 0.002 }, thresholds: { 'rate<0.001': { ok: false } } },
-        tessera_request_ms: { type: 'trend', values: { med: 5, 'p(95)': 9, 'p(99)': 20, max: 40, count: 1000 }, thresholds: { 'p(99)<1000': { ok: true } } },
+        tessera_request_ms: {
+          type: 'trend',
+          values: { med: 5, 'p(95)': 9, 'p(99)': 20, max: 40, count: 1000 },
+          thresholds: { 'p(99)<1000': { ok: true } },
+        },
         tessera_documents_inserted: { type: 'counter', values: { count: 9980, rate: 160 } },
         tessera_splits: { type: 'gauge', values: { value: 31, min: 31, max: 31 } },
         tessera_migrations: { type: 'gauge', values: { value: 4, min: 4, max: 4 } },

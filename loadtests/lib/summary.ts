@@ -43,10 +43,7 @@ export function workloadThresholds(options: WorkloadOptions): Record<string, str
 
 /** The part of k6's summary data handleSummary() reads (the object has more). */
 export interface K6SummaryData {
-  metrics: Record<
-    string,
-    { type: string; values: Record<string, number>; thresholds?: Record<string, { ok: boolean }> }
-  >;
+  metrics: Record<string, { type: string; values: Record<string, number>; thresholds?: Record<string, { ok: boolean }> }>;
   state?: { testRunDurationMs?: number };
 }
 
@@ -72,7 +69,8 @@ export interface WorkloadSummary {
 export function buildSummary(options: WorkloadOptions, data: K6SummaryData): WorkloadSummary {
   const failedThresholds: string[] = [];
   for (const [name, metric] of Object.entries(data.metrics))
-    for (const [expression, verdict] of Object.entries(metric.thresholds ?? {})) if (!verdict.ok) failedThresholds.push(`${name}: ${expression}`);
+    for (const [expression, verdict] of Object.entries(metric.thresholds ?? {}))
+      if (!verdict.ok) failedThresholds.push(`${name}: ${expression}`);
   const report: Partial<Record<ReportMetric, number>> = {};
   for (const name of REPORT_METRICS) {
     const value = data.metrics[name]?.values.value;
@@ -108,8 +106,11 @@ export function textSummary(summary: WorkloadSummary, summaryPath: string): stri
     `  latency ms: p50 ${fixed(latency?.med)}  p95 ${fixed(latency?.['p(95)'])}  p99 ${fixed(latency?.['p(99)'])}  max ${fixed(latency?.max)}`,
   ];
   if (summary.load.wsEvents !== null)
-    lines.push(`  graphql-ws events ${summary.load.wsEvents}, lag ms p50 ${fixed(summary.load.wsEventLagMs?.med)} p99 ${fixed(summary.load.wsEventLagMs?.['p(99)'])}`);
-  if (summary.report === null) lines.push('  cluster report: missing (teardown did not run or its metrics did not reach the summary; see its log lines)');
+    lines.push(
+      `  graphql-ws events ${summary.load.wsEvents}, lag ms p50 ${fixed(summary.load.wsEventLagMs?.med)} p99 ${fixed(summary.load.wsEventLagMs?.['p(99)'])}`,
+    );
+  if (summary.report === null)
+    lines.push('  cluster report: missing (teardown did not run or its metrics did not reach the summary; see its log lines)');
   else
     lines.push(
       `  cluster: ${summary.report.tessera_chunks ?? '-'} chunks on ${summary.report.tessera_shards_with_chunks ?? '-'} shards (imbalance ${summary.report.tessera_chunk_imbalance ?? '-'}), ${summary.report.tessera_splits ?? '-'} splits, ${summary.report.tessera_migrations ?? '-'} migrations, compliant ${summary.report.tessera_compliant === undefined ? '?' : summary.report.tessera_compliant === 1 ? 'yes' : 'no'}`,

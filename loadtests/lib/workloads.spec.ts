@@ -2,7 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { jsonBytes } from './documents.ts';
 import { scrambleId, seededRandom } from './keys.ts';
 import { parseWorkloadOptions } from './options.ts';
-import { CRUD_MIX, type CrudOperation, collectionSpecOf, crudRequest, insertBatch, judgeAnswer, pickCrudOperation, seedBatches } from './workloads.ts';
+import {
+  CRUD_MIX,
+  type CrudOperation,
+  collectionSpecOf,
+  crudRequest,
+  insertBatch,
+  judgeAnswer,
+  pickCrudOperation,
+  seedBatches,
+} from './workloads.ts';
 
 const env = { ADMIN_TOKEN: 'admin-token-0123456789', DOC_BYTES: '300', BATCH: '4', SEED_DOCS: '10' };
 
@@ -18,7 +27,10 @@ describe('workload requests', () => {
     const first = insertBatch('insert-monotonic', options, 0, seededRandom(1));
     const second = insertBatch('insert-monotonic', options, 1, seededRandom(1));
     expect(first.path).toBe('/v1/load/insert_monotonic/insert');
-    const docs = [...(first.body as { documents: Array<{ _id: number; x: number }> }).documents, ...(second.body as { documents: Array<{ _id: number; x: number }> }).documents];
+    const docs = [
+      ...(first.body as { documents: Array<{ _id: number; x: number }> }).documents,
+      ...(second.body as { documents: Array<{ _id: number; x: number }> }).documents,
+    ];
     expect(docs.map((d) => d._id)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(docs.map((d) => d.x)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(docs.every((d) => jsonBytes(d) === 300)).toBe(true);
@@ -26,7 +38,8 @@ describe('workload requests', () => {
 
   it('gives random-key inserts random shard keys but still unique ids', () => {
     const options = parseWorkloadOptions('insert-random', env);
-    const docs = (insertBatch('insert-random', options, 5, seededRandom(9)).body as { documents: Array<{ _id: number; x: number }> }).documents;
+    const docs = (insertBatch('insert-random', options, 5, seededRandom(9)).body as { documents: Array<{ _id: number; x: number }> })
+      .documents;
     expect(docs.map((d) => d._id)).toEqual([20, 21, 22, 23]);
     expect(new Set(docs.map((d) => d.x)).size).toBe(4);
   });
@@ -42,7 +55,9 @@ describe('workload requests', () => {
     const options = parseWorkloadOptions('crud-mix', env);
     const read = crudRequest('read', options, 0, () => 0.35);
     expect(read).toMatchObject({ name: 'read', path: '/v1/load/crud_mix/find', body: { filter: { k: scrambleId(3), _id: 3 }, limit: 1 } });
-    expect(crudRequest('update', options, 0, () => 0.35).body).toEqual({ updates: [{ q: { k: scrambleId(3), _id: 3 }, u: { $inc: { v: 1 } } }] });
+    expect(crudRequest('update', options, 0, () => 0.35).body).toEqual({
+      updates: [{ q: { k: scrambleId(3), _id: 3 }, u: { $inc: { v: 1 } } }],
+    });
     expect((crudRequest('insert', options, 42, () => 0).body as { documents: Array<{ _id: number }> }).documents[0]?._id).toBe(52);
     expect((crudRequest('scatter', options, 0, () => 0.5).body as { filter: unknown }).filter).toEqual({ g: 50 });
     const seeds = seedBatches(options);
@@ -53,12 +68,27 @@ describe('workload requests', () => {
     const options = parseWorkloadOptions('crud-mix', env);
     const insert = crudRequest('insert', options, 0, () => 0);
     expect(judgeAnswer(insert, 200, { insertedCount: 1, writeErrors: [] })).toEqual({ ok: true, inserted: 1 });
-    expect(judgeAnswer(insert, 200, { insertedCount: 0, writeErrors: [{ codeName: 'DuplicateKey' }] })).toMatchObject({ ok: false, problem: 'writeError DuplicateKey' });
+    expect(judgeAnswer(insert, 200, { insertedCount: 0, writeErrors: [{ codeName: 'DuplicateKey' }] })).toMatchObject({
+      ok: false,
+      problem: 'writeError DuplicateKey',
+    });
     expect(judgeAnswer(insert, 503, { ok: 0, codeName: 'StaleConfig' })).toMatchObject({ ok: false, problem: 'HTTP 503 StaleConfig' });
     const read = crudRequest('read', options, 0, () => 0);
     expect(judgeAnswer(read, 200, { cursor: { id: '0', firstBatch: [{}] } }).ok).toBe(true);
     expect(judgeAnswer(read, 200, { cursor: { id: '0', firstBatch: [] } })).toMatchObject({ ok: false, problem: 'document not found' });
-    expect(judgeAnswer(crudRequest('update', options, 0, () => 0), 200, { matchedCount: 1, modifiedCount: 1 }).ok).toBe(true);
-    expect(judgeAnswer(crudRequest('scatter', options, 0, () => 0), 200, 'oops').ok).toBe(false);
+    expect(
+      judgeAnswer(
+        crudRequest('update', options, 0, () => 0),
+        200,
+        { matchedCount: 1, modifiedCount: 1 },
+      ).ok,
+    ).toBe(true);
+    expect(
+      judgeAnswer(
+        crudRequest('scatter', options, 0, () => 0),
+        200,
+        'oops',
+      ).ok,
+    ).toBe(false);
   });
 });

@@ -41,7 +41,12 @@ function pathOf(ns: string, command: string): string {
  * The insert batch of iteration `iterationInTest` (unique across VUs). `_id` is derived from the
  * iteration so it is unique in the run whatever the key; `x` is the shard key value.
  */
-export function insertBatch(workload: InsertWorkload, options: WorkloadOptions, iterationInTest: number, random: RandomSource): RouterRequest {
+export function insertBatch(
+  workload: InsertWorkload,
+  options: WorkloadOptions,
+  iterationInTest: number,
+  random: RandomSource,
+): RouterRequest {
   const ids = monotonicKeys(iterationInTest, options.batch);
   const keys = workload === 'insert-monotonic' || workload === 'insert-hashed' ? ids : randomKeys(random, options.batch);
   const documents = ids.map((id, i) => buildDocument({ _id: id, x: keys[i] as number }, options.docBytes, id));
@@ -85,11 +90,21 @@ export function pickCrudOperation(random: RandomSource): CrudOperation {
  * router sends them to one shard; inserts add documents after the seed (ids from the iteration);
  * the scatter-gather find filters on the group, which is not the shard key, so it goes to every shard.
  */
-export function crudRequest(operation: CrudOperation, options: WorkloadOptions, iterationInTest: number, random: RandomSource): RouterRequest {
+export function crudRequest(
+  operation: CrudOperation,
+  options: WorkloadOptions,
+  iterationInTest: number,
+  random: RandomSource,
+): RouterRequest {
   const seedId = Math.floor(random() * options.seedDocs);
   switch (operation) {
     case 'read':
-      return { name: 'read', method: 'POST', path: pathOf(options.ns, 'find'), body: { filter: { k: scrambleId(seedId), _id: seedId }, limit: 1 } };
+      return {
+        name: 'read',
+        method: 'POST',
+        path: pathOf(options.ns, 'find'),
+        body: { filter: { k: scrambleId(seedId), _id: seedId }, limit: 1 },
+      };
     case 'update':
       return {
         name: 'update',
@@ -99,7 +114,12 @@ export function crudRequest(operation: CrudOperation, options: WorkloadOptions, 
       };
     case 'insert': {
       const id = options.seedDocs + iterationInTest;
-      return { name: 'insert', method: 'POST', path: pathOf(options.ns, 'insert'), body: { documents: [crudDocument(id, options.docBytes)] } };
+      return {
+        name: 'insert',
+        method: 'POST',
+        path: pathOf(options.ns, 'insert'),
+        body: { documents: [crudDocument(id, options.docBytes)] },
+      };
     }
     case 'scatter':
       return {
@@ -144,6 +164,8 @@ export function judgeAnswer(request: RouterRequest, status: number, body: unknow
     case 'update':
       return answer.matchedCount === 1 ? { ok: true } : { ok: false, problem: `matched ${String(answer.matchedCount)}` };
     case 'scatter':
-      return Array.isArray((answer.cursor as { firstBatch?: unknown[] } | undefined)?.firstBatch) ? { ok: true } : { ok: false, problem: 'no cursor' };
+      return Array.isArray((answer.cursor as { firstBatch?: unknown[] } | undefined)?.firstBatch)
+        ? { ok: true }
+        : { ok: false, problem: 'no cursor' };
   }
 }

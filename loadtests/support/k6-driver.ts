@@ -102,7 +102,10 @@ export function send(options: WorkloadOptions, request: RouterRequest): boolean 
  * (`tessera-report {...}`) so it survives whatever output the run uses.
  */
 export function reportTeardown(options: WorkloadOptions, setup: SetupData, goal: SettleGoal): TeardownReport {
-  const report = runSequence(options, collectReport(options, setup, goal, () => Date.now()));
+  const report = runSequence(
+    options,
+    collectReport(options, setup, goal, () => Date.now()),
+  );
   for (const [name, value] of Object.entries(reportMetrics(report))) reportGauges[name as ReportMetric].add(value);
   console.log(formatReport(report));
   console.log(`tessera-report ${JSON.stringify(report)}`);

@@ -76,7 +76,11 @@ async function run<T>(sequence: Sequence<T>): Promise<T> {
               headers: { 'content-type': 'application/json', authorization: `Bearer ${options.adminToken}` },
               body: graphqlBody(step.request),
             })
-          : await fetch(`${options.routerUrl}${step.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(step.body) });
+          : await fetch(`${options.routerUrl}${step.path}`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify(step.body),
+            });
       answer = { status: response.status, body: (await response.json()) as unknown };
     }
     next = sequence.next(answer);
@@ -91,7 +95,10 @@ function subscribe(ns: string, since: number): { received: PlacementChange[]; ac
   const socket = new WebSocket(graphqlWsUrl(options.configUrl), GRAPHQL_TRANSPORT_WS);
   const acknowledged = new Promise<void>((resolve, reject) => {
     socket.on('open', () => {
-      for (const message of [...protocol.open(), ...protocol.subscribe({ id: 'p', query: OPERATIONS.chunkPlacementChanged, variables: { ns, since } })])
+      for (const message of [
+        ...protocol.open(),
+        ...protocol.subscribe({ id: 'p', query: OPERATIONS.chunkPlacementChanged, variables: { ns, since } }),
+      ])
         socket.send(message);
     });
     socket.on('message', (raw: Buffer) => {
@@ -109,7 +116,11 @@ function subscribe(ns: string, since: number): { received: PlacementChange[]; ac
 }
 
 async function changelogCount(ns: string, afterSeq: number, kinds: string[]): Promise<number> {
-  const result = await catalog.query<{ n: string }>('SELECT count(*) AS n FROM changelog WHERE ns = $1 AND seq > $2 AND what = ANY($3)', [ns, afterSeq, kinds]);
+  const result = await catalog.query<{ n: string }>('SELECT count(*) AS n FROM changelog WHERE ns = $1 AND seq > $2 AND what = ANY($3)', [
+    ns,
+    afterSeq,
+    kinds,
+  ]);
   return Number(result.rows[0]!.n);
 }
 
