@@ -11,6 +11,7 @@ import {
   type SetupData,
   type StepAnswer,
   type WorkloadOptions,
+  addShard,
   collectReport,
   collectionSpecOf,
   graphqlBody,
@@ -39,6 +40,8 @@ let options: WorkloadOptions;
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({
     shards: 2,
+    // shard2: running, not a member, for add-shard-under-load.
+    spareShards: 1,
     env: { ...FAST_CONFIG_ENV, TESSERA_BALANCER_ROUND_INTERVAL_MS: '500', TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0' },
   }));
   config = cluster.configClient();
@@ -115,6 +118,49 @@ function subscribe(ns: string, since: number): { received: PlacementChange[]; ac
   return { received, acknowledged, close: () => socket.close() };
 }
 
+/**
+ * A workload's insert scenario: `vus` virtual users sending one batch per iteration, the
+ * iteration number shared as k6's scenario.iterationInTest is, until `stop()` or `capMs`.
+ */
+async function insertUntil(
+  workload: 'insert-random' | 'add-shard-under-load',
+  settings: WorkloadOptions,
+  stop: () => boolean,
+  capMs: number,
+): Promise<{ batches: number; inserted: number; failures: string[]; ms: number }> {
+  const random = seededRandom(20261123);
+  const started = Date.now();
+  let batches = 0;
+  let inserted = 0;
+  const failures: string[] = [];
+  await Promise.all(
+    Array.from({ length: settings.vus }, async () => {
+      while (!stop() && Date.now() - started < capMs) {
+        const request = insertBatch(workload, settings, batches++, random);
+        const response = await fetch(`${settings.routerUrl}${request.path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(request.body),
+        });
+        const verdict = judgeAnswer(request, response.status, await response.json());
+        if (verdict.ok) inserted += verdict.inserted ?? 0;
+        else failures.push(verdict.problem ?? 'unknown');
+      }
+    }),
+  );
+  return { batches, inserted, failures, ms: Date.now() - started };
+}
+
+async function countDocuments(ns: string): Promise<number> {
+  const [db, coll] = ns.split('.');
+  const counted = await fetch(`${options.routerUrl}/v1/${db}/${coll}/count`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ filter: {} }),
+  });
+  return ((await counted.json()) as { n: number }).n;
+}
+
 async function changelogCount(ns: string, afterSeq: number, kinds: string[]): Promise<number> {
   const result = await catalog.query<{ n: string }>('SELECT count(*) AS n FROM changelog WHERE ns = $1 AND seq > $2 AND what = ANY($3)', [
     ns,
@@ -131,32 +177,15 @@ describe('the k6 workloads’ logic against a real cluster', () => {
     const subscriber = subscribe(setup.ns, setup.startSeq);
     await subscriber.acknowledged;
 
-    // The insert-random scenario: VUS virtual users, each sending one batch per iteration, with
-    // the iteration number shared as k6's scenario.iterationInTest is. It runs until the
-    // subscriber has seen a migration commit (at most 30 s).
-    const random = seededRandom(20261123);
-    const started = Date.now();
-    let iteration = 0;
-    let inserted = 0;
-    const failures: string[] = [];
-    const movedOrTimedOut = () => subscriber.received.some((c) => c.reason === 'moveChunk.commit') || Date.now() - started > 30_000;
-    await Promise.all(
-      Array.from({ length: options.vus }, async () => {
-        while (!movedOrTimedOut()) {
-          const request = insertBatch('insert-random', options, iteration++, random);
-          const response = await fetch(`${options.routerUrl}${request.path}`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify(request.body),
-          });
-          const verdict = judgeAnswer(request, response.status, await response.json());
-          if (verdict.ok) inserted += verdict.inserted ?? 0;
-          else failures.push(verdict.problem ?? 'unknown');
-        }
-      }),
+    // The insert-random scenario, until the subscriber has seen a migration commit (at most 30 s).
+    const load = await insertUntil(
+      'insert-random',
+      options,
+      () => subscriber.received.some((c) => c.reason === 'moveChunk.commit'),
+      30_000,
     );
-    const loadMs = Date.now() - started;
-    expect(failures).toEqual([]);
+    const { batches: iteration, inserted, ms: loadMs } = load;
+    expect(load.failures).toEqual([]);
 
     const report = await run(collectReport(options, setup, { compliant: true }, () => Date.now()));
     subscriber.close();
@@ -200,11 +229,55 @@ describe('the k6 workloads’ logic against a real cluster', () => {
     expect(subscriber.received.filter((c) => c.reason === 'split' || c.reason === 'multi-split')).toHaveLength(report.splits);
 
     // Nothing acknowledged was lost on the way.
-    const counted = await fetch(`${options.routerUrl}/v1/load/insert_random/count`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ filter: {} }),
+    expect(await countDocuments(setup.ns)).toBe(inserted);
+  }, 90_000);
+
+  it('add-shard-under-load: a shard added during the inserts gets chunks, and not one request fails', async () => {
+    const settings = parseWorkloadOptions('add-shard-under-load', {
+      ROUTER_URL: options.routerUrl,
+      CONFIG_URL: options.configUrl,
+      ADMIN_TOKEN: options.adminToken,
+      CHUNK_SIZE: '64KiB',
+      DOC_BYTES: '1024',
+      BATCH: '20',
+      VUS: '4',
+      SETTLE: '20s',
+      NEW_SHARD_NAME: 'shard2',
+      NEW_SHARD_URL: cluster.node('shard2').url,
     });
-    expect(((await counted.json()) as { n: number }).n).toBe(inserted);
+    const setup = await run(setupCollection(settings, collectionSpecOf('add-shard-under-load', 2), () => Date.now()));
+    expect(setup.shards).toEqual(['shard0', 'shard1']);
+
+    // The addShard scenario: one call, part-way through the load (1.5 s in); then the load goes
+    // on until the new shard owns a chunk of the collection (at most 40 s).
+    let newShardHoldsChunks = false;
+    let added: { name: string; state: string } | undefined;
+    const adding = (async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      added = await run(addShard(settings.newShardName, settings.newShardUrl));
+      while (!newShardHoldsChunks) {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        newShardHoldsChunks = (await config.getChunks({ ns: setup.ns })).chunks.some((c) => c.shard === 'shard2');
+      }
+    })();
+    const load = await insertUntil('add-shard-under-load', settings, () => newShardHoldsChunks, 40_000);
+    newShardHoldsChunks = true;
+    await adding;
+    expect(added).toMatchObject({ name: 'shard2' });
+    expect(load.failures).toEqual([]);
+
+    const report = await run(collectReport(settings, setup, { shardHoldsChunks: 'shard2' }, () => Date.now()));
+    console.log(
+      `loadtests e2e (add shard): ${load.inserted} documents in ${load.ms} ms, no failure; shard2 holds ${report.watchedShardChunks} chunks; ` +
+        `${report.splits} splits, ${report.migrations} migrations; ${JSON.stringify(report.perShard.map((d) => [d.shard, d.chunks]))}`,
+    );
+    const chunks = (await config.getChunks({ ns: setup.ns })).chunks;
+    expect(report.watchedShard).toBe('shard2');
+    expect(report.watchedShardChunks).toBe(chunks.filter((c) => c.shard === 'shard2').length);
+    expect(report.watchedShardChunks).toBeGreaterThan(0);
+    expect(report.settledAfterMs).not.toBeNull();
+    expect(report.perShard.map((d) => d.shard)).toEqual(['shard0', 'shard1', 'shard2']);
+    expect(report.migrations).toBe(await changelogCount(setup.ns, setup.startSeq, ['moveChunk.commit']));
+    expect(await countDocuments(setup.ns)).toBe(load.inserted);
   }, 90_000);
 });
