@@ -161,7 +161,7 @@ try {
   }
   const seconds = (performance.now() - started) / 1000;
 
-  const moves = await catalog.query<{ details: { bytesCloned: number } }>(
+  const moves = await catalog.query<{ details: { bytesCloned: number; phases: Array<{ phase: string; at: string }> } }>(
     "SELECT details FROM changelog WHERE what = 'moveChunk.from' AND id > $1 AND ns = $2",
     [seqBefore, NS],
   );
@@ -174,6 +174,17 @@ try {
   const sizes = [...(await shardBytes()).values()];
   console.log(`\n  balancer: ${moves.rowCount} migrations moving ${mb(moved)} in ${rounds.rows[0]!.n} rounds recorded`);
   console.log(`  per shard after: max ${mb(Math.max(...sizes))}, min ${mb(Math.min(...sizes))}`);
+  // Where a migration's time goes: each phase until the next, averaged over the balancer's migrations.
+  const phaseMs = new Map<string, number>();
+  let migrating = 0;
+  for (const { details } of moves.rows) {
+    const times = details.phases.map((p) => Date.parse(p.at));
+    details.phases.slice(0, -1).forEach((p, i) => phaseMs.set(p.phase, (phaseMs.get(p.phase) ?? 0) + times[i + 1]! - times[i]!));
+    migrating += times.at(-1)! - times[0]!;
+  }
+  const perMove = (ms: number) => `${(ms / Math.max(1, moves.rowCount ?? 0)).toFixed(0)} ms`;
+  console.log(`  a migration, on average: ${[...phaseMs].map(([phase, ms]) => `${phase} ${perMove(ms)}`).join(', ')}`);
+  console.log(`  time inside migrations: ${(migrating / 1000).toFixed(1)} s of ${seconds.toFixed(1)} s`);
   console.log(`  time to balancerCompliant: ${seconds.toFixed(1)} s`);
   console.log(`  lower bound (bytes moved ÷ migration rate): ${lowerBound.toFixed(1)} s`);
   console.log(`  ratio: ${(seconds / lowerBound).toFixed(2)} (goal <= 1.5)`);
