@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The dependency rule (ARCHITECTURE.md): apps -> adapter libs -> protocol -> core. Core is pure:
-// it imports nothing but itself and `bson`, and reads no environment, clock or randomness.
+// it imports nothing but itself and `bson`, and reads no environment, clock or randomness. The k6
+// workloads' shared modules (loadtests/lib) are pure too and import nothing but each other.
 // Exits 1 listing every violation with file and line. Usage: node tools/check-deps.mjs [repo-root]
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
@@ -37,10 +38,14 @@ const rules = [
   { area: 'libs/routing/', allow: (spec) => spec === '@tessera/core' || spec === '@tessera/protocol' },
   { area: 'libs/platform/', allow: (spec) => !spec.startsWith('@tessera/platform') && !spec.startsWith('@tessera/migrations') },
   { area: 'apps/', allow: (spec) => !/^@tessera\/[^/]+\//.test(spec) },
+  // The k6 workloads' shared logic runs in k6 and in Node: no k6 module, no Node module, and
+  // randomness, time and the environment come in as arguments. The scripts may import k6's modules.
+  { area: 'loadtests/lib/', allow: () => false, pure: true },
+  { area: 'loadtests/', allow: (spec) => spec === 'k6' || spec.startsWith('k6/') },
 ];
 
 const violations = [];
-for (const top of ['libs', 'apps']) {
+for (const top of ['libs', 'apps', 'loadtests']) {
   for (const file of tsFiles(join(root, top))) {
     const rel = relative(root, file).split(sep).join('/');
     const rule = rules.find((r) => rel.startsWith(r.area));
@@ -76,4 +81,4 @@ if (violations.length > 0) {
   console.error(`dependency rule: ${violations.length} violation(s)\n${violations.map((v) => `  ${v}`).join('\n')}`);
   process.exit(1);
 }
-console.log('dependency rule: ok (core pure; apps -> platform -> protocol -> core; no deep imports)');
+console.log('dependency rule: ok (core pure; apps -> platform -> protocol -> core; no deep imports; loadtests/lib pure)');

@@ -46,6 +46,28 @@ describe('the dependency rule check', () => {
     expect(result.output).toContain(message);
   });
 
+  it("keeps the k6 workloads' shared modules free of k6, Node and ambient randomness, and lets the scripts import k6", () => {
+    expect(
+      checkTree({
+        'loadtests/lib/keys.ts': "import { buildDocument } from './documents.ts';\n",
+        'loadtests/lib/documents.ts': 'export const buildDocument = 1;\n',
+        'loadtests/insert.ts':
+          "import http from 'k6/http';\nimport exec from 'k6/execution';\nimport { buildDocument } from './lib/keys.ts';\n",
+      }).status,
+    ).toBe(0);
+    for (const [line, message] of [
+      ["import http from 'k6/http';", 'loadtests/lib/ may not import "k6/http"'],
+      ["import { readFileSync } from 'node:fs';", 'loadtests/lib/ may not import "node:fs"'],
+      ['export const roll = () => Math.random();', 'uses Math.random'],
+      ["import { send } from '../support/k6-driver.ts';", 'leaves loadtests/lib/'],
+    ]) {
+      const result = checkTree({ 'loadtests/lib/bad.ts': `${line}\n` });
+      expect(result.status).toBe(1);
+      expect(result.output).toContain(message);
+    }
+    expect(checkTree({ 'loadtests/bad.ts': "import pg from 'pg';\n" }).output).toContain('loadtests/ may not import "pg"');
+  });
+
   it('refuses a router that reaches into the config server by relative path', () => {
     const result = checkTree({ 'apps/router/src/a.ts': "import { x } from '../../config/src/x.js';\n" });
     expect(result.status).toBe(1);

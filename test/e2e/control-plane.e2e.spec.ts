@@ -24,6 +24,7 @@ beforeAll(async () => {
       TESSERA_ADMIN_TOKEN: ADMIN,
       TESSERA_VIEWER_TOKEN: VIEWER,
       TESSERA_GRAPHQL_MAX_DEPTH: '5',
+      TESSERA_BALANCER_ROUND_INTERVAL_MS: '500',
       TESSERA_LOG_LEVEL: 'warn',
     },
     nodeEnv: { config1: { TESSERA_GRAPHQL_DEVELOPMENT: 'true' } },
@@ -317,5 +318,81 @@ describe('the GraphQL control plane', () => {
     const event = await eventually(async () => received[0], 'the reported progress', 10_000);
     expect(event).toEqual({ kind: 'moveChunk.progress', shard: 'shard0', details: { clonedDocs: 10 } });
     await expect(config.reportChangelog({ what: 'not a kind!' })).rejects.toMatchObject({ code: 'BAD_VALUE' });
+  });
+  it('runs the balancer from GraphQL on either config process: state, settings, collection options, status and rounds', async () => {
+    const rounds: Array<{ kind: string; details: { collections: number } }> = [];
+    const client = createClient({
+      url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: VIEWER },
+      retryAttempts: 0,
+    });
+    cleanups.push(() => client.dispose());
+    client.subscribe<{ balancerRound: (typeof rounds)[number] }>(
+      { query: 'subscription { balancerRound(since: 0) { kind details } }' },
+      { next: (v) => rounds.push(v.data!.balancerRound), error: () => undefined, complete: () => undefined },
+    );
+    const round = await eventually(async () => rounds.find((r) => r.details.collections >= 1), `a round over ${NS} on the stream`, 10_000);
+    expect(round.kind).toBe('balancer.round');
+
+    const STATUS = '{ balancerStatus { mode inBalancerRound lastRound { startedAt durationMs migrations { reason } errors { code } } } }';
+    for (const node of ['config', 'config1']) {
+      const status = await graphql<{ balancerStatus: { mode: string; lastRound: { startedAt: string } | null } }>(STATUS, {}, VIEWER, node);
+      expect(status.errors).toBeUndefined();
+      expect(status.data!.balancerStatus.mode).toBe('full');
+      expect(status.data!.balancerStatus.lastRound?.startedAt, `${node} answers with the leader's last round`).toBeTruthy();
+    }
+
+    const off = await admin<{ setBalancerState: { mode: string } }>('mutation { setBalancerState(enabled: false) { mode } }');
+    expect(off.setBalancerState.mode).toBe('off');
+    const updated = await admin<{ updateClusterSettings: { balancer: { activeWindow: unknown; policy: string }; chunkSizeBytes: number } }>(
+      `mutation { updateClusterSettings(input: { activeWindow: { start: "23:00", stop: "04:00" }, policy: "chunkCount", chunkSizeBytes: 1048576 })
+         { balancer { activeWindow { start stop } policy } chunkSizeBytes } }`,
+    );
+    expect(updated.updateClusterSettings).toEqual({
+      balancer: { activeWindow: { start: '23:00', stop: '04:00' }, policy: 'chunkCount' },
+      chunkSizeBytes: 1048576,
+    });
+    const refused = await graphql(
+      'mutation { updateClusterSettings(input: { chunkSizeBytes: 1000, activeWindow: { start: "25:00", stop: "01:00" } }) { autoSplit } }',
+      {},
+      ADMIN,
+    );
+    expect(refused.errors?.[0]?.extensions?.code).toBe('BAD_VALUE');
+    expect(refused.errors?.[0]?.message).toMatch(/64 KiB|HH:MM/);
+    const settings = await graphql<{ clusterSettings: { balancer: { mode: string; activeWindow: unknown }; chunkSizeBytes: number } }>(
+      '{ clusterSettings { balancer { mode activeWindow { start } } chunkSizeBytes } }',
+      {},
+      VIEWER,
+      'config1',
+    );
+    expect(settings.data!.clusterSettings, 'nothing of the refused update was applied').toEqual({
+      balancer: { mode: 'off', activeWindow: { start: '23:00' } },
+      chunkSizeBytes: 1048576,
+    });
+
+    const CONFIGURE = `mutation ($chunkSizeBytes: Float) { configureCollectionBalancing(ns: "${NS}", chunkSizeBytes: $chunkSizeBytes, enableAutoMerger: false)
+      { chunkSizeBytes autoMergingEnabled balancingEnabled } }`;
+    expect(
+      (await admin<{ configureCollectionBalancing: unknown }>(CONFIGURE, { chunkSizeBytes: 65536 })).configureCollectionBalancing,
+    ).toEqual({
+      chunkSizeBytes: 65536,
+      autoMergingEnabled: false,
+      balancingEnabled: true,
+    });
+    const reset = await admin<{ configureCollectionBalancing: { chunkSizeBytes: number | null } }>(CONFIGURE, { chunkSizeBytes: null });
+    expect(reset.configureCollectionBalancing.chunkSizeBytes, 'null goes back to the cluster default').toBeNull();
+    const unknown = await graphql('mutation { configureCollectionBalancing(ns: "cp.nothing", enableBalancing: false) { ns } }', {}, ADMIN);
+    expect(unknown.errors?.[0]?.extensions?.code).toBe('NAMESPACE_NOT_FOUND');
+    expect((await graphql('mutation { setBalancerState(enabled: true) { mode } }')).errors?.[0]?.extensions?.code).toBe('UNAUTHORIZED');
+
+    await admin(
+      'mutation { updateClusterSettings(input: { balancerMode: "full", activeWindow: null, policy: "dataSize", chunkSizeBytes: 134217728 }) { autoSplit } }',
+    );
+
+    const compliance = await graphql<{ balancerCollectionStatus: { balancerCompliant: boolean; firstComplianceViolation: string | null } }>(
+      `{ balancerCollectionStatus(ns: "${NS}") { balancerCompliant firstComplianceViolation } }`,
+    );
+    expect(compliance.data!.balancerCollectionStatus).toEqual({ balancerCompliant: true, firstComplianceViolation: null });
   });
 });

@@ -9,6 +9,7 @@ Starts a local Tessera cluster: embedded PostgreSQL, 1 config server, N shards, 
 
 Options:
   --shards N       number of shards (default 3)
+  --spare-shards N shards started but not added, for addShard later (default 0)
   --routers N      number of routers (default 1)
   --fresh          wipe the cluster's data first
   --pg-url URL     use this PostgreSQL server (allowed to create databases) instead of the embedded one
@@ -34,6 +35,7 @@ try {
   args = parseArgs({
     options: {
       shards: { type: 'string' },
+      'spare-shards': { type: 'string' },
       routers: { type: 'string' },
       fresh: { type: 'boolean', default: false },
       'pg-url': { type: 'string' },
@@ -63,6 +65,7 @@ const cluster = new LocalCluster({
   rootDir: args['data-dir'] ?? join(repoRoot, '.tessera'),
   distDir: join(repoRoot, 'dist'),
   shards: positiveInt(args.shards, 'shards', 3),
+  spareShards: positiveInt(args['spare-shards'], 'spare-shards', 0, 0),
   routers: positiveInt(args.routers, 'routers', 1),
   pgUrl,
   pgPort: pgPort < 1024 ? fail('--pg-port must be 1024 or above') : pgPort,
@@ -114,7 +117,14 @@ Tessera is running (${((performance.now() - started) / 1000).toFixed(1)} s):
     admin token  ${cluster.controlPlaneTokens.admin}
     viewer token ${cluster.controlPlaneTokens.viewer}
     (send "Authorization: Bearer <token>"; kept in ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'control-plane.tokens')})
-  shards         ${cluster.shardNodes.map((s) => `${s.name} ${s.url}`).join(', ')}
+  shards         ${cluster.memberShards.map((s) => `${s.name} ${s.url}`).join(', ')}${
+    cluster.shardNodes.length > cluster.memberShards.length
+      ? `\n  spare shards   ${cluster.shardNodes
+          .filter((s) => !cluster.memberShards.includes(s))
+          .map((s) => `${s.name} ${s.url}`)
+          .join(', ')}   (started, not added: addShard adds them)`
+      : ''
+  }
   logs           ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'logs')}
   cluster key    in ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'cluster.key')} (TESSERA_CLUSTER_KEY)
 Press Ctrl-C to stop.`);

@@ -2,6 +2,8 @@ import { InternalHttpClient, type InternalClientOptions } from './internal-http-
 import type {
   DataSizeRequest,
   DataSizeResult,
+  StatsForBalancingRequest,
+  StatsForBalancingResult,
   DonorMoveRangeRequest,
   MigrateCloneRequest,
   MoveRangeResult,
@@ -66,6 +68,11 @@ export class MigrationClient {
 
   dataSize(request: DataSizeRequest): Promise<DataSizeResult> {
     return this.http.call('POST', '/internal/chunks/dataSize', request);
+  }
+
+  /** Owned bytes per collection, orphans left out: what the balancer weighs shards by. */
+  statsForBalancing(request: StatsForBalancingRequest): Promise<StatsForBalancingResult> {
+    return this.http.call('POST', '/internal/chunks/statsForBalancing', request);
   }
 
   splitVector(request: SplitVectorRequest): Promise<SplitVectorResult> {

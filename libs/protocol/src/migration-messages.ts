@@ -180,7 +180,13 @@ export function parseTransferLines(text: string): TransferredDocument[] {
     const b = line.indexOf('\t', a + 1);
     const c = line.indexOf('\t', b + 1);
     if (!line.startsWith('u\t') || a < 0 || b < 0 || c < 0) throw new Error(`malformed transfer line: ${line.slice(0, 80)}`);
-    documents.push({ op: 'u', id: line.slice(2, a), key: line.slice(a + 1, b), size: Number(line.slice(b + 1, c)), doc: line.slice(c + 1) });
+    documents.push({
+      op: 'u',
+      id: line.slice(2, a),
+      key: line.slice(a + 1, b),
+      size: Number(line.slice(b + 1, c)),
+      doc: line.slice(c + 1),
+    });
   }
   return documents;
 }
@@ -191,6 +197,17 @@ export type DataSizeRequest = z.input<typeof dataSizeRequestSchema>;
 export interface DataSizeResult {
   size: number;
   numObjects: number;
+}
+
+/**
+ * MongoDB's `_shardsvrGetStatsForBalancing`: the bytes of each collection this shard owns, which
+ * is what it stores less the orphans its range deletion tasks are waiting to delete (the ranges
+ * it gave away and not yet cleaned, and the ranges it is receiving and does not own yet).
+ */
+export const statsForBalancingRequestSchema = z.strictObject({ namespaces: z.array(namespaceSchema).min(1).max(10_000) });
+export type StatsForBalancingRequest = z.input<typeof statsForBalancingRequestSchema>;
+export interface StatsForBalancingResult {
+  stats: Array<{ ns: string; collSize: number }>;
 }
 
 /** MongoDB's `splitVector`: split points that cut the range into pieces of about half `maxChunkSizeBytes`. */

@@ -16,7 +16,7 @@ export interface ShardRow {
 /**
  * What the balancer's policies read (MongoDB's ClusterStatistics and
  * CollectionDataSizeInfoForBalancing): the shards, each collection's chunks and zones from the
- * catalog, its max chunk size, and each shard's bytes of it from the shards' `dataSize`.
+ * catalog, its max chunk size, and each shard's bytes of it from the shards' `statsForBalancing`.
  */
 @Injectable()
 export class ClusterStatisticsService {
@@ -63,7 +63,7 @@ export class ClusterStatisticsService {
 
   /**
    * The collection's distribution: chunks, zones, chunk size and each shard's bytes of it.
-   * Throws when a shard does not answer its `dataSize`.
+   * Throws when a shard does not answer its `statsForBalancing`.
    */
   async distribution(
     row: CollectionRow,
@@ -73,8 +73,13 @@ export class ClusterStatisticsService {
   ): Promise<CollectionDistribution> {
     const chunks = await this.chunks(row);
     const zones = await this.zones(row.ns);
+    // statsForBalancing: the bytes a shard stores outside its range deletion tasks' ranges, so
+    // orphans waiting to be cleaned do not count (MongoDB's numOrphanDocs do not).
     const sizes = await Promise.all(
-      shards.map(async (s) => [s.name, (await this.clients.migration(s.url).dataSize({ ns: row.ns })).size] as const),
+      shards.map(
+        async (s) =>
+          [s.name, (await this.clients.migration(s.url).statsForBalancing({ namespaces: [row.ns] })).stats[0]!.collSize] as const,
+      ),
     );
     return {
       namespace: row.ns,

@@ -20,8 +20,8 @@ import { JsonScalar } from './json.scalar.js';
 
 /**
  * One mutation per administrative command built so far (admin token). They run the same
- * services as the internal API, on the leader where the command needs it. Not here yet: the
- * balancer settings (the balancer issue).
+ * services as the internal API, on the leader where the command needs it. The balancer's
+ * mutations are in balancer.resolver.ts.
  */
 @Resolver()
 @UseGuards(ControlPlaneGuard)

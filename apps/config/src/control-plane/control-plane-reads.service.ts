@@ -306,6 +306,8 @@ function collectionOfRow(row: CollectionRow, collectionVersion: string): Collect
     keyPattern: row.key_pattern,
     unique: row.is_unique,
     balancingEnabled: row.balancing_enabled,
+    autoMergingEnabled: row.auto_merging_enabled,
+    chunkSizeBytes: row.max_chunk_size_bytes === null ? null : Number(row.max_chunk_size_bytes),
     allowMigrations: row.allow_migrations,
     collectionVersion,
   };

@@ -2,6 +2,7 @@ import { NestFactory } from '@nestjs/core';
 import { GraphQLSchemaBuilderModule, GraphQLSchemaFactory } from '@nestjs/graphql';
 import { lexicographicSortSchema, printSchema } from 'graphql';
 import { AdminResolver } from './admin.resolver.js';
+import { BalancerResolver } from './balancer.resolver.js';
 import { ClusterResolver, DatabaseResolver, ShardResolver } from './cluster.resolver.js';
 import { CollectionResolver } from './collection.resolver.js';
 import { EventsResolver } from './events.resolver.js';
@@ -14,6 +15,7 @@ export const CONTROL_PLANE_RESOLVERS = [
   CollectionResolver,
   EventsResolver,
   AdminResolver,
+  BalancerResolver,
 ] as const;
 
 /** The SDL the config server serves (sorted, as `sortSchema` sorts it): what `schema.graphql` must hold. */

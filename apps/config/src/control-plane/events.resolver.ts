@@ -82,6 +82,14 @@ export class EventsResolver {
     return this.stream(topicFilter('topology'), since);
   }
 
+  @Subscription(() => EventType, {
+    description: 'Each balancer round (balancer.round): the migrations it issued with their reasons and outcomes, or why it moved nothing.',
+    resolve: identity,
+  })
+  balancerRound(@Args('since', { type: () => Float, nullable: true }) since?: number): AsyncIterableIterator<ClusterEvent> {
+    return this.stream((e) => e.kind === 'balancer.round', since);
+  }
+
   private stream(filter: EventFilter, since: number | null | undefined): AsyncIterableIterator<ClusterEvent> {
     return toAsyncIterator(this.events.stream(filter, since ?? undefined));
   }

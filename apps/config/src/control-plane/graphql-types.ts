@@ -85,6 +85,9 @@ export class CollectionType {
   @Field(() => JsonScalar) keyPattern!: unknown;
   @Field() unique!: boolean;
   @Field() balancingEnabled!: boolean;
+  @Field() autoMergingEnabled!: boolean;
+  @Field(() => Float, { nullable: true, description: "The collection's max chunk size; null: the cluster's chunkSizeBytes." })
+  chunkSizeBytes!: number | null;
   @Field() allowMigrations!: boolean;
   @Field({ description: 'major|minor' }) collectionVersion!: string;
 }

@@ -1,5 +1,6 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
 import { isDeepStrictEqual } from 'node:util';
 import { Long, MaxKey, MinKey, ObjectId } from 'bson';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -26,13 +27,14 @@ import {
   refineShardKeyRequestSchema,
   shardCollectionRequestSchema,
 } from '@tessera/protocol';
-import { InternalClients, parseWith } from '@tessera/platform';
+import { InternalClients, LOGGER, parseWith } from '@tessera/platform';
 import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow, insertChunkRows, readableKey } from '../catalog/catalog-rows.js';
 import { databaseLock, databaseOf } from '../catalog/namespace.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { CollectionDropper } from './collection-dropper.js';
 import { DatabaseDdlService } from './database-ddl.service.js';
+import { MigrationManagerService } from '../migration/migration-manager.service.js';
 import type { FencedTransaction } from './ddl-coordinator.js';
 import { DdlCoordinatorService } from './ddl-coordinator.service.js';
 
@@ -72,6 +74,8 @@ export class CollectionDdlService implements OnModuleInit {
     private readonly clock: ConfigClockService,
     private readonly changelog: ChangelogService,
     private readonly clients: InternalClients,
+    private readonly migrations: MigrationManagerService,
+    @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
   onModuleInit(): void {
@@ -314,10 +318,8 @@ export class CollectionDdlService implements OnModuleInit {
           );
         }
         // No chunk may move while documents are re-keyed: a moved chunk could land on a shard
-        // that was never re-keyed.
-        await inFencedTransaction((manager) =>
-          manager.query('UPDATE collections SET allow_migrations = false, updated_at = now() WHERE uuid = $1', [row.uuid]),
-        );
+        // that was never re-keyed. Migrations in flight are waited for.
+        await this.migrations.stopMigrations(row.uuid, inFencedTransaction);
         const owners: Array<{ shard: string }> = await this.dataSource.query(
           'SELECT DISTINCT shard FROM chunks WHERE collection_uuid = $1 ORDER BY shard',
           [row.uuid],
@@ -354,10 +356,29 @@ export class CollectionDdlService implements OnModuleInit {
             details: { from: row.key_pattern, to: request.key, epoch: state.epoch },
           });
         });
+        await this.refreshShards(request.ns, state.shards);
         return { ...state, result: await this.describe(request.ns) };
       default:
         throw new TesseraError('INTERNAL', `refineCollectionShardKey has no phase ${phase}`);
     }
+  }
+
+  /**
+   * Has the shards holding `ns` refresh its metadata now, so that they answer a router still
+   * routing by the old key and epoch with STALE_CONFIG at once. A shard that does not answer
+   * refreshes when it next sees the new epoch; the refine has committed either way.
+   */
+  private async refreshShards(ns: string, shards: string[]): Promise<void> {
+    const urls = await this.shardUrls(shards);
+    const results = await Promise.allSettled(urls.map((url) => this.clients.shard(url).refreshMetadata(ns)));
+    results.forEach((result, i) => {
+      if (result.status === 'rejected') {
+        this.logger.warn(
+          { err: result.reason, ns },
+          `${urls[i]} did not refresh ${ns} after its refine: ${(result.reason as Error).message}`,
+        );
+      }
+    });
   }
 
   /** The collection the primary shard stores under `ns` before it is sharded, if any. */

@@ -3,11 +3,12 @@ import { DataSource } from 'typeorm';
 import { InternalClients, queryRows } from '@tessera/platform';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
+import { MigrationManagerService } from '../migration/migration-manager.service.js';
 import type { FencedTransaction } from './ddl-coordinator.js';
 
 /**
- * Drops one collection for dropCollection and dropDatabase. A sharded one: migrations are blocked
- * first (`allow_migrations`), the collection's table is dropped on every shard, then the catalog
+ * Drops one collection for dropCollection and dropDatabase. A sharded one: migrations are stopped
+ * first (`allow_migrations` off, and those in flight waited for), the collection's table is dropped on every shard, then the catalog
  * forgets it (chunks go with it) in one transaction. Each step is idempotent, so a resumed
  * coordinator can repeat it. A new collection of that name later gets a new uuid and epoch. An
  * unsharded one is dropped on every shard that stores it.
@@ -19,6 +20,7 @@ export class CollectionDropper {
     private readonly clock: ConfigClockService,
     private readonly changelog: ChangelogService,
     private readonly clients: InternalClients,
+    private readonly migrations: MigrationManagerService,
   ) {}
 
   /** Returns whether the collection existed. The caller holds the database and collection locks. */
@@ -26,9 +28,7 @@ export class CollectionDropper {
     const rows: Array<{ uuid: string }> = await this.dataSource.query('SELECT uuid FROM collections WHERE ns = $1', [ns]);
     const uuid = rows[0]?.uuid;
     if (uuid === undefined) return this.dropUnsharded(ns, inFencedTransaction);
-    await inFencedTransaction((manager) =>
-      manager.query('UPDATE collections SET allow_migrations = false, updated_at = now() WHERE uuid = $1', [uuid]),
-    );
+    await this.migrations.stopMigrations(uuid, inFencedTransaction);
     const shards: Array<{ url: string }> = await this.dataSource.query('SELECT url FROM shards');
     await Promise.all(shards.map((s) => this.clients.shard(s.url).dropCollection(uuid)));
     await inFencedTransaction(async (manager) => {

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { DataSource, type EntityManager } from 'typeorm';
 import {
@@ -32,10 +33,16 @@ import { InternalClients, LOGGER, parseWith } from '@tessera/platform';
 import { findCollection, readCollectionVersion } from '../catalog/catalog-read.service.js';
 import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
 import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
+import type { FencedTransaction } from '../ddl/ddl-coordinator.js';
 import { ClusterSettingsService } from '../settings/cluster-settings.service.js';
 
 /** How long the config server waits for a donor to finish a migration. */
 const MIGRATION_TIMEOUT_MS = 3_600_000;
+/** A registered migration its donor does not run is stale only when older than this (the donor may not have been called yet). */
+const STALE_AFTER_MS = 5_000;
+/** How often a DDL waiting for a collection's migrations to end looks again, and how often it says it is still waiting. */
+const DRAIN_POLL_MS = 100;
+const DRAIN_LOG_MS = 10_000;
 
 interface Target {
   ns: string;
@@ -74,18 +81,27 @@ export class MigrationManagerService {
       const chunk = await chunkHolding(manager, row, min);
       if (request.max === undefined) {
         if (compareShardKeys(chunk.range.min, min) !== 0) {
-          throw new TesseraError('BAD_VALUE', `moveRange with only min needs a chunk that starts at min; the chunk holding it is ${chunkRangeToString(chunk.range)}`, {
-            details: { ns: request.ns, problem: 'notChunkStart' },
-          });
+          throw new TesseraError(
+            'BAD_VALUE',
+            `moveRange with only min needs a chunk that starts at min; the chunk holding it is ${chunkRangeToString(chunk.range)}`,
+            {
+              details: { ns: request.ns, problem: 'notChunkStart' },
+            },
+          );
         }
         return { chunk, range: chunk.range };
       }
       const max = keyOf(pattern, request.max, 'max');
-      if (compareShardKeys(min, max) >= 0) throw new TesseraError('BAD_VALUE', 'moveRange needs min < max', { details: { ns: request.ns } });
+      if (compareShardKeys(min, max) >= 0)
+        throw new TesseraError('BAD_VALUE', 'moveRange needs min < max', { details: { ns: request.ns } });
       if (compareShardKeys(max, chunk.range.max) > 0) {
-        throw new TesseraError('BAD_VALUE', `the range crosses a chunk boundary at ${JSON.stringify(shardKeyToWire(chunk.range.max))}; move the chunks one at a time`, {
-          details: { ns: request.ns, problem: 'crossesChunks' },
-        });
+        throw new TesseraError(
+          'BAD_VALUE',
+          `the range crosses a chunk boundary at ${JSON.stringify(shardKeyToWire(chunk.range.max))}; move the chunks one at a time`,
+          {
+            details: { ns: request.ns, problem: 'crossesChunks' },
+          },
+        );
       }
       return { chunk, range: { min, max } };
     });
@@ -103,9 +119,13 @@ export class MigrationManagerService {
       const range = { min: keyOf(pattern, lower, 'bounds[0]'), max: keyOf(pattern, upper, 'bounds[1]') };
       const chunk = await chunkHolding(manager, row, range.min);
       if (!rangesEqual(chunk.range, range)) {
-        throw new TesseraError('BAD_VALUE', `bounds ${chunkRangeToString(range)} are not a chunk (the chunk there is ${chunkRangeToString(chunk.range)})`, {
-          details: { ns: request.ns, problem: 'notAChunk' },
-        });
+        throw new TesseraError(
+          'BAD_VALUE',
+          `bounds ${chunkRangeToString(range)} are not a chunk (the chunk there is ${chunkRangeToString(chunk.range)})`,
+          {
+            details: { ns: request.ns, problem: 'notAChunk' },
+          },
+        );
       }
       return { chunk, range };
     });
@@ -115,10 +135,13 @@ export class MigrationManagerService {
   /** The decision of a migration; records `aborted` when none was made (see migration_decisions). */
   async decide(input: unknown): Promise<{ decision: MigrationDecision }> {
     const { migrationId } = parseWith(decideMigrationRequestSchema, input, 'decideMigration request');
-    await this.dataSource.query(`INSERT INTO migration_decisions (id, decision) VALUES ($1, 'aborted') ON CONFLICT (id) DO NOTHING`, [migrationId]);
-    const rows: Array<{ decision: MigrationDecision }> = await this.dataSource.query('SELECT decision FROM migration_decisions WHERE id = $1', [
+    await this.dataSource.query(`INSERT INTO migration_decisions (id, decision) VALUES ($1, 'aborted') ON CONFLICT (id) DO NOTHING`, [
       migrationId,
     ]);
+    const rows: Array<{ decision: MigrationDecision }> = await this.dataSource.query(
+      'SELECT decision FROM migration_decisions WHERE id = $1',
+      [migrationId],
+    );
     return { decision: rows[0]!.decision };
   }
 
@@ -141,22 +164,28 @@ export class MigrationManagerService {
           details: { ns, problem: 'sameShard', shard: toShard },
         });
       }
-      const shards: Array<{ name: string; url: string; state: string }> = await manager.query('SELECT name, url, state FROM shards WHERE name = ANY($1)', [
-        [chunk.shard, toShard],
-      ]);
+      const shards: Array<{ name: string; url: string; state: string }> = await manager.query(
+        'SELECT name, url, state FROM shards WHERE name = ANY($1)',
+        [[chunk.shard, toShard]],
+      );
       const recipient = shards.find((s) => s.name === toShard);
       const donor = shards.find((s) => s.name === chunk.shard);
-      if (recipient === undefined) throw new TesseraError('SHARD_NOT_FOUND', `Shard ${toShard} is not registered.`, { details: { shard: toShard } });
+      if (recipient === undefined)
+        throw new TesseraError('SHARD_NOT_FOUND', `Shard ${toShard} is not registered.`, { details: { shard: toShard } });
       if (recipient.state === 'draining') {
-        throw new TesseraError('ILLEGAL_OPERATION', `Shard ${toShard} is draining; nothing can move onto it.`, { details: { shard: toShard } });
+        throw new TesseraError('ILLEGAL_OPERATION', `Shard ${toShard} is draining; nothing can move onto it.`, {
+          details: { shard: toShard },
+        });
       }
-      if (donor === undefined) throw new TesseraError('SHARD_NOT_FOUND', `The donor shard ${chunk.shard} is not registered.`, { details: { shard: chunk.shard } });
+      if (donor === undefined)
+        throw new TesseraError('SHARD_NOT_FOUND', `The donor shard ${chunk.shard} is not registered.`, { details: { shard: chunk.shard } });
       return {
         ns,
         uuid: row.uuid,
         chunk,
         range,
-        maxChunkSizeBytes: row.max_chunk_size_bytes === null ? (await this.settings.get()).chunkSizeBytes : Number(row.max_chunk_size_bytes),
+        maxChunkSizeBytes:
+          row.max_chunk_size_bytes === null ? (await this.settings.get()).chunkSizeBytes : Number(row.max_chunk_size_bytes),
         donorUrl: donor.url,
         recipientUrl: recipient.url,
       };
@@ -189,6 +218,49 @@ export class MigrationManagerService {
         await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [migrationId]);
         await this.dataSource.query('DELETE FROM migration_decisions WHERE id = $1', [migrationId]);
       }
+    }
+  }
+
+  /**
+   * For a DDL that must not run beside a migration of the collection (dropCollection,
+   * refineCollectionShardKey; MongoDB's DDL coordinators stop and drain migrations the same way):
+   * turns `allow_migrations` off in `inFencedTransaction`, then waits until every migration
+   * registered for the collection has ended. None can start meanwhile (register checks the flag),
+   * and one in flight cannot commit (commitMigration checks it), so the wait is about as long as
+   * the migrations' remaining cloning. A record whose donor does not run it is dropped as stale;
+   * an unreachable donor is waited for, as its recovery decides the migration.
+   */
+  async stopMigrations(uuid: string, inFencedTransaction: FencedTransaction): Promise<void> {
+    await inFencedTransaction((manager) =>
+      manager.query('UPDATE collections SET allow_migrations = false, updated_at = now() WHERE uuid = $1', [uuid]),
+    );
+    const started = Date.now();
+    let logged = started;
+    for (;;) {
+      const rows: Array<{ id: string; ns: string; donor_url: string; stale: boolean }> = await this.dataSource.query(
+        `SELECT a.id, a.ns, s.url AS donor_url, a.started_at < now() - make_interval(secs => $2) AS stale
+           FROM active_migrations a JOIN shards s ON s.name = a.donor WHERE a.collection_uuid = $1`,
+        [uuid, STALE_AFTER_MS / 1000],
+      );
+      if (rows.length === 0) return;
+      for (const row of rows.filter((r) => r.stale)) {
+        const status = await this.clients
+          .migration(row.donor_url)
+          .status()
+          .catch(() => undefined);
+        if (status !== undefined && status.active?.migrationId !== row.id) {
+          this.logger.warn({ migrationId: row.id }, `dropping the stale record of migration ${row.id} (its donor is not running it)`);
+          await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [row.id]);
+        }
+      }
+      if (Date.now() - logged >= DRAIN_LOG_MS) {
+        logged = Date.now();
+        this.logger.info(
+          { migrations: rows.map((r) => r.id) },
+          `${rows[0]!.ns}: waiting ${Math.round((logged - started) / 1000)} s for ${rows.length} migration(s) to end before the DDL operation goes on`,
+        );
+      }
+      await sleep(DRAIN_POLL_MS);
     }
   }
 
@@ -228,9 +300,12 @@ export class MigrationManagerService {
   ): Promise<string> {
     for (;;) {
       const migrationId = randomUUID();
+      // Only while the collection allows migrations: FOR SHARE makes a DDL that turns them off
+      // (waitForMigrationsToEnd) wait for this insert, and this insert see the DDL's change.
       const inserted: unknown[] = await this.dataSource.query(
         `INSERT INTO active_migrations (id, ns, collection_uuid, min, max, min_ejson, max_ejson, donor, recipient, force_jumbo, wait_for_delete, reason)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING RETURNING id`,
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM collections WHERE uuid = $3 AND allow_migrations FOR SHARE
+         ON CONFLICT DO NOTHING RETURNING id`,
         [
           migrationId,
           target.ns,
@@ -247,6 +322,18 @@ export class MigrationManagerService {
         ],
       );
       if (inserted.length > 0) return migrationId;
+      const allowed: unknown[] = await this.dataSource.query('SELECT 1 FROM collections WHERE uuid = $1 AND allow_migrations', [
+        target.uuid,
+      ]);
+      if (allowed.length === 0) {
+        throw new TesseraError(
+          'CONFLICTING_OPERATION',
+          `Migrations of ${target.ns} are not allowed now (a DDL operation is running on it).`,
+          {
+            details: { ns: target.ns, problem: 'migrationsNotAllowed' },
+          },
+        );
+      }
       const rows: Array<{ id: string; recipient: string; donor: string }> = await this.dataSource.query(
         'SELECT id, recipient, donor FROM active_migrations WHERE collection_uuid = $1 AND min = $2',
         [target.uuid, Buffer.from(encodeKey(range.min))],
@@ -256,9 +343,13 @@ export class MigrationManagerService {
       if (active.recipient === toShard) return active.id;
       const status = await this.clients.migration(target.donorUrl).status();
       if (status.active?.migrationId === active.id) {
-        throw new TesseraError('CONFLICTING_OPERATION', `${chunkRangeToString(range)} of ${target.ns} is already moving to ${active.recipient}`, {
-          details: { ns: target.ns, migrationId: active.id, recipient: active.recipient },
-        });
+        throw new TesseraError(
+          'CONFLICTING_OPERATION',
+          `${chunkRangeToString(range)} of ${target.ns} is already moving to ${active.recipient}`,
+          {
+            details: { ns: target.ns, migrationId: active.id, recipient: active.recipient },
+          },
+        );
       }
       this.logger.warn({ migrationId: active.id }, `dropping the stale record of migration ${active.id} (its donor is not running it)`);
       await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [active.id]);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseShardKeyPattern } from '@tessera/core';
+import { encodeKey, parseShardKeyPattern } from '@tessera/core';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { DocumentStore } from '../documents/document-store.js';
@@ -46,6 +46,31 @@ describe('dataSize', () => {
 
   it('answers zero for a collection this shard does not store', async () => {
     expect(await sizing.dataSize({ ns: 'db.absent' })).toEqual({ size: 0, numObjects: 0 });
+  });
+});
+
+describe('statsForBalancing', () => {
+  it('leaves out the documents in the ranges of range deletion tasks, pending or ready', async () => {
+    const ns = await collection(Array.from({ length: 10 }, (_, i) => i));
+    const uuid = (await storage.localCollection(ns))!.uuid;
+    const whole = (await sizing.dataSize({ ns })).size;
+    const [owned] = (await sizing.statsForBalancing({ namespaces: [ns] })).stats;
+    expect(owned).toEqual({ ns, collSize: whole });
+
+    const task = (min: number, max: number, pending: boolean) =>
+      db.dataSource.query(
+        `INSERT INTO range_deletions (id, ns, collection_uuid, min, max, min_ejson, max_ejson, pending) VALUES ($1, $2, $3, $4, $5, '', '', $6)`,
+        [randomUUID(), ns, uuid, Buffer.from(encodeKey([min])), Buffer.from(encodeKey([max])), pending],
+      );
+    await task(2, 4, true); // a range being received
+    await task(7, 100, false); // a range given away, not cleaned yet
+    const orphans =
+      (await sizing.dataSize({ ns, range: { min: [2], max: [4] } })).size +
+      (await sizing.dataSize({ ns, range: { min: [7], max: [100] } })).size;
+    expect((await sizing.statsForBalancing({ namespaces: [ns, 'db.absent'] })).stats).toEqual([
+      { ns, collSize: whole - orphans },
+      { ns: 'db.absent', collSize: 0 },
+    ]);
   });
 });
 

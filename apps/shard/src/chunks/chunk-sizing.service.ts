@@ -6,10 +6,13 @@ import {
   type DataSizeResult,
   type SplitVectorRequest,
   type SplitVectorResult,
+  type StatsForBalancingRequest,
+  type StatsForBalancingResult,
   chunkRangeFromWire,
   dataSizeRequestSchema,
   shardKeyToWire,
   splitVectorRequestSchema,
+  statsForBalancingRequestSchema,
 } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
@@ -18,6 +21,7 @@ import { CollectionStorageService, tableName } from '../collections/collection-s
  * MongoDB's `dataSize` and `splitVector` on this shard's copy of a collection: what the
  * auto-splitter and the balancer size chunks with. Both read the documents stored in the range
  * (orphans included, as MongoDB's do); a collection this shard does not store is empty.
+ * `statsForBalancing` leaves the orphans out.
  */
 @Injectable()
 export class ChunkSizingService {
@@ -36,6 +40,30 @@ export class ChunkSizingService {
       params,
     );
     return { size: Number(rows[0]?.bytes ?? 0), numObjects: Number(rows[0]?.n ?? 0) };
+  }
+
+  /**
+   * The bytes of each collection this shard owns: what it stores outside the ranges of its range
+   * deletion tasks, pending or ready (MongoDB subtracts its `numOrphanDocs` the same way). Without
+   * this, a donor would weigh as much as before its migrations until their ranges are cleaned, and
+   * the balancer would move more than needed.
+   */
+  async statsForBalancing(input: StatsForBalancingRequest): Promise<StatsForBalancingResult> {
+    const request = parseWith(statsForBalancingRequestSchema, input, 'statsForBalancing request');
+    const stats = await Promise.all(
+      request.namespaces.map(async (ns) => {
+        const local = await this.storage.localCollection(ns);
+        if (local === undefined) return { ns, collSize: 0 };
+        const rows: Array<{ bytes: string }> = await this.dataSource.query(
+          `SELECT coalesce(sum(size), 0) AS bytes FROM ${tableName(local.uuid)} d
+            WHERE NOT EXISTS (SELECT 1 FROM range_deletions r
+                               WHERE r.collection_uuid = $1 AND d.shard_key >= r.min AND d.shard_key < r.max)`,
+          [local.uuid],
+        );
+        return { ns, collSize: Number(rows[0]!.bytes) };
+      }),
+    );
+    return { stats };
   }
 
   /**

@@ -1,9 +1,9 @@
 import { Body, Controller, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { ClusterAuthGuard } from '@tessera/platform';
-import type { DataSizeResult, SplitVectorResult } from '@tessera/protocol';
+import type { DataSizeResult, SplitVectorResult, StatsForBalancingResult } from '@tessera/protocol';
 import { ChunkSizingService } from './chunk-sizing.service.js';
 
-/** Chunk sizing commands (MongoDB's dataSize and splitVector), for splits and the balancer. */
+/** Chunk sizing commands (MongoDB's dataSize, splitVector and statsForBalancing), for splits and the balancer. */
 @Controller('internal/chunks')
 @UseGuards(ClusterAuthGuard)
 export class ChunksController {
@@ -13,6 +13,12 @@ export class ChunksController {
   @HttpCode(200)
   dataSize(@Body() body: unknown): Promise<DataSizeResult> {
     return this.sizing.dataSize(body as never);
+  }
+
+  @Post('statsForBalancing')
+  @HttpCode(200)
+  statsForBalancing(@Body() body: unknown): Promise<StatsForBalancingResult> {
+    return this.sizing.statsForBalancing(body as never);
   }
 
   @Post('splitVector')

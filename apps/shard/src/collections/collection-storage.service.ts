@@ -1,6 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { encodeKey, extractShardKey, fromExtendedJsonObject, parseShardKeyPattern, type ValueObject } from '@tessera/core';
+import {
+  encodeKey,
+  extractShardKey,
+  fromExtendedJsonObject,
+  parseShardKeyPattern,
+  type ShardKeyPattern,
+  type ValueObject,
+} from '@tessera/core';
 import { type ShardCollectionSpec, type ShardStats, shardCollectionSpecSchema } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
 
@@ -14,6 +21,13 @@ interface CollectionRow {
 /** Documents re-keyed per statement when a shard key is refined. */
 const REFINE_BATCH = 1_000;
 
+/** A collection in this shard's local catalog, with its stored key pattern parsed. */
+export interface LocalCollection {
+  uuid: string;
+  keyPattern: Record<string, 1 | 'hashed'>;
+  pattern: ShardKeyPattern;
+}
+
 /**
  * The shard's storage of collections: one table per collection, named by its uuid, holding the
  * encoded `_id` (primary key: `_id` is unique per shard, as in MongoDB), the encoded shard key
@@ -22,12 +36,6 @@ const REFINE_BATCH = 1_000;
  * keeps them in the order written (and compares embedded documents field by field in order).
  * Every operation is idempotent, because DDL coordinators repeat phases after a failover.
  */
-/** A collection in this shard's local catalog. */
-export interface LocalCollection {
-  uuid: string;
-  keyPattern: Record<string, 1 | 'hashed'>;
-}
-
 @Injectable()
 export class CollectionStorageService {
   /**
@@ -51,7 +59,7 @@ export class CollectionStorageService {
     );
     const row = rows[0];
     if (row === undefined) return undefined;
-    const found = { uuid: row.uuid, keyPattern: row.key_pattern };
+    const found = { uuid: row.uuid, keyPattern: row.key_pattern, pattern: parseShardKeyPattern(row.key_pattern) };
     if (generation === this.generation) this.byNs.set(ns, found);
     return found;
   }
@@ -135,6 +143,12 @@ export class CollectionStorageService {
     const rows: CollectionRow[] = await this.dataSource.query('SELECT uuid FROM collections WHERE db = $1', [db]);
     for (const row of rows) await this.dropCollection(row.uuid);
     return rows.length;
+  }
+
+  /** The namespace of the collection stored under `uuid`, if any. */
+  async namespaceOf(uuid: string): Promise<string | undefined> {
+    const rows: Array<{ ns: string }> = await this.dataSource.query('SELECT ns FROM collections WHERE uuid = $1', [uuid]);
+    return rows[0]?.ns;
   }
 
   /**

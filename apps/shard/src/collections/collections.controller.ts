@@ -3,6 +3,7 @@ import { TesseraError } from '@tessera/core';
 import { ClusterAuthGuard, parseWith } from '@tessera/platform';
 import { type ShardStats, keyPatternSchema } from '@tessera/protocol';
 import { z } from 'zod';
+import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { CollectionStorageService } from './collection-storage.service.js';
 
 const refineSchema = z.strictObject({ keyPattern: keyPatternSchema });
@@ -10,7 +11,10 @@ const refineSchema = z.strictObject({ keyPattern: keyPatternSchema });
 @Controller('internal')
 @UseGuards(ClusterAuthGuard)
 export class CollectionsController {
-  constructor(private readonly storage: CollectionStorageService) {}
+  constructor(
+    private readonly storage: CollectionStorageService,
+    private readonly runtime: ShardingRuntime,
+  ) {}
 
   @Put('collections/:uuid')
   @HttpCode(200)
@@ -29,7 +33,17 @@ export class CollectionsController {
   @HttpCode(200)
   async refine(@Param('uuid', ParseUUIDPipe) uuid: string, @Body() body: unknown): Promise<{ rekeyed: number }> {
     const { keyPattern } = parseWith(refineSchema, body, 'refine request');
-    return { rekeyed: await this.storage.refineShardKey(uuid, keyPattern) };
+    const ns = await this.storage.namespaceOf(uuid);
+    if (ns === undefined) return { rekeyed: 0 };
+    // Commands resolve the collection's key pattern from the stored one, which the re-key changes:
+    // in a critical section, no command keyed by the old pattern is under way or starts meanwhile.
+    const section = await this.runtime.enterCriticalSection(ns, 'refineCollectionShardKey');
+    try {
+      section.blockReads();
+      return { rekeyed: await this.storage.refineShardKey(uuid, keyPattern) };
+    } finally {
+      section.release();
+    }
   }
 
   @Get('namespaces/:ns')

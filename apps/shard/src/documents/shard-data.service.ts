@@ -10,7 +10,6 @@ import {
   UNSHARDED_VERSION,
   isUnshardedVersion,
   type ShardKeyPattern,
-  parseShardKeyPattern,
 } from '@tessera/core';
 import {
   type CountCommand,
@@ -236,7 +235,9 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const resolved = (await this.resolve(command, true, 'write'))!;
     try {
       this.scanIndexes.delete(resolved.handle.table);
-      const counts = await this.indexes.create(resolved.collection, command.indexes).finally(() => this.scanIndexes.delete(resolved.handle.table));
+      const counts = await this.indexes
+        .create(resolved.collection, command.indexes)
+        .finally(() => this.scanIndexes.delete(resolved.handle.table));
       return { ...counts, createdCollectionAutomatically: resolved.created && !resolved.collection.sharded };
     } finally {
       resolved.lease.release();
@@ -316,11 +317,16 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   private async handleOf(ns: string, metadata: FilteringMetadata, create: boolean) {
     const info = metadata.info;
     if (info.kind === 'sharded') {
-      const exists = (await this.storage.localCollection(ns))?.uuid === info.uuid;
+      const local = await this.storage.localCollection(ns);
+      const exists = local?.uuid === info.uuid;
       if (!exists && !create) return undefined;
       if (!exists) await this.storage.createCollection(info.uuid, { ns, keyPattern: info.keyPatternObject });
       const onWrite = (key: Uint8Array, bytes: number) => this.autoSplitter.noteWrite(ns, metadata, key, bytes);
-      return this.withIndexes({ ns, table: tableName(info.uuid), pattern: info.keyPattern, owns: metadata.owns, onWrite }, info.uuid, true, !exists);
+      // The stored key pattern, which is the one the stored keys are encoded with: after a refine's
+      // re-key it is already the new one while the cluster's metadata may still name the old one.
+      // Old chunk bounds hold the same keys as the refined ones (the added fields start at MinKey).
+      const pattern = exists ? local.pattern : info.keyPattern;
+      return this.withIndexes({ ns, table: tableName(info.uuid), pattern, owns: metadata.owns, onWrite }, info.uuid, true, !exists);
     }
     let local = await this.storage.localCollection(ns);
     const created = local === undefined;
@@ -329,7 +335,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       await this.storage.createCollection(randomUUID(), { ns, keyPattern: { _id: 1 } });
       local = (await this.storage.localCollection(ns))!;
     }
-    const handle = { ns, table: tableName(local.uuid), pattern: parseShardKeyPattern(local.keyPattern), owns: metadata.owns };
+    const handle = { ns, table: tableName(local.uuid), pattern: local.pattern, owns: metadata.owns };
     return this.withIndexes(handle, local.uuid, false, created);
   }
 

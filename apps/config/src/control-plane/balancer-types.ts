@@ -1,0 +1,84 @@
+import { Field, Float, InputType, ObjectType } from '@nestjs/graphql';
+import { JsonScalar } from './json.scalar.js';
+
+// The balancer's GraphQL types: its status, a collection's compliance, and the cluster settings.
+
+@ObjectType('BalancerRoundMigration', { description: 'One migration a balancer round issued.' })
+export class BalancerRoundMigrationType {
+  @Field() ns!: string;
+  @Field() from!: string;
+  @Field() to!: string;
+  @Field(() => JsonScalar, { description: 'The chunk min as a shard-key document (Extended JSON).' }) min!: unknown;
+  @Field(() => JsonScalar) max!: unknown;
+  @Field({ description: 'drain, zoneViolation, imbalance, ...' }) reason!: string;
+  @Field({ description: 'moved, failed or skipped' }) outcome!: string;
+}
+
+@ObjectType('BalancerRoundError')
+export class BalancerRoundErrorType {
+  @Field(() => String, { nullable: true }) ns!: string | null;
+  @Field() code!: string;
+  @Field() message!: string;
+}
+
+@ObjectType('BalancerRound', { description: "The leader's last balancer round." })
+export class BalancerRoundType {
+  @Field() startedAt!: string;
+  @Field(() => Float) durationMs!: number;
+  @Field(() => [BalancerRoundMigrationType]) migrations!: BalancerRoundMigrationType[];
+  @Field(() => [BalancerRoundErrorType]) errors!: BalancerRoundErrorType[];
+}
+
+@ObjectType('BalancerStatus', { description: "MongoDB's balancerStatus, as the config leader sees it." })
+export class BalancerStatusType {
+  @Field({ description: 'full or off' }) mode!: string;
+  @Field() inBalancerRound!: boolean;
+  @Field(() => BalancerRoundType, { nullable: true, description: 'null until the leader has run a round' })
+  lastRound!: BalancerRoundType | null;
+}
+
+@ObjectType('BalancerCollectionStatus', { description: "MongoDB's balancerCollectionStatus." })
+export class BalancerCollectionStatusType {
+  @Field() balancerCompliant!: boolean;
+  @Field(() => String, { nullable: true, description: 'draining, zoneViolation, chunksImbalance or defragmentingChunks' })
+  firstComplianceViolation!: string | null;
+}
+
+@ObjectType('BalancingWindow', { description: "Migrations start only between these times of day (HH:MM, the config server's time zone)." })
+export class BalancingWindowType {
+  @Field() start!: string;
+  @Field() stop!: string;
+}
+
+@ObjectType('BalancerSettings')
+export class BalancerSettingsType {
+  @Field({ description: 'full or off' }) mode!: string;
+  @Field(() => BalancingWindowType, { nullable: true, description: 'null: any time' }) activeWindow!: BalancingWindowType | null;
+  @Field({ description: "Each migration waits for its range deletion (MongoDB's _waitForDelete)." }) waitForDelete!: boolean;
+  @Field({ description: 'dataSize or chunkCount' }) policy!: string;
+  @Field() attemptToBalanceJumboChunks!: boolean;
+}
+
+@ObjectType('ClusterSettings')
+export class ClusterSettingsType {
+  @Field(() => BalancerSettingsType) balancer!: BalancerSettingsType;
+  @Field(() => Float, { description: 'The max chunk size of collections that set none.' }) chunkSizeBytes!: number;
+  @Field() autoSplit!: boolean;
+}
+
+@InputType('BalancingWindowInput')
+export class BalancingWindowInput {
+  @Field({ description: 'HH:MM' }) start!: string;
+  @Field({ description: 'HH:MM; before start, the window wraps midnight' }) stop!: string;
+}
+
+@InputType('ClusterSettingsInput', { description: 'A partial update: fields left out keep their value.' })
+export class ClusterSettingsInput {
+  @Field({ nullable: true, description: 'full or off' }) balancerMode?: string;
+  @Field(() => BalancingWindowInput, { nullable: true, description: 'null removes the window' }) activeWindow?: BalancingWindowInput | null;
+  @Field({ nullable: true }) waitForDelete?: boolean;
+  @Field({ nullable: true, description: 'dataSize or chunkCount' }) policy?: string;
+  @Field({ nullable: true }) attemptToBalanceJumboChunks?: boolean;
+  @Field(() => Float, { nullable: true, description: 'At least 65536 (64 KiB).' }) chunkSizeBytes?: number;
+  @Field({ nullable: true }) autoSplit?: boolean;
+}

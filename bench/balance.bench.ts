@@ -1,0 +1,195 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { Agent, request } from 'undici';
+import { ConfigClient, MigrationClient } from '@tessera/protocol';
+import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
+
+/**
+ * bench:balance — on a local cluster of real processes (3 shards, 1 spare shard, 1 router, one
+ * embedded Postgres with its default durable settings), with the balancer off:
+ *
+ * 1. inserts BENCH_BALANCE_MB of ~1 KB documents with random keys through the router into a
+ *    collection whose chunk size is BENCH_CHUNK_SIZE, all in the range of one shard: the
+ *    auto-splitter cuts it into chunks there;
+ * 2. measures the migration rate of this cluster: BENCH_RATE_MOVES moves of single chunks (there
+ *    and back, after a pair not counted), bytes cloned ÷ the moveRange calls' time, the fixed
+ *    costs of a migration included;
+ * 3. adds the spare shard as a 4th, turns the balancer on, and times until the collection is
+ *    `balancerCompliant`.
+ *
+ * It prints that time against the lower bound: the bytes the balancer's migrations moved ÷ the
+ * rate of step 2 (every migration has one shard in common with the next when one shard holds all
+ * the data, so they cannot overlap much). Goal: ratio <= 1.5.
+ */
+const MEGABYTES = Number(process.env.BENCH_BALANCE_MB ?? 16);
+const CHUNK_SIZE = Number(process.env.BENCH_CHUNK_SIZE ?? 512 * 1024);
+const RATE_MOVES = Number(process.env.BENCH_RATE_MOVES ?? 6);
+const ROUND_INTERVAL_MS = process.env.BENCH_ROUND_INTERVAL_MS;
+const DOC_BYTES = 1000;
+const NS = 'bench.balance';
+const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
+
+const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-balance-'));
+chmodSync(dir, 0o755);
+const agent = new Agent({ connections: 16 });
+const cluster = new LocalCluster({
+  rootDir: dir,
+  distDir: join(repoRoot, 'dist'),
+  shards: 3,
+  spareShards: 1,
+  routers: 1,
+  pgPort: await freePort(),
+  fresh: true,
+  ports: {
+    config: await freePort(),
+    router: await freePort(),
+    shard: [await freePort(), await freePort(), await freePort(), await freePort()],
+  },
+  databasePrefix: 'bench',
+  env: {
+    TESSERA_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+    TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0',
+    ...(ROUND_INTERVAL_MS !== undefined ? { TESSERA_BALANCER_ROUND_INTERVAL_MS: ROUND_INTERVAL_MS } : {}),
+  },
+  onProgress: (message) => console.log(`  ${message}`),
+});
+
+async function insert(documents: unknown[]): Promise<void> {
+  const response = await request(`${cluster.routerUrls[0]}/v1/bench/balance/insert`, {
+    dispatcher: agent,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ documents, ordered: false }),
+  });
+  const answer = await response.body.text();
+  if (response.statusCode !== 200) throw new Error(`router answered ${response.statusCode}: ${answer.slice(0, 300)}`);
+}
+
+/** Inserts MEGABYTES of documents with random keys, four batches of 200 in flight, printing progress. */
+async function load(): Promise<number> {
+  const total = Math.ceil((MEGABYTES * 1e6) / DOC_BYTES);
+  const filler = 'x'.repeat(DOC_BYTES - 60);
+  let next = 0;
+  let reported = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (next < total) {
+        const first = next;
+        next = Math.min(total, next + 200);
+        await insert(Array.from({ length: next - first }, (_, i) => ({ _id: first + i, x: Math.floor(Math.random() * 1e12), filler })));
+        if (next - reported >= total / 10) {
+          reported = next;
+          console.log(`  inserted ${Math.round((100 * next) / total)}%`);
+        }
+      }
+    }),
+  );
+  return total;
+}
+
+/** Bytes of NS each shard owns, by the shards' own dataSize. */
+async function shardBytes(): Promise<Map<string, number>> {
+  const shards = await config.listShards();
+  const sizes = await Promise.all(
+    shards.map(
+      async (s) =>
+        [
+          s.name,
+          (await new MigrationClient(s.url, { clusterKey: cluster.clusterKey, dispatcher: agent }).dataSize({ ns: NS })).size,
+        ] as const,
+    ),
+  );
+  return new Map(sizes);
+}
+
+const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+let config!: ConfigClient;
+
+try {
+  console.log(`bench:balance — starting a local cluster (3 shards + 1 spare, 1 router); ${MEGABYTES} MB, chunk size ${CHUNK_SIZE} B`);
+  await cluster.start();
+  config = new ConfigClient(cluster.configUrl, { clusterKey: cluster.clusterKey, dispatcher: agent, timeoutMs: 600_000 });
+  for (let i = 0; i < 50 && !(await config.leader()).self.isLeader; i++) await sleep(100);
+  await config.updateSettings({ balancer: { mode: 'off' } });
+  await config.enableSharding({ db: 'bench', primaryShard: 'shard0' });
+  await config.shardCollection({ ns: NS, key: { x: 1 } });
+  await config.configureCollectionBalancing({ ns: NS, chunkSizeBytes: CHUNK_SIZE });
+
+  // 1. The data, all on shard0.
+  const loadStarted = performance.now();
+  const documents = await load();
+  const chunks = (await config.getChunks({ ns: NS })).chunks;
+  console.log(`  ${documents} documents in ${((performance.now() - loadStarted) / 1000).toFixed(1)} s; ${chunks.length} chunks on shard0`);
+
+  // 2. The migration rate: single chunks to shard1 and back, after one pair not counted (the
+  // recipient's first migration of a collection also creates its table and indexes).
+  let rateBytes = 0;
+  let rateMs = 0;
+  for (let i = -2; i < RATE_MOVES; i++) {
+    const chunk = chunks[Math.floor((i + 2) / 2) + 1]!;
+    const started = performance.now();
+    const moved = await config.moveRange({ ns: NS, min: { x: chunk.range.min[0] }, toShard: i % 2 === 0 ? 'shard1' : 'shard0' });
+    if (i < 0) continue;
+    rateMs += performance.now() - started;
+    rateBytes += moved.bytesCloned;
+  }
+  const rate = rateBytes / (rateMs / 1000);
+  console.log(
+    `  migration rate: ${RATE_MOVES} moves of ${mb(rateBytes / RATE_MOVES)} in ${(rateMs / RATE_MOVES).toFixed(0)} ms each = ${mb(rate)}/s`,
+  );
+
+  // 3. A 4th shard, the balancer on, the time until compliant.
+  const spare = cluster.shardNodes[3]!;
+  await config.addShard({ name: spare.name, url: spare.url });
+  const catalog = new pg.Client({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL });
+  await catalog.connect();
+  const seqBefore = Number((await catalog.query<{ id: string }>('SELECT coalesce(max(id), 0) AS id FROM changelog')).rows[0]!.id);
+  const started = performance.now();
+  await config.updateSettings({ balancer: { mode: 'full' } });
+  let lastReport = started;
+  while (!(await config.balancerCollectionStatus(NS)).balancerCompliant) {
+    if (performance.now() - lastReport > 5000) {
+      lastReport = performance.now();
+      const sizes = await shardBytes();
+      console.log(`  ${((lastReport - started) / 1000).toFixed(0)} s: ${[...sizes].map(([s, b]) => `${s} ${mb(b)}`).join(', ')}`);
+    }
+    await sleep(200);
+  }
+  const seconds = (performance.now() - started) / 1000;
+
+  const moves = await catalog.query<{ details: { bytesCloned: number; phases: Array<{ phase: string; at: string }> } }>(
+    "SELECT details FROM changelog WHERE what = 'moveChunk.from' AND id > $1 AND ns = $2",
+    [seqBefore, NS],
+  );
+  const rounds = await catalog.query<{ n: string }>("SELECT count(*) AS n FROM changelog WHERE what = 'balancer.round' AND id > $1", [
+    seqBefore,
+  ]);
+  await catalog.end();
+  const moved = moves.rows.reduce((n, r) => n + r.details.bytesCloned, 0);
+  const lowerBound = moved / rate;
+  const sizes = [...(await shardBytes()).values()];
+  console.log(`\n  balancer: ${moves.rowCount} migrations moving ${mb(moved)} in ${rounds.rows[0]!.n} rounds recorded`);
+  console.log(`  per shard after: max ${mb(Math.max(...sizes))}, min ${mb(Math.min(...sizes))}`);
+  // Where a migration's time goes: each phase until the next, averaged over the balancer's migrations.
+  const phaseMs = new Map<string, number>();
+  let migrating = 0;
+  for (const { details } of moves.rows) {
+    const times = details.phases.map((p) => Date.parse(p.at));
+    details.phases.slice(0, -1).forEach((p, i) => phaseMs.set(p.phase, (phaseMs.get(p.phase) ?? 0) + times[i + 1]! - times[i]!));
+    migrating += times.at(-1)! - times[0]!;
+  }
+  const perMove = (ms: number) => `${(ms / Math.max(1, moves.rowCount ?? 0)).toFixed(0)} ms`;
+  console.log(`  a migration, on average: ${[...phaseMs].map(([phase, ms]) => `${phase} ${perMove(ms)}`).join(', ')}`);
+  console.log(`  time inside migrations: ${(migrating / 1000).toFixed(1)} s of ${seconds.toFixed(1)} s`);
+  console.log(`  time to balancerCompliant: ${seconds.toFixed(1)} s`);
+  console.log(`  lower bound (bytes moved ÷ migration rate): ${lowerBound.toFixed(1)} s`);
+  console.log(`  ratio: ${(seconds / lowerBound).toFixed(2)} (goal <= 1.5)`);
+} finally {
+  await cluster.stop();
+  await agent.close();
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,133 @@
+// The numbers teardown() reports: how the collection ended up spread over the shards, how many
+// splits and migrations the run caused, how soon, and whether the balancer calls it compliant.
+
+import type { ChangelogEvent, ShardDistribution } from './graphql.ts';
+
+export interface ReportInput {
+  ns: string;
+  /** Every shard of the cluster, so a shard without chunks shows as 0. */
+  shards: string[];
+  distribution: ShardDistribution[];
+  /** Changelog events of the collection since setup (split, multi-split, moveChunk.commit). */
+  events: ChangelogEvent[];
+  compliance: { balancerCompliant: boolean; firstComplianceViolation: string | null } | null;
+  startedAtMs: number;
+  loadEndedAtMs: number;
+  settledAfterMs: number | null;
+  /** add-shard-under-load: the shard added during the run. */
+  watchedShard: string | null;
+}
+
+export interface TeardownReport {
+  ns: string;
+  chunks: number;
+  /** Per shard, every shard of the cluster, in name order. */
+  perShard: ShardDistribution[];
+  shardsWithChunks: number;
+  /** Most chunks on one shard minus fewest. */
+  chunkImbalance: number;
+  /** Split commits (a multi-split is one), and the chunks they added. */
+  splits: number;
+  chunksAddedBySplits: number;
+  /** Committed migrations (moveChunk.commit). */
+  migrations: number;
+  /** From the start of the load to the first split / first migration commit; null when there was none. */
+  firstSplitAfterMs: number | null;
+  firstMigrationAfterMs: number | null;
+  /** The balancer's verdict at the end; null when the control plane cannot tell. */
+  compliant: boolean | null;
+  firstComplianceViolation: string | null;
+  /** From the end of the load until the settle goal was met; null when it was not (or there was none). */
+  settledAfterMs: number | null;
+  watchedShard: string | null;
+  watchedShardChunks: number | null;
+}
+
+/** Added chunks of one split event: a split makes 2 pieces of 1 chunk, a multi-split `pieces`. */
+function chunksAddedBy(event: ChangelogEvent): number {
+  const pieces = event.details.pieces;
+  if (typeof pieces === 'number' && pieces >= 2) return pieces - 1;
+  const after = event.details.after;
+  return Array.isArray(after) && after.length >= 2 ? after.length - 1 : 1;
+}
+
+function firstAfter(events: ChangelogEvent[], startedAtMs: number): number | null {
+  const times = events.map((e) => Date.parse(e.time)).filter((t) => !Number.isNaN(t));
+  return times.length === 0 ? null : Math.max(0, Math.min(...times) - startedAtMs);
+}
+
+export function computeTeardownReport(input: ReportInput): TeardownReport {
+  const byShard = new Map(input.distribution.map((d) => [d.shard, d]));
+  const names = [...new Set([...input.shards, ...byShard.keys()])].sort();
+  const perShard = names.map((shard) => byShard.get(shard) ?? { shard, chunks: 0, estimatedDataBytes: 0 });
+  const counts = perShard.map((d) => d.chunks);
+  const splits = input.events.filter((e) => e.kind === 'split' || e.kind === 'multi-split');
+  const moves = input.events.filter((e) => e.kind === 'moveChunk.commit');
+  return {
+    ns: input.ns,
+    chunks: counts.reduce((a, b) => a + b, 0),
+    perShard,
+    shardsWithChunks: counts.filter((c) => c > 0).length,
+    chunkImbalance: counts.length === 0 ? 0 : Math.max(...counts) - Math.min(...counts),
+    splits: splits.length,
+    chunksAddedBySplits: splits.reduce((sum, e) => sum + chunksAddedBy(e), 0),
+    migrations: moves.length,
+    firstSplitAfterMs: firstAfter(splits, input.startedAtMs),
+    firstMigrationAfterMs: firstAfter(moves, input.startedAtMs),
+    compliant: input.compliance?.balancerCompliant ?? null,
+    firstComplianceViolation: input.compliance?.firstComplianceViolation ?? null,
+    settledAfterMs: input.settledAfterMs,
+    watchedShard: input.watchedShard,
+    watchedShardChunks: input.watchedShard === null ? null : (byShard.get(input.watchedShard)?.chunks ?? 0),
+  };
+}
+
+/**
+ * The report as k6 custom metrics (Gauges named `tessera_<name>`), the way teardown() emits them
+ * into the end-of-test summary. Unknown values (no split yet, no verdict) are left out rather than
+ * reported as 0.
+ */
+export const REPORT_METRICS = [
+  'tessera_chunks',
+  'tessera_shards_with_chunks',
+  'tessera_chunk_imbalance',
+  'tessera_splits',
+  'tessera_chunks_added_by_splits',
+  'tessera_migrations',
+  'tessera_first_split_after_ms',
+  'tessera_first_migration_after_ms',
+  'tessera_compliant',
+  'tessera_settled_after_ms',
+  'tessera_watched_shard_chunks',
+] as const;
+
+export type ReportMetric = (typeof REPORT_METRICS)[number];
+
+export function reportMetrics(report: TeardownReport): Partial<Record<ReportMetric, number>> {
+  const metrics: Partial<Record<ReportMetric, number>> = {
+    tessera_chunks: report.chunks,
+    tessera_shards_with_chunks: report.shardsWithChunks,
+    tessera_chunk_imbalance: report.chunkImbalance,
+    tessera_splits: report.splits,
+    tessera_chunks_added_by_splits: report.chunksAddedBySplits,
+    tessera_migrations: report.migrations,
+  };
+  if (report.firstSplitAfterMs !== null) metrics.tessera_first_split_after_ms = report.firstSplitAfterMs;
+  if (report.firstMigrationAfterMs !== null) metrics.tessera_first_migration_after_ms = report.firstMigrationAfterMs;
+  if (report.compliant !== null) metrics.tessera_compliant = report.compliant ? 1 : 0;
+  if (report.settledAfterMs !== null) metrics.tessera_settled_after_ms = report.settledAfterMs;
+  if (report.watchedShardChunks !== null) metrics.tessera_watched_shard_chunks = report.watchedShardChunks;
+  return metrics;
+}
+
+/** A few lines for the console at the end of teardown. */
+export function formatReport(report: TeardownReport): string {
+  const ms = (v: number | null) => (v === null ? 'none' : `${(v / 1000).toFixed(1)} s`);
+  return [
+    `tessera: ${report.ns}: ${report.chunks} chunks on ${report.shardsWithChunks}/${report.perShard.length} shards (${report.perShard
+      .map((d) => `${d.shard} ${d.chunks}`)
+      .join(', ')}), imbalance ${report.chunkImbalance}`,
+    `tessera: ${report.splits} splits (+${report.chunksAddedBySplits} chunks), first after ${ms(report.firstSplitAfterMs)}; ${report.migrations} migrations, first after ${ms(report.firstMigrationAfterMs)}`,
+    `tessera: balancer ${report.compliant === null ? 'verdict unknown' : report.compliant ? 'compliant' : `not compliant (${report.firstComplianceViolation ?? '?'})`}, settled ${report.settledAfterMs === null ? 'no' : `${ms(report.settledAfterMs)} after the load`}${report.watchedShard === null ? '' : `; ${report.watchedShard} holds ${report.watchedShardChunks} chunks`}`,
+  ].join('\n');
+}

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { parseWorkloadOptions } from './options.ts';
+import { buildSummary, textSummary, workloadThresholds } from './summary.ts';
+
+const env = { ADMIN_TOKEN: 'admin-token-0123456789' };
+
+describe('thresholds and the summary', () => {
+  it('fails a run on 0.1% errors and on p99 above P99_MS; add-shard-under-load allows no error and needs data on the new shard', () => {
+    expect(workloadThresholds(parseWorkloadOptions('insert-random', { ...env, P99_MS: '300' }))).toEqual({
+      tessera_errors: ['rate<0.001'],
+      tessera_request_ms: ['p(99)<300'],
+    });
+    expect(workloadThresholds(parseWorkloadOptions('add-shard-under-load', env))).toMatchObject({
+      tessera_errors: ['rate==0'],
+      tessera_watched_shard_chunks: ['value>0'],
+    });
+    expect(workloadThresholds(parseWorkloadOptions('subscriptions', env))).toMatchObject({ tessera_ws_events: ['count>0'] });
+  });
+
+  it('reads the report and the verdicts out of k6 summary data', () => {
+    const options = parseWorkloadOptions('insert-random', env);
+    const summary = buildSummary(options, {
+      state: { testRunDurationMs: 65_000 },
+      metrics: {
+        tessera_errors: { type: 'rate', values: { rate: 0.002 }, thresholds: { 'rate<0.001': { ok: false } } },
+        tessera_request_ms: {
+          type: 'trend',
+          values: { med: 5, 'p(95)': 9, 'p(99)': 20, max: 40, count: 1000 },
+          thresholds: { 'p(99)<1000': { ok: true } },
+        },
+        tessera_documents_inserted: { type: 'counter', values: { count: 9980, rate: 160 } },
+        tessera_splits: { type: 'gauge', values: { value: 31, min: 31, max: 31 } },
+        tessera_migrations: { type: 'gauge', values: { value: 4, min: 4, max: 4 } },
+      },
+    });
+    expect(summary).toMatchObject({
+      passed: false,
+      failedThresholds: ['tessera_errors: rate<0.001'],
+      report: { tessera_splits: 31, tessera_migrations: 4 },
+      load: { requests: 1000, errorRate: 0.002, documentsInserted: 9980 },
+    });
+    expect(JSON.stringify(summary)).not.toContain(env.ADMIN_TOKEN);
+    const text = textSummary(summary, 'x.json');
+    expect(text).toContain('insert-random: FAILED in 65.0 s');
+    expect(text).toContain('threshold failed: tessera_errors: rate<0.001');
+    expect(text).toContain('31 splits, 4 migrations');
+  });
+
+  it('says so when the teardown report is missing', () => {
+    const summary = buildSummary(parseWorkloadOptions('crud-mix', env), { metrics: {} });
+    expect(summary.report).toBeNull();
+    expect(textSummary(summary, 'x.json')).toContain('cluster report: missing');
+  });
+});

@@ -1,0 +1,132 @@
+// The k6 side of the workloads: performs the lib's request sequences with k6/http, records the
+// load metrics, emits the teardown report as metrics and writes the summary. Every script uses
+// this; the workload logic itself is in ../lib (no k6 import there).
+
+import { sleep } from 'k6';
+import http, { type RefinedResponse, type ResponseType } from 'k6/http';
+import { Counter, Gauge, Rate, Trend } from 'k6/metrics';
+import {
+  type K6SummaryData,
+  LOAD_METRICS,
+  REPORT_METRICS,
+  SUMMARY_TREND_STATS,
+  type ReportMetric,
+  type RouterRequest,
+  type Sequence,
+  type SettleGoal,
+  type SetupData,
+  type StepAnswer,
+  type TeardownReport,
+  type WorkloadOptions,
+  buildSummary,
+  collectReport,
+  formatReport,
+  graphqlBody,
+  judgeAnswer,
+  reportMetrics,
+  textSummary,
+} from '../lib/index.ts';
+
+// Custom metrics must be created in the init context, so every script gets all of them; the ones
+// a workload does not use stay empty and are left out of the summary by k6.
+export const errors = new Rate(LOAD_METRICS.errors);
+export const requestMs = new Trend(LOAD_METRICS.requestMs, true);
+export const documentsInserted = new Counter(LOAD_METRICS.documentsInserted);
+export const wsEvents = new Counter(LOAD_METRICS.wsEvents);
+export const wsEventLagMs = new Trend(LOAD_METRICS.wsEventLagMs, true);
+export const wsHandshakeMs = new Trend(LOAD_METRICS.wsHandshakeMs, true);
+const reportGauges = Object.fromEntries(REPORT_METRICS.map((name) => [name, new Gauge(name)])) as Record<ReportMetric, Gauge>;
+
+function parseBody(response: RefinedResponse<ResponseType | undefined>): unknown {
+  const text = typeof response.body === 'string' ? response.body : '';
+  try {
+    return text === '' ? null : (JSON.parse(text) as unknown);
+  } catch {
+    return text;
+  }
+}
+
+/** Runs a lib sequence to its end with k6/http (synchronous), returning what the sequence returns. */
+export function runSequence<T>(options: WorkloadOptions, sequence: Sequence<T>): T {
+  let next = sequence.next();
+  while (!next.done) {
+    const step = next.value;
+    let answer: StepAnswer;
+    switch (step.kind) {
+      case 'graphql': {
+        const response = http.post(`${options.configUrl}/graphql`, graphqlBody(step.request), {
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${options.adminToken}` },
+          tags: { name: `graphql ${step.request.operation}` },
+          responseCallback: http.expectedStatuses(200),
+        });
+        answer = { status: response.status, body: parseBody(response) };
+        break;
+      }
+      case 'router': {
+        const response = http.post(`${options.routerUrl}${step.path}`, JSON.stringify(step.body), {
+          headers: { 'content-type': 'application/json' },
+          tags: { name: 'setup router' },
+        });
+        answer = { status: response.status, body: parseBody(response) };
+        break;
+      }
+      case 'sleep':
+        sleep(step.ms / 1000);
+        answer = { status: 0, body: null };
+        break;
+    }
+    next = sequence.next(answer);
+  }
+  return next.value;
+}
+
+/** Sends one workload request to the router and records latency, errors and inserted documents. Returns whether it succeeded. */
+export function send(options: WorkloadOptions, request: RouterRequest): boolean {
+  const response = http.post(`${options.routerUrl}${request.path}`, JSON.stringify(request.body), {
+    headers: { 'content-type': 'application/json' },
+    tags: { name: request.name },
+  });
+  const verdict = judgeAnswer(request, response.status, parseBody(response));
+  requestMs.add(response.timings.duration, { op: request.name });
+  errors.add(!verdict.ok, { op: request.name });
+  if (verdict.inserted !== undefined) documentsInserted.add(verdict.inserted);
+  if (!verdict.ok) console.warn(`${request.name} failed: ${verdict.problem ?? 'unknown'}`);
+  return verdict.ok;
+}
+
+/**
+ * teardown(): waits for `goal`, reads the report back from GraphQL, prints it, and emits it as
+ * tessera_* Gauges. Samples added in teardown() reach the end-of-test summary and its thresholds
+ * (k6 computes the summary after teardown; that is why teardown cannot see it), so handleSummary()
+ * finds the report in `data.metrics`. The report is also printed as one JSON line
+ * (`tessera-report {...}`) so it survives whatever output the run uses.
+ */
+export function reportTeardown(options: WorkloadOptions, setup: SetupData, goal: SettleGoal): TeardownReport {
+  const report = runSequence(
+    options,
+    collectReport(options, setup, goal, () => Date.now()),
+  );
+  for (const [name, value] of Object.entries(reportMetrics(report))) reportGauges[name as ReportMetric].add(value);
+  console.log(formatReport(report));
+  console.log(`tessera-report ${JSON.stringify(report)}`);
+  return report;
+}
+
+/** handleSummary(): the JSON summary at options.summaryPath and a short text on stdout. */
+export function summaryOutputs(options: WorkloadOptions, data: unknown): Record<string, string> {
+  const summary = buildSummary(options, data as K6SummaryData);
+  return {
+    [options.summaryPath]: `${JSON.stringify({ ...summary, k6: data }, null, 2)}\n`,
+    stdout: textSummary(summary, options.summaryPath),
+  };
+}
+
+/** Test-wide k6 options every workload shares: its thresholds, p99 in the summary, a teardown long enough to settle. */
+export function commonOptions(options: WorkloadOptions, thresholds: Record<string, string[]>) {
+  return {
+    thresholds,
+    summaryTrendStats: SUMMARY_TREND_STATS,
+    setupTimeout: '120s',
+    teardownTimeout: `${Math.ceil(options.settleMs / 1000) + 60}s`,
+  };
+}
