@@ -372,13 +372,14 @@ describe('the GraphQL control plane', () => {
     });
 
     const CONFIGURE = `mutation ($chunkSizeBytes: Float) { configureCollectionBalancing(ns: "${NS}", chunkSizeBytes: $chunkSizeBytes, enableAutoMerger: false)
-      { chunkSizeBytes autoMergingEnabled balancingEnabled } }`;
+      { chunkSizeBytes autoMergingEnabled balancingEnabled defragmenting } }`;
     expect(
       (await admin<{ configureCollectionBalancing: unknown }>(CONFIGURE, { chunkSizeBytes: 65536 })).configureCollectionBalancing,
     ).toEqual({
       chunkSizeBytes: 65536,
       autoMergingEnabled: false,
       balancingEnabled: true,
+      defragmenting: false,
     });
     const reset = await admin<{ configureCollectionBalancing: { chunkSizeBytes: number | null } }>(CONFIGURE, { chunkSizeBytes: null });
     expect(reset.configureCollectionBalancing.chunkSizeBytes, 'null goes back to the cluster default').toBeNull();

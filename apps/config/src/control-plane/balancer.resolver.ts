@@ -58,7 +58,7 @@ export class BalancerResolver {
 
   @Mutation(() => CollectionType, {
     description:
-      "MongoDB's configureCollectionBalancing: the collection's max chunk size (null: back to the cluster's), balancing and the auto-merger on or off.",
+      "MongoDB's configureCollectionBalancing: the collection's max chunk size (null: back to the cluster's), balancing, the auto-merger and defragmentation on or off.",
   })
   async configureCollectionBalancing(
     @Args('ns') ns: string,
@@ -66,12 +66,19 @@ export class BalancerResolver {
     chunkSizeBytes?: number | null,
     @Args('enableBalancing', { type: () => Boolean, nullable: true }) enableBalancing?: boolean | null,
     @Args('enableAutoMerger', { type: () => Boolean, nullable: true }) enableAutoMerger?: boolean | null,
+    @Args('defragmentCollection', {
+      type: () => Boolean,
+      nullable: true,
+      description: 'true starts defragmenting the collection (from its first phase); false stops it',
+    })
+    defragmentCollection?: boolean | null,
   ): Promise<CollectionType> {
     await this.settings.configureCollectionBalancing({
       ns,
       ...(chunkSizeBytes !== undefined ? { chunkSizeBytes } : {}),
       ...(enableBalancing != null ? { enableBalancing } : {}),
       ...(enableAutoMerger != null ? { enableAutoMerger } : {}),
+      ...(defragmentCollection != null ? { defragmentCollection } : {}),
     });
     return this.reads.collection(ns);
   }

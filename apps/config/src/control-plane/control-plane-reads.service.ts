@@ -307,6 +307,7 @@ function collectionOfRow(row: CollectionRow, collectionVersion: string): Collect
     unique: row.is_unique,
     balancingEnabled: row.balancing_enabled,
     autoMergingEnabled: row.auto_merging_enabled,
+    defragmenting: row.defragment_collection,
     chunkSizeBytes: row.max_chunk_size_bytes === null ? null : Number(row.max_chunk_size_bytes),
     allowMigrations: row.allow_migrations,
     collectionVersion,

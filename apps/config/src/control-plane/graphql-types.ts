@@ -86,6 +86,8 @@ export class CollectionType {
   @Field() unique!: boolean;
   @Field() balancingEnabled!: boolean;
   @Field() autoMergingEnabled!: boolean;
+  @Field({ description: 'Being defragmented (configureCollectionBalancing defragmentCollection: true) until the last phase ends.' })
+  defragmenting!: boolean;
   @Field(() => Float, { nullable: true, description: "The collection's max chunk size; null: the cluster's chunkSizeBytes." })
   chunkSizeBytes!: number | null;
   @Field() allowMigrations!: boolean;
