@@ -180,7 +180,8 @@ describe('the GraphQL control plane', () => {
 
     const resumed = subscribePlacement('config', seen.seq);
     const [a, b] = await eventually(async () => (resumed.received.length >= 2 ? resumed.received : undefined), 'the missed splits', 10_000);
-    expect([a!.seq, b!.seq]).toEqual([seen.seq + 1, seen.seq + 2]);
+    // The two splits, in order (other events, such as balancer rounds, may hold the seqs between).
+    expect(seen.seq < a!.seq && a!.seq < b!.seq).toBe(true);
     expect([a!.after[1]!.min, b!.after[1]!.min]).toEqual([[300], [400]]);
     const again = await socketIn('config1', seen.seq);
     const replayed = await eventually(
@@ -188,7 +189,7 @@ describe('the GraphQL control plane', () => {
       'the replay on socket.io',
       10_000,
     );
-    expect(replayed.map((e) => e.seq)).toEqual([seen.seq + 1, seen.seq + 2]);
+    expect(replayed.map((e) => e.seq)).toEqual([a!.seq, b!.seq]);
     // Nothing more arrives: the resumed streams are exactly the missed events.
     await new Promise((r) => setTimeout(r, 300));
     expect(resumed.received).toHaveLength(2);
