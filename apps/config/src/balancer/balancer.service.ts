@@ -1,6 +1,7 @@
 import { Inject, Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
+import type { Subscription } from 'rxjs';
 import {
   type ChunkRange,
   type ChunkSelectionSettings,
@@ -44,6 +45,7 @@ import { findCollection } from '../catalog/catalog-read.service.js';
 import { type CollectionRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
 import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
+import { EventBusService } from '../events/event-bus.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
 import { MigrationManagerService } from '../migration/migration-manager.service.js';
@@ -82,6 +84,9 @@ interface Snapshot {
   errors: RoundError[];
 }
 
+/** Changelog kinds after which the balancer runs a round at once rather than at the end of its interval. */
+const WAKE_UP_KINDS = new Set(['balancer.settings', 'balancer.configureCollection', 'addShard', 'removeShard.start']);
+
 /**
  * The balancer's main loop (MongoDB's Balancer::_mainThread) on the config leader. A round, when
  * the balancer is on (`mode: 'full'`) and the time is inside the balancing window: snapshot,
@@ -104,6 +109,9 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   private readonly chunkCountInProgress = new Set<string>();
   /** The reason of the last no-op round recorded, so an idle balancer does not flood the changelog. */
   private lastIdleReason: string | undefined;
+  /** Events that start a round at once (see `wake`). */
+  private wakeups: Subscription | undefined;
+  private wakeAfterRound = false;
   /** Shards in a migration this loop issued (a round's, or a top chunk's), with how many. */
   private readonly migratingShards = new Map<string, number>();
 
@@ -118,6 +126,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     private readonly defragmentation: DefragmentationStore,
     private readonly secondary: BalancerSecondaryService,
     private readonly clients: InternalClients,
+    private readonly events: EventBusService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -132,6 +141,8 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.lastIdleReason = undefined;
     this.defragmentation.reset();
     this.secondary.start();
+    this.wakeups?.unsubscribe();
+    this.wakeups = this.events.stream((e) => WAKE_UP_KINDS.has(e.kind), this.events.lastSeq).subscribe(() => this.wake(term));
     this.schedule(term, 0);
   }
 
@@ -145,9 +156,27 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   }
 
   private stopLoop(): void {
+    this.wakeups?.unsubscribe();
+    this.wakeups = undefined;
     this.term++;
     clearTimeout(this.timer);
     this.timer = undefined;
+  }
+
+  /**
+   * Starts a round now rather than at the end of the interval (MongoDB wakes its balancer when its
+   * settings change): after a change of the balancer's settings or of a collection's, a shard
+   * added or draining. Any config process may make the change; every one sees it on the event bus.
+   * During a round, the next one follows it at once.
+   */
+  private wake(term: number): void {
+    if (term !== this.term) return;
+    if (this.inRound) {
+      this.wakeAfterRound = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.schedule(term, 0);
   }
 
   private schedule(term: number, delayMs: number): void {
@@ -164,8 +193,13 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
       this.logger.warn({ err: error }, `balancer round failed: ${(error as Error).message}`);
     }
     if (term !== this.term) return;
+    const woken = this.wakeAfterRound;
+    this.wakeAfterRound = false;
     // MongoDB's kShortBalanceRoundInterval: a round that moved something is soon followed by another.
-    this.schedule(term, moved ? this.settings.TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS : this.settings.TESSERA_BALANCER_ROUND_INTERVAL_MS);
+    this.schedule(
+      term,
+      woken ? 0 : moved ? this.settings.TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS : this.settings.TESSERA_BALANCER_ROUND_INTERVAL_MS,
+    );
   }
 
   async status(): Promise<BalancerStatus> {
