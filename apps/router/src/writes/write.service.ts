@@ -10,6 +10,7 @@ import { ClusterRoutingService, type CollectionRouting } from '../routing/cluste
 import { type ShardWriteReply, type StatementRouting, type WriteExecution, envelopeOf, executeWriteBatch } from './write-execution.js';
 import type { ChildBatch, RoutedStatement, RouterWriteError } from './write-plan.js';
 import { type WriteShape, routeInsert, routeWrite } from './write-targeting.js';
+import { InsertCoalescer } from './insert-coalescer.js';
 
 export interface InsertResponse {
   insertedCount: number;
@@ -48,14 +49,21 @@ interface UpdateStatement {
  */
 @Injectable()
 export class WriteService {
-  constructor(private readonly cluster: ClusterRoutingService) {}
+  private readonly inserts: InsertCoalescer;
+
+  constructor(private readonly cluster: ClusterRoutingService) {
+    this.inserts = new InsertCoalescer((shard, command) => this.cluster.shard(shard).then((client) => client.insert(command)));
+  }
 
   async insert(ns: string, body: InsertBody): Promise<InsertResponse> {
     // Prepared here as on the shard: `_id` must exist before routing (it may be the shard key),
     // and a bad document is refused without sending anything.
+    const sizes: number[] = [];
     const prepared = body.documents.map((json, index): ValueObject | TesseraError => {
       try {
-        return prepareInsert(documentFromWire(json), { generateId: () => new ObjectId() }, index).document;
+        const { document, size } = prepareInsert(documentFromWire(json), { generateId: () => new ObjectId() }, index);
+        sizes[index] = size;
+        return document;
       } catch (error) {
         if (error instanceof TesseraError) return error;
         throw error;
@@ -71,13 +79,13 @@ export class WriteService {
         return [routeInsert(document, routing)];
       },
       (batch, routing) =>
-        this.cluster.shard(batch.shard).then((client) =>
-          client.insert({
-            ns,
-            ...routing.versioningFor(batch.shard),
-            ordered: body.ordered,
-            documents: batch.indexes.map((i) => toWire(prepared[i] as ValueObject)),
-          }),
+        this.inserts.insert(
+          batch.shard,
+          ns,
+          routing.versioningFor(batch.shard),
+          batch.indexes.map((i) => toWire(prepared[i] as ValueObject)),
+          body.ordered,
+          batch.indexes.reduce((sum, i) => sum + (sizes[i] ?? 0), 0),
         ),
     );
     const insertedIds: Record<string, unknown> = {};
