@@ -96,19 +96,21 @@ async function load(): Promise<number> {
   return total;
 }
 
-/** Bytes of NS each shard owns, by the shards' own dataSize. */
-async function shardBytes(): Promise<Map<string, number>> {
+/** Bytes of NS each shard stores (orphans waiting for deletion included) and owns (the balancer's view). */
+async function shardBytes(): Promise<Map<string, { stored: number; owned: number }>> {
   const shards = await config.listShards();
   const sizes = await Promise.all(
-    shards.map(
-      async (s) =>
-        [
-          s.name,
-          (await new MigrationClient(s.url, { clusterKey: cluster.clusterKey, dispatcher: agent }).dataSize({ ns: NS })).size,
-        ] as const,
-    ),
+    shards.map(async (s) => {
+      const client = new MigrationClient(s.url, { clusterKey: cluster.clusterKey, dispatcher: agent });
+      const [stored, owned] = await Promise.all([client.dataSize({ ns: NS }), client.statsForBalancing({ namespaces: [NS] })]);
+      return [s.name, { stored: stored.size, owned: owned.stats[0]!.collSize }] as const;
+    }),
   );
   return new Map(sizes);
+}
+
+function describeSizes(sizes: Map<string, { stored: number; owned: number }>): string {
+  return [...sizes].map(([shard, b]) => `${shard} ${mb(b.owned)} owned (${mb(b.stored)} stored)`).join(', ');
 }
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
@@ -162,8 +164,7 @@ try {
   while (!(await config.balancerCollectionStatus(NS)).balancerCompliant) {
     if (performance.now() - lastReport > 5000) {
       lastReport = performance.now();
-      const sizes = await shardBytes();
-      console.log(`  ${((lastReport - started) / 1000).toFixed(0)} s: ${[...sizes].map(([s, b]) => `${s} ${mb(b)}`).join(', ')}`);
+      console.log(`  ${((lastReport - started) / 1000).toFixed(0)} s: ${describeSizes(await shardBytes())}`);
     }
     await sleep(200);
   }
@@ -179,9 +180,10 @@ try {
   await catalog.end();
   const moved = moves.rows.reduce((n, r) => n + r.details.bytesCloned, 0);
   const lowerBound = moved / rate;
-  const sizes = [...(await shardBytes()).values()];
+  const after = await shardBytes();
+  const sizes = [...after.values()].map((b) => b.owned);
   console.log(`\n  balancer: ${moves.rowCount} migrations moving ${mb(moved)} in ${rounds.rows[0]!.n} rounds recorded`);
-  console.log(`  per shard after: max ${mb(Math.max(...sizes))}, min ${mb(Math.min(...sizes))}`);
+  console.log(`  per shard after: ${describeSizes(after)}; owned max ${mb(Math.max(...sizes))}, min ${mb(Math.min(...sizes))}`);
   // Where a migration's time goes: each phase until the next, averaged over the balancer's migrations.
   const phaseMs = new Map<string, number>();
   let migrating = 0;

@@ -202,7 +202,8 @@ export interface DataSizeResult {
 /**
  * MongoDB's `_shardsvrGetStatsForBalancing`: the bytes of each collection this shard owns, which
  * is what it stores less the orphans its range deletion tasks are waiting to delete (the ranges
- * it gave away and not yet cleaned, and the ranges it is receiving and does not own yet).
+ * it gave away and not yet cleaned, and the ranges it is receiving and does not own yet; a range
+ * it is giving away is still its own until the migration commits).
  */
 export const statsForBalancingRequestSchema = z.strictObject({ namespaces: z.array(namespaceSchema).min(1).max(10_000) });
 export type StatsForBalancingRequest = z.input<typeof statsForBalancingRequestSchema>;

@@ -73,8 +73,8 @@ export class ClusterStatisticsService {
   ): Promise<CollectionDistribution> {
     const chunks = await this.chunks(row);
     const zones = await this.zones(row.ns);
-    // statsForBalancing: the bytes a shard stores outside its range deletion tasks' ranges, so
-    // orphans waiting to be cleaned do not count (MongoDB's numOrphanDocs do not).
+    // statsForBalancing: the bytes a shard owns, so orphans waiting to be cleaned do not count
+    // (MongoDB's numOrphanDocs do not).
     const sizes = await Promise.all(
       shards.map(
         async (s) =>

@@ -50,20 +50,29 @@ describe('dataSize', () => {
 });
 
 describe('statsForBalancing', () => {
-  it('leaves out the documents in the ranges of range deletion tasks, pending or ready', async () => {
+  it('leaves out ready range deletions and ranges being received, not a range being given away', async () => {
     const ns = await collection(Array.from({ length: 10 }, (_, i) => i));
     const uuid = (await storage.localCollection(ns))!.uuid;
     const whole = (await sizing.dataSize({ ns })).size;
     const [owned] = (await sizing.statsForBalancing({ namespaces: [ns] })).stats;
     expect(owned).toEqual({ ns, collSize: whole });
 
-    const task = (min: number, max: number, pending: boolean) =>
-      db.dataSource.query(
+    const task = async (min: number, max: number, pending: boolean): Promise<string> => {
+      const id = randomUUID();
+      await db.dataSource.query(
         `INSERT INTO range_deletions (id, ns, collection_uuid, min, max, min_ejson, max_ejson, pending) VALUES ($1, $2, $3, $4, $5, '', '', $6)`,
-        [randomUUID(), ns, uuid, Buffer.from(encodeKey([min])), Buffer.from(encodeKey([max])), pending],
+        [id, ns, uuid, Buffer.from(encodeKey([min])), Buffer.from(encodeKey([max])), pending],
       );
-    await task(2, 4, true); // a range being received
+      return id;
+    };
+    // A range being received: its pending task belongs to a migration this shard receives.
+    const receiving = await task(2, 4, true);
+    await db.dataSource.query(
+      `INSERT INTO migration_recipients (id, ns, collection_uuid, min, max, donor, donor_url) VALUES ($1, $2, $3, $4, $5, 'a', 'http://a')`,
+      [receiving, ns, uuid, Buffer.from(encodeKey([2])), Buffer.from(encodeKey([4]))],
+    );
     await task(7, 100, false); // a range given away, not cleaned yet
+    await task(4, 6, true); // a range being given away: still owned until its migration commits
     const orphans =
       (await sizing.dataSize({ ns, range: { min: [2], max: [4] } })).size +
       (await sizing.dataSize({ ns, range: { min: [7], max: [100] } })).size;

@@ -44,9 +44,12 @@ export class ChunkSizingService {
 
   /**
    * The bytes of each collection this shard owns: what it stores outside the ranges of its range
-   * deletion tasks, pending or ready (MongoDB subtracts its `numOrphanDocs` the same way). Without
-   * this, a donor would weigh as much as before its migrations until their ranges are cleaned, and
-   * the balancer would move more than needed.
+   * deletion tasks that hold orphans, which are the ready ones (a range given away, or a received
+   * copy of an aborted migration) and the pending ones of ranges it is receiving (MongoDB
+   * subtracts its `numOrphanDocs` the same way). A donor's pending task covers a range it still
+   * owns until its migration commits, so that range counts. Without this, a donor would weigh
+   * as much as before its migrations until their ranges are cleaned, and the balancer would move
+   * more than needed.
    */
   async statsForBalancing(input: StatsForBalancingRequest): Promise<StatsForBalancingResult> {
     const request = parseWith(statsForBalancingRequestSchema, input, 'statsForBalancing request');
@@ -57,7 +60,8 @@ export class ChunkSizingService {
         const rows: Array<{ bytes: string }> = await this.dataSource.query(
           `SELECT coalesce(sum(size), 0) AS bytes FROM ${tableName(local.uuid)} d
             WHERE NOT EXISTS (SELECT 1 FROM range_deletions r
-                               WHERE r.collection_uuid = $1 AND d.shard_key >= r.min AND d.shard_key < r.max)`,
+                               WHERE r.collection_uuid = $1 AND d.shard_key >= r.min AND d.shard_key < r.max
+                                 AND (NOT r.pending OR EXISTS (SELECT 1 FROM migration_recipients m WHERE m.id = r.id)))`,
           [local.uuid],
         );
         return { ns, collSize: Number(rows[0]!.bytes) };
