@@ -197,8 +197,12 @@ try {
   console.log(`  a migration, on average: ${[...phaseMs].map(([phase, ms]) => `${phase} ${perMove(ms)}`).join(', ')}`);
   console.log(`  time inside migrations: ${(migrating / 1000).toFixed(1)} s of ${seconds.toFixed(1)} s`);
   console.log(`  time to balancerCompliant: ${seconds.toFixed(1)} s`);
-  console.log(`  lower bound (bytes moved ÷ migration rate): ${lowerBound.toFixed(1)} s`);
-  console.log(`  ratio: ${(seconds / lowerBound).toFixed(2)} (goal <= 1.5)`);
+  if (moved === 0) {
+    console.log('  nothing had to move: the collection was compliant when the shard was added (more data or smaller chunks make work)');
+  } else {
+    console.log(`  lower bound (bytes moved ÷ migration rate): ${lowerBound.toFixed(1)} s`);
+    console.log(`  ratio: ${(seconds / lowerBound).toFixed(2)} (goal <= 1.5)`);
+  }
 } finally {
   await cluster.stop();
   await agent.close();
