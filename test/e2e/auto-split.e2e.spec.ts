@@ -75,7 +75,9 @@ describe('auto-splitting', () => {
   });
 
   it('stops when the cluster turns auto-split off, and refuses a chunk size under 64 KiB', async () => {
-    expect(await errorOf(config.configureCollectionBalancing({ ns: 'split.samekey', chunkSizeBytes: 1000 }))).toMatchObject({ code: 'BAD_VALUE' });
+    expect(await errorOf(config.configureCollectionBalancing({ ns: 'split.samekey', chunkSizeBytes: 1000 }))).toMatchObject({
+      code: 'BAD_VALUE',
+    });
     expect(await errorOf(config.configureCollectionBalancing({ ns: 'split.none', chunkSizeBytes: 65536 }))).toMatchObject({
       code: 'NAMESPACE_NOT_FOUND',
     });

@@ -1,10 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient, WireChunk } from '@tessera/protocol';
-import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
-import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { FAST_CONFIG_ENV, eventually } from './helpers.js';
 import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
 
 /**
  * The balancer beyond chunk selection, on real processes: jumbo handling (a chunk refused as too
@@ -12,16 +11,14 @@ import { startTestCluster } from './test-cluster.js';
  * the auto-merger, and defragmentation, each with its reason in the changelog.
  */
 
-let cluster: LocalCluster;
-let dispose: () => Promise<void>;
+let started: RoutedTestCluster;
 let config: ConfigClient;
 let api: RouterApi;
 let catalog: pg.Pool;
 
 beforeAll(async () => {
-  ({ cluster, dispose } = await startTestCluster({
+  started = await startRoutedTestCluster({
     shards: 2,
-    routers: 1,
     env: {
       ...FAST_CONFIG_ENV,
       TESSERA_BALANCER_ROUND_INTERVAL_MS: '500',
@@ -33,20 +30,13 @@ beforeAll(async () => {
       TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: '0',
       TESSERA_DEFRAGMENTATION_THROTTLING_MS: '20',
     },
-  }));
-  config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
-  catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
-  await waitForLeader(config);
+  });
+  ({ config, api, catalog } = started);
   // Chunks here grow only by the balancer's own splits.
   await config.updateSettings({ autoSplit: false });
 });
 
-afterAll(async () => {
-  await catalog?.end();
-  await api?.close();
-  await dispose?.();
-});
+afterAll(async () => started?.stop());
 
 const pad = 'p'.repeat(400);
 

@@ -1,38 +1,28 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
-import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
-import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { FAST_CONFIG_ENV, eventually } from './helpers.js';
 import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
 
 // The balancer against the cluster's topology and settings: a balancing window, zones, and a
 // shard drained by removeShard. Three shards, one router, rounds every 500 ms.
 
-let cluster: LocalCluster;
-let dispose: () => Promise<void>;
+let started: RoutedTestCluster;
 let config: ConfigClient;
 let api: RouterApi;
 let catalog: pg.Pool;
 
 beforeAll(async () => {
-  ({ cluster, dispose } = await startTestCluster({
+  started = await startRoutedTestCluster({
     shards: 3,
-    routers: 1,
     env: { ...FAST_CONFIG_ENV, TESSERA_BALANCER_ROUND_INTERVAL_MS: '500', TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0' },
-  }));
-  config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
-  catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
-  await waitForLeader(config);
+  });
+  ({ config, api, catalog } = started);
   await config.enableSharding({ db: 'topo', primaryShard: 'shard0' });
 });
 
-afterAll(async () => {
-  await catalog?.end();
-  await api?.close();
-  await dispose?.();
-});
+afterAll(async () => started?.stop());
 
 const pad = 'p'.repeat(400);
 const inserted = new Map<string, number>();

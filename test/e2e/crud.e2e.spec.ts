@@ -163,7 +163,9 @@ describe('CRUD on a ranged collection spread over three shards', () => {
     await source.query(`DELETE FROM ${table}`);
     // What the migration's donor and recipient do after the commit (the migration issue automates it).
     for (const shard of ['shard2', 'shard0']) {
-      await new ShardClient(cluster.node(shard).url, { clusterKey: cluster.clusterKey, dispatcher: routerApi.agent }).refreshMetadata('shop.ranged');
+      await new ShardClient(cluster.node(shard).url, { clusterKey: cluster.clusterKey, dispatcher: routerApi.agent }).refreshMetadata(
+        'shop.ranged',
+      );
     }
     await source.end();
     await target.end();

@@ -2,43 +2,35 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
-import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { FAST_CONFIG_ENV, eventually } from './helpers.js';
 import { RouterApi, onShardDatabase } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
 
 // dropCollection and refineCollectionShardKey beside a migration of the same collection: the
 // DDL turns migrations off and waits for the one in flight to end (it aborts: its commit is
 // refused) before it touches the shards. The donor pauses 3 s in cloning, so the DDL arrives
 // while the migration runs.
 
+let started: RoutedTestCluster;
 let cluster: LocalCluster;
-let dispose: () => Promise<void>;
 let config: ConfigClient;
 let api: RouterApi;
 let catalog: pg.Pool;
 
 beforeAll(async () => {
-  ({ cluster, dispose } = await startTestCluster({
+  started = await startRoutedTestCluster({
     shards: 2,
-    routers: 1,
     env: {
       ...FAST_CONFIG_ENV,
       TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0',
       TESSERA_FAILPOINTS: 'migration.donor.cloning@ddlmig.dropped=3000,migration.donor.cloning@ddlmig.refined=3000',
     },
-  }));
-  config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
-  catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
-  await waitForLeader(config);
+  });
+  ({ cluster, config, api, catalog } = started);
   await config.enableSharding({ db: 'ddlmig', primaryShard: 'shard0' });
 });
 
-afterAll(async () => {
-  await catalog?.end();
-  await api?.close();
-  await dispose?.();
-});
+afterAll(async () => started?.stop());
 
 const DOCUMENTS = 200;
 

@@ -63,7 +63,10 @@ afterAll(async () => {
 
 async function reachedPhase(ns: string, phase: string): Promise<boolean> {
   return onShardDatabase(cluster, 'config', async (pool) => {
-    const rows = await pool.query("SELECT 1 FROM changelog WHERE what = 'moveChunk.phase' AND ns = $1 AND details->>'phase' = $2", [ns, phase]);
+    const rows = await pool.query("SELECT 1 FROM changelog WHERE what = 'moveChunk.phase' AND ns = $1 AND details->>'phase' = $2", [
+      ns,
+      phase,
+    ]);
     return rows.rows.length > 0;
   });
 }

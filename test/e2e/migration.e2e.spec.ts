@@ -20,7 +20,8 @@ beforeAll(async () => {
       TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0',
       TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: '500',
       // Slows one collection's migrations down, so that others can be tried while they run.
-      TESSERA_FAILPOINTS: 'migration.donor.cloning@mig.slow=2000,migration.donor.steady@mig.load=700,migration.recipient.firstCloneBatch@mig.load=100',
+      TESSERA_FAILPOINTS:
+        'migration.donor.cloning@mig.slow=2000,migration.donor.steady@mig.load=700,migration.recipient.firstCloneBatch@mig.load=100',
     },
   }));
   config = cluster.configClient();
@@ -32,7 +33,6 @@ afterAll(async () => {
   await api?.close();
   await dispose?.();
 });
-
 
 async function insert(ns: string, documents: unknown[]): Promise<void> {
   const [db, coll] = ns.split('.');
@@ -48,7 +48,10 @@ async function placement(ns: string): Promise<Array<{ min: unknown; shard: strin
 
 async function changelog(what: string, ns: string): Promise<Array<Record<string, unknown>>> {
   return onShardDatabase(cluster, 'config', async (pool) => {
-    const rows = await pool.query<{ details: Record<string, unknown> }>('SELECT details FROM changelog WHERE what = $1 AND ns = $2 ORDER BY id', [what, ns]);
+    const rows = await pool.query<{ details: Record<string, unknown> }>(
+      'SELECT details FROM changelog WHERE what = $1 AND ns = $2 ORDER BY id',
+      [what, ns],
+    );
     return rows.rows.map((r) => r.details);
   });
 }
@@ -112,7 +115,10 @@ describe('moveRange', () => {
     await config.shardCollection({ ns: small, key: { x: 1 } });
     await config.configureCollectionBalancing({ ns: small, chunkSizeBytes: 65536 });
     // One shard key for all: the chunk cannot be split, so it stays over the limit (a jumbo chunk).
-    await insert(small, docs.slice(0, 800).map((d) => ({ ...d, x: 5 })));
+    await insert(
+      small,
+      docs.slice(0, 800).map((d) => ({ ...d, x: 5 })),
+    );
     const [chunk] = await placement(small);
     const target = SHARDS.find((s) => s !== chunk!.shard)!;
     const refused = await errorOf(config.moveRange({ ns: small, min: { x: { $minKey: 1 } }, toShard: target }));
@@ -125,8 +131,12 @@ describe('moveRange', () => {
   it('rejects bad requests with clear errors', async () => {
     expect(await errorOf(config.moveRange({ ns, min: { x: 1500 }, toShard: 'shard0' }))).toMatchObject({ code: 'BAD_VALUE' });
     expect(await errorOf(config.moveRange({ ns, min: { x: 2000 }, toShard: 'nope' }))).toMatchObject({ code: 'SHARD_NOT_FOUND' });
-    expect(await errorOf(config.moveRange({ ns, min: { x: 0 }, max: { x: 2500 }, toShard: 'shard0' }))).toMatchObject({ code: 'BAD_VALUE' });
-    expect(await errorOf(config.moveRange({ ns: 'mig.none', min: { x: 0 }, toShard: 'shard0' }))).toMatchObject({ code: 'NAMESPACE_NOT_FOUND' });
+    expect(await errorOf(config.moveRange({ ns, min: { x: 0 }, max: { x: 2500 }, toShard: 'shard0' }))).toMatchObject({
+      code: 'BAD_VALUE',
+    });
+    expect(await errorOf(config.moveRange({ ns: 'mig.none', min: { x: 0 }, toShard: 'shard0' }))).toMatchObject({
+      code: 'NAMESPACE_NOT_FOUND',
+    });
   });
 });
 
@@ -157,7 +167,9 @@ describe('a migration under a continuous write load', () => {
     let nextId = 2000;
     const random = (n: number) => Math.floor(Math.random() * n);
     const write = async (id: number, path: string, body: unknown, apply: (json: Record<string, unknown>) => void) => {
-      const answer = await api.call('POST', path, body).catch((error: unknown) => ({ status: 0, json: { error: String(error) } as Record<string, unknown> }));
+      const answer = await api
+        .call('POST', path, body)
+        .catch((error: unknown) => ({ status: 0, json: { error: String(error) } as Record<string, unknown> }));
       if (answer.status !== 200 || (answer.json.writeErrors as unknown[] | undefined)?.length) {
         failures++;
         uncertain.add(id);
@@ -217,7 +229,8 @@ describe('a migration under a continuous write load', () => {
     expect([...stored].filter(([id, n]) => wanted.get(id) !== n)).toEqual([]);
     // The donor's copy of the range is deleted (no orphan left behind), the recipient keeps it.
     await eventually(
-      async () => ((await storedCount(cluster, 'shard0', ns)) + (await storedCount(cluster, 'shard1', ns)) === stored.size ? true : undefined),
+      async () =>
+        (await storedCount(cluster, 'shard0', ns)) + (await storedCount(cluster, 'shard1', ns)) === stored.size ? true : undefined,
       'the range deletion on the donor',
     );
   });
@@ -228,7 +241,10 @@ describe('the ownership filter', () => {
 
   it('lets a query that began before the commit see the moved documents to its end; later queries see each once', async () => {
     await config.shardCollection({ ns, key: { x: 1 } });
-    await insert(ns, Array.from({ length: 600 }, (_, i) => ({ _id: i, x: i })));
+    await insert(
+      ns,
+      Array.from({ length: 600 }, (_, i) => ({ _id: i, x: i })),
+    );
     await placeOn(ns, 'shard2');
     const first = await api.call('POST', '/v1/mig/cursor/find', { filter: {}, batchSize: 50 });
     const cursor = first.json.cursor as { id: string; firstBatch: Array<{ _id: number }> };
@@ -249,7 +265,10 @@ describe('the ownership filter', () => {
     }
     expect(seen).toHaveLength(600);
     expect(new Set(seen).size).toBe(600);
-    await eventually(async () => ((await storedCount(cluster, 'shard2', ns)) === 0 ? true : undefined), 'the range deletion after the query ended');
+    await eventually(
+      async () => ((await storedCount(cluster, 'shard2', ns)) === 0 ? true : undefined),
+      'the range deletion after the query ended',
+    );
   });
 });
 
@@ -269,7 +288,10 @@ describe('migrations at the same time', () => {
 
     // shard0 → shard1 pauses 2 s while cloning.
     const slow = config.moveRange({ ns: 'mig.slow', min: { x: { $minKey: 1 } }, toShard: 'shard1' });
-    await eventually(async () => ((await changelog('moveChunk.start', 'mig.slow')).length > 0 ? true : undefined), 'the slow migration to start');
+    await eventually(
+      async () => ((await changelog('moveChunk.start', 'mig.slow')).length > 0 ? true : undefined),
+      'the slow migration to start',
+    );
     expect(await errorOf(config.moveRange({ ns: 'mig.other', min: { x: { $minKey: 1 } }, toShard: 'shard3' }))).toMatchObject({
       code: 'CONFLICTING_OPERATION',
     });

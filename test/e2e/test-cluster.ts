@@ -1,8 +1,12 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { inject } from 'vitest';
+import type { ConfigClient } from '@tessera/protocol';
 import { type LocalClusterOptions, LocalCluster, freePort } from '../../tools/cluster/local-cluster.js';
+import { waitForLeader } from './helpers.js';
+import { RouterApi } from './router-api.js';
 
 export const repoRoot = new URL('../..', import.meta.url).pathname;
 export const distDir = join(repoRoot, 'dist');
@@ -42,6 +46,37 @@ export async function startTestCluster(
       // TESSERA_E2E_KEEP=1 keeps the nodes' logs (rootDir/logs) for a look after the run.
       if (process.env.TESSERA_E2E_KEEP === '1') console.log(`kept the cluster's files in ${rootDir}`);
       else rmSync(rootDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A started test cluster with what most end-to-end files use: a config client, a router client and a pool on the config database. */
+export interface RoutedTestCluster {
+  cluster: LocalCluster;
+  config: ConfigClient;
+  api: RouterApi;
+  /** The config database, to read the catalog and the changelog behind the API. */
+  catalog: pg.Pool;
+  /** Closes the clients, then stops the cluster. */
+  stop(): Promise<void>;
+}
+
+/** `startTestCluster` with one router, once a config leader is elected. */
+export async function startRoutedTestCluster(options: Parameters<typeof startTestCluster>[0] = {}): Promise<RoutedTestCluster> {
+  const { cluster, dispose } = await startTestCluster({ routers: 1, ...options });
+  const config = cluster.configClient();
+  const api = new RouterApi(cluster.routerUrls[0]!);
+  const catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
+  await waitForLeader(config);
+  return {
+    cluster,
+    config,
+    api,
+    catalog,
+    stop: async () => {
+      await catalog.end();
+      await api.close();
+      await dispose();
     },
   };
 }
