@@ -290,8 +290,9 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     const started = Date.now();
     let snapshot = await this.snapshot(settings);
     const splits = await this.splitAtZoneBoundaries(snapshot);
-    // Splits change the chunks: the policies read them again.
-    if (splits.some((s) => s.outcome === 'split')) snapshot = await this.snapshot(settings);
+    // Splits change the chunks, not the shards' bytes: the policies read the chunks again.
+    const split = new Set(splits.filter((s) => s.outcome === 'split').map((s) => s.ns));
+    if (split.size > 0) snapshot = await this.withChunksReread(snapshot, split);
     const errors = [
       ...snapshot.errors,
       ...splits
@@ -520,20 +521,32 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   private async snapshot(settings: ClusterSettings): Promise<Snapshot> {
     const shards = await this.statistics.shards();
     const rows = await this.statistics.balancedCollections();
-    const errors: RoundError[] = [];
-    const collections: SnapshotCollection[] = [];
-    for (const row of rows) {
-      try {
-        const distribution = await this.statistics.distribution(row, settings, shards, {
-          chunkCountBalancingInProgress: this.chunkCountInProgress.has(row.ns),
-        });
-        collections.push({ row, distribution, pattern: keyPatternOfRow(row), generation: generationOfRow(row) });
-      } catch (error) {
-        errors.push(errorEntry(row.ns, error));
-        this.logger.warn({ err: error, ns: row.ns }, `balancer skips ${row.ns} this round: ${(error as Error).message}`);
-      }
+    try {
+      const distributions = await this.statistics.distributions(rows, settings, shards, (row) => ({
+        chunkCountBalancingInProgress: this.chunkCountInProgress.has(row.ns),
+      }));
+      const collections = rows.map((row, i) => ({
+        row,
+        distribution: distributions[i]!,
+        pattern: keyPatternOfRow(row),
+        generation: generationOfRow(row),
+      }));
+      return { shards, collections, errors: [] };
+    } catch (error) {
+      // A shard that does not answer its statsForBalancing leaves every collection out of the round.
+      this.logger.warn({ err: error }, `balancer skips this round's collections: ${(error as Error).message}`);
+      return { shards, collections: [], errors: rows.map((row) => errorEntry(row.ns, error)) };
     }
-    return { shards, collections, errors };
+  }
+
+  /** The snapshot with the chunks of `namespaces` read again (after splits). */
+  private async withChunksReread(snapshot: Snapshot, namespaces: ReadonlySet<string>): Promise<Snapshot> {
+    const collections = await Promise.all(
+      snapshot.collections.map(async (c) =>
+        namespaces.has(c.row.ns) ? { ...c, distribution: { ...c.distribution, chunks: await this.statistics.chunks(c.row) } } : c,
+      ),
+    );
+    return { ...snapshot, collections };
   }
 }
 

@@ -5,6 +5,9 @@ import type { ClusterSettings } from '@tessera/protocol';
 import { InternalClients } from '@tessera/platform';
 import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow } from '../catalog/catalog-rows.js';
 
+/** Namespaces per `statsForBalancing` request (the request's own bound). */
+const STATS_BATCH = 10_000;
+
 /** A shard as the balancer reads it from the registry. */
 export interface ShardRow {
   name: string;
@@ -61,35 +64,60 @@ export class ClusterStatisticsService {
     return row.max_chunk_size_bytes !== null ? Number(row.max_chunk_size_bytes) : settings.chunkSizeBytes;
   }
 
-  /**
-   * The collection's distribution: chunks, zones, chunk size and each shard's bytes of it.
-   * Throws when a shard does not answer its `statsForBalancing`.
-   */
+  /** One collection's distribution (as `distributions`). */
   async distribution(
     row: CollectionRow,
     settings: ClusterSettings,
     shards: readonly ShardRow[],
     extra: Pick<CollectionDistribution, 'chunkCountBalancingInProgress'> = {},
   ): Promise<CollectionDistribution> {
-    const chunks = await this.chunks(row);
-    const zones = await this.zones(row.ns);
-    // statsForBalancing: the bytes a shard owns, so orphans waiting to be cleaned do not count
-    // (MongoDB's numOrphanDocs do not).
-    const sizes = await Promise.all(
-      shards.map(
-        async (s) =>
-          [s.name, (await this.clients.migration(s.url).statsForBalancing({ namespaces: [row.ns] })).stats[0]!.collSize] as const,
-      ),
+    return (await this.distributions([row], settings, shards, () => extra))[0]!;
+  }
+
+  /**
+   * Each collection's distribution: chunks, zones, chunk size and each shard's bytes of it, from
+   * one `statsForBalancing` per shard for all the collections. Throws when a shard does not answer.
+   */
+  async distributions(
+    rows: readonly CollectionRow[],
+    settings: ClusterSettings,
+    shards: readonly ShardRow[],
+    extra: (row: CollectionRow) => Pick<CollectionDistribution, 'chunkCountBalancingInProgress'> = () => ({}),
+  ): Promise<CollectionDistribution[]> {
+    const owned = await this.ownedBytes(
+      shards,
+      rows.map((r) => r.ns),
     );
-    return {
-      namespace: row.ns,
-      chunks,
-      zones,
-      maxChunkSizeBytes: this.maxChunkSizeBytes(row, settings),
-      shardDataSizeBytes: Object.fromEntries(sizes),
-      balancingEnabled: row.balancing_enabled,
-      ...extra,
-    };
+    return Promise.all(
+      rows.map(async (row) => ({
+        namespace: row.ns,
+        chunks: await this.chunks(row),
+        zones: await this.zones(row.ns),
+        maxChunkSizeBytes: this.maxChunkSizeBytes(row, settings),
+        shardDataSizeBytes: owned.get(row.ns)!,
+        balancingEnabled: row.balancing_enabled,
+        ...extra(row),
+      })),
+    );
+  }
+
+  /**
+   * The bytes each shard owns of each of `namespaces` (ns → shard → bytes), by the shards'
+   * `statsForBalancing`: orphans waiting to be cleaned do not count (MongoDB's numOrphanDocs do
+   * not). One request per shard for up to STATS_BATCH namespaces.
+   */
+  private async ownedBytes(shards: readonly ShardRow[], namespaces: readonly string[]): Promise<Map<string, Record<string, number>>> {
+    const owned = new Map(namespaces.map((ns): [string, Record<string, number>] => [ns, {}]));
+    for (let i = 0; i < namespaces.length; i += STATS_BATCH) {
+      const batch = namespaces.slice(i, i + STATS_BATCH);
+      await Promise.all(
+        shards.map(async (s) => {
+          const { stats } = await this.clients.migration(s.url).statsForBalancing({ namespaces: batch });
+          for (const { ns, collSize } of stats) owned.get(ns)![s.name] = collSize;
+        }),
+      );
+    }
+    return owned;
   }
 }
 
