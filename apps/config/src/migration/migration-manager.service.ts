@@ -153,9 +153,7 @@ export class MigrationManagerService {
     return this.dataSource.transaction('REPEATABLE READ', async (manager) => {
       const row = await findCollection(manager, ns);
       if (!row.allow_migrations) {
-        throw new TesseraError('CONFLICTING_OPERATION', `Migrations of ${ns} are not allowed now (a DDL operation is running on it).`, {
-          details: { ns, problem: 'migrationsNotAllowed' },
-        });
+        throw migrationsNotAllowed(ns);
       }
       const pattern = keyPatternOfRow(row);
       const { chunk, range } = await locate(manager, row, pattern);
@@ -192,7 +190,13 @@ export class MigrationManagerService {
     });
   }
 
-  private async migrate(target: Target, toShard: string, forceJumbo: boolean, waitForDelete: boolean, reason?: string): Promise<MoveRangeResult> {
+  private async migrate(
+    target: Target,
+    toShard: string,
+    forceJumbo: boolean,
+    waitForDelete: boolean,
+    reason?: string,
+  ): Promise<MoveRangeResult> {
     const range = await this.splitOff(target);
     const migrationId = await this.register(target, range, toShard, forceJumbo, waitForDelete, reason);
     const donor = this.clients.migration(target.donorUrl, MIGRATION_TIMEOUT_MS);
@@ -243,16 +247,8 @@ export class MigrationManagerService {
         [uuid, STALE_AFTER_MS / 1000],
       );
       if (rows.length === 0) return;
-      for (const row of rows.filter((r) => r.stale)) {
-        const status = await this.clients
-          .migration(row.donor_url)
-          .status()
-          .catch(() => undefined);
-        if (status !== undefined && status.active?.migrationId !== row.id) {
-          this.logger.warn({ migrationId: row.id }, `dropping the stale record of migration ${row.id} (its donor is not running it)`);
-          await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [row.id]);
-        }
-      }
+      // An unreachable donor keeps its record: its recovery decides the migration.
+      for (const row of rows.filter((r) => r.stale)) await this.dropIfStale(row.id, row.donor_url).catch(() => false);
       if (Date.now() - logged >= DRAIN_LOG_MS) {
         logged = Date.now();
         this.logger.info(
@@ -301,7 +297,7 @@ export class MigrationManagerService {
     for (;;) {
       const migrationId = randomUUID();
       // Only while the collection allows migrations: FOR SHARE makes a DDL that turns them off
-      // (waitForMigrationsToEnd) wait for this insert, and this insert see the DDL's change.
+      // (stopMigrations) wait for this insert, and this insert see the DDL's change.
       const inserted: unknown[] = await this.dataSource.query(
         `INSERT INTO active_migrations (id, ns, collection_uuid, min, max, min_ejson, max_ejson, donor, recipient, force_jumbo, wait_for_delete, reason)
          SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM collections WHERE uuid = $3 AND allow_migrations FOR SHARE
@@ -325,15 +321,7 @@ export class MigrationManagerService {
       const allowed: unknown[] = await this.dataSource.query('SELECT 1 FROM collections WHERE uuid = $1 AND allow_migrations', [
         target.uuid,
       ]);
-      if (allowed.length === 0) {
-        throw new TesseraError(
-          'CONFLICTING_OPERATION',
-          `Migrations of ${target.ns} are not allowed now (a DDL operation is running on it).`,
-          {
-            details: { ns: target.ns, problem: 'migrationsNotAllowed' },
-          },
-        );
-      }
+      if (allowed.length === 0) throw migrationsNotAllowed(target.ns);
       const rows: Array<{ id: string; recipient: string; donor: string }> = await this.dataSource.query(
         'SELECT id, recipient, donor FROM active_migrations WHERE collection_uuid = $1 AND min = $2',
         [target.uuid, Buffer.from(encodeKey(range.min))],
@@ -341,8 +329,7 @@ export class MigrationManagerService {
       const active = rows[0];
       if (active === undefined) continue;
       if (active.recipient === toShard) return active.id;
-      const status = await this.clients.migration(target.donorUrl).status();
-      if (status.active?.migrationId === active.id) {
+      if (!(await this.dropIfStale(active.id, target.donorUrl))) {
         throw new TesseraError(
           'CONFLICTING_OPERATION',
           `${chunkRangeToString(range)} of ${target.ns} is already moving to ${active.recipient}`,
@@ -351,10 +338,23 @@ export class MigrationManagerService {
           },
         );
       }
-      this.logger.warn({ migrationId: active.id }, `dropping the stale record of migration ${active.id} (its donor is not running it)`);
-      await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [active.id]);
     }
   }
+
+  /** Drops the record of migration `id` if its donor answers that it is not running it; answers whether it did. */
+  private async dropIfStale(id: string, donorUrl: string): Promise<boolean> {
+    const status = await this.clients.migration(donorUrl).status();
+    if (status.active?.migrationId === id) return false;
+    this.logger.warn({ migrationId: id }, `dropping the stale record of migration ${id} (its donor is not running it)`);
+    await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [id]);
+    return true;
+  }
+}
+
+function migrationsNotAllowed(ns: string): TesseraError {
+  return new TesseraError('CONFLICTING_OPERATION', `Migrations of ${ns} are not allowed now (a DDL operation is running on it).`, {
+    details: { ns, problem: 'migrationsNotAllowed' },
+  });
 }
 
 function keyOf(pattern: ShardKeyPattern, object: Record<string, unknown>, where: string): ShardKey {
