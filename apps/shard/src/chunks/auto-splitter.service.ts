@@ -1,7 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { type Chunk, type ShardKey, TesseraError, compareShardKeys, decodeKey, encodeKey, typeBracketOf } from '@tessera/core';
-import { DEFAULT_CLUSTER_SETTINGS, type WireChunk, chunkRangeToWire, shardKeyFromWire, shardKeyToWire } from '@tessera/protocol';
+import {
+  type ConfigClient,
+  DEFAULT_CLUSTER_SETTINGS,
+  type WireChunk,
+  chunkRangeToWire,
+  shardKeyFromWire,
+  shardKeyToWire,
+} from '@tessera/protocol';
 import { InternalClients, LOGGER } from '@tessera/platform';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
@@ -78,7 +85,7 @@ export class AutoSplitter {
     const maxChunkSizeBytes = await this.maxChunkSize(ns);
     const range = chunkRangeToWire(chunk.range);
     const { splitKeys, unsplittable } = await this.sizing.splitVector({ ns, range, maxChunkSizeBytes });
-    const config = this.clients.config((await this.identity.get())!.configUrl);
+    const config = await this.configClient();
     const table = metadata.info.table;
     const generation = { epoch: table.collectionVersion.epoch, timestamp: table.collectionVersion.timestamp };
     if (unsplittable) {
@@ -118,9 +125,10 @@ export class AutoSplitter {
     if (piece === undefined) return;
     const range = piece.range;
     void (async () => {
-      const config = this.clients.config((await this.identity.get())!.configUrl);
+      const config = await this.configClient();
       const answer = await config.moveTopChunk({ ns, range, shard: chunk.shard });
-      if (answer.outcome === 'scheduled') this.logger.info({ ns, to: answer.to }, `the balancer moves the top chunk of ${ns} to ${answer.to}`);
+      if (answer.outcome === 'scheduled')
+        this.logger.info({ ns, to: answer.to }, `the balancer moves the top chunk of ${ns} to ${answer.to}`);
       else this.logger.debug({ ns, why: answer.why }, `the balancer leaves the top chunk of ${ns} here: ${answer.why}`);
     })().catch((error: unknown) =>
       this.logger.warn({ err: error, ns }, `asking the balancer to move the top chunk of ${ns} failed: ${(error as Error).message}`),
@@ -158,9 +166,12 @@ export class AutoSplitter {
     return this.chunkSizes.get(ns)!;
   }
 
+  private async configClient(): Promise<ConfigClient> {
+    return this.clients.config((await this.identity.get())!.configUrl);
+  }
+
   private async maxChunkSize(ns: string): Promise<number> {
-    const identity = await this.identity.get();
-    const config = this.clients.config(identity!.configUrl);
+    const config = await this.configClient();
     const [collection, settings] = await Promise.all([config.getCollection(ns), config.settings()]);
     const bytes = collection.maxChunkSizeBytes ?? settings.chunkSizeBytes;
     this.chunkSizes.set(ns, { bytes, autoSplit: settings.autoSplit, readAt: Date.now() });
