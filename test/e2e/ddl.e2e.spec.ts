@@ -17,6 +17,9 @@ beforeAll(async () => {
   config = cluster.configClient();
   catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
   await waitForLeader(config);
+  // DDL alone: a balancer draining a shard these tests mark draining would write to the changelog
+  // that refusedWithoutChange watches.
+  await config.updateSettings({ balancer: { mode: 'off' } });
 });
 
 afterAll(async () => {
