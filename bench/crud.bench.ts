@@ -8,6 +8,7 @@ import { encodeKey, extractShardKey, parseShardKeyPattern, toExtendedJsonObject 
 import { ShardClient } from '@tessera/protocol';
 import { CatalogCache } from '@tessera/routing';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
+import { ProcessCpu } from './process-cpu.js';
 
 /**
  * bench:crud — on a local cluster of real processes (3 shards, 1 router, one embedded Postgres
@@ -15,7 +16,8 @@ import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
  * and of 100 documents of about 200 bytes, against raw `pg` inserts of the same rows into one
  * database of the same server with the same batch sizes and concurrency (the physical limit
  * here); then point reads by shard key, p50/p99, through the router and straight from a shard.
- * Everything, load generator included, shares this machine's cores.
+ * Everything, load generator included, shares this machine's cores, so each run also prints the
+ * CPU time every process spent per document or read (from /proc, Linux only): where the cores went.
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -28,8 +30,11 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-/** Runs `worker` from `CONCURRENCY` loops for `SECONDS`; answers documents written per second. */
-async function throughput(batch: number, insert: (first: number, count: number) => Promise<void>): Promise<number> {
+/** Runs `insert` from `CONCURRENCY` loops for `SECONDS`; answers documents written per second and how many. */
+async function throughput(
+  batch: number,
+  insert: (first: number, count: number) => Promise<void>,
+): Promise<{ rate: number; documents: number }> {
   let next = 0;
   let written = 0;
   const deadline = performance.now() + SECONDS * 1000;
@@ -43,7 +48,7 @@ async function throughput(batch: number, insert: (first: number, count: number) 
       }
     }),
   );
-  return written / SECONDS;
+  return { rate: written / SECONDS, documents: written };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
@@ -69,6 +74,22 @@ try {
   for (let i = 0; i < 50 && !(await config.leader()).self.isLeader; i++) await new Promise((r) => setTimeout(r, 100));
   const router = cluster.routerUrls[0]!;
   const results: Array<{ what: string; router: number; raw: number; goal: number }> = [];
+  const pid = (name: string) => () => [cluster.node(name).process!.pid!];
+  const cpu = new ProcessCpu({
+    client: () => [process.pid],
+    router: pid('router0'),
+    shards: () => ['shard0', 'shard1', 'shard2'].map((name) => cluster.node(name).process!.pid!),
+    config: pid('config'),
+    postgres: ProcessCpu.postgres(join(dir, 'postgres', 'data')),
+  });
+  const cpuRows: Array<{ what: string; per: string; spent: Map<string, number | undefined>; count: number }> = [];
+  /** Runs `work` and records the CPU each process group spent on it per unit of `count`. */
+  const measured = async <T>(what: string, per: string, work: () => Promise<T>, count: (result: T) => number): Promise<T> => {
+    const before = cpu.snapshot();
+    const result = await work();
+    cpuRows.push({ what, per, spent: cpu.since(before), count: count(result) });
+    return result;
+  };
 
   // Raw baseline: the same rows, shaped as a shard stores them, in one database of the same server.
   const rawUrl = cluster.node('shard0').env.TESSERA_DATABASE_URL!.replace(/\/[^/]+$/, '/bench_raw');
@@ -82,33 +103,45 @@ try {
   for (const batch of [1, 100]) {
     const ns = `bench.docs${batch}`;
     await config.shardCollection({ ns, key: { k: 'hashed' } });
-    const viaRouter = await throughput(batch, async (first, count) => {
-      const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
-      const response = await request(`${router}/v1/bench/docs${batch}/insert`, {
-        dispatcher: agent,
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ documents, ordered: false }),
-      });
-      const answer = (await response.body.json()) as { insertedCount?: number };
-      if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
-    });
+    const viaRouter = await measured(
+      `insert via router, batches of ${batch}`,
+      'document',
+      () =>
+        throughput(batch, async (first, count) => {
+          const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
+          const response = await request(`${router}/v1/bench/docs${batch}/insert`, {
+            dispatcher: agent,
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ documents, ordered: false }),
+          });
+          const answer = (await response.body.json()) as { insertedCount?: number };
+          if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+        }),
+      (r) => r.documents,
+    );
 
     const table = `raw${batch}`;
     await raw.query(`CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`);
     await raw.query(`CREATE INDEX ON ${table} (shard_key)`);
-    const rawRate = await throughput(batch, async (first, count) => {
-      const rows = Array.from({ length: count }, (_, i) => {
-        const document = { _id: first + i, ...documentFor(first + i) };
-        const text = JSON.stringify(toExtendedJsonObject(document));
-        return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
-      });
-      await raw.query(
-        `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
-        [0, 1, 2, 3].map((column) => rows.map((row) => row[column])),
-      );
-    });
-    results.push({ what: `insert, batches of ${batch}`, router: viaRouter, raw: rawRate, goal: batch === 1 ? 0.3 : 0.5 });
+    const rawRate = await measured(
+      `insert raw pg, batches of ${batch}`,
+      'document',
+      () =>
+        throughput(batch, async (first, count) => {
+          const rows = Array.from({ length: count }, (_, i) => {
+            const document = { _id: first + i, ...documentFor(first + i) };
+            const text = JSON.stringify(toExtendedJsonObject(document));
+            return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
+          });
+          await raw.query(
+            `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
+            [0, 1, 2, 3].map((column) => rows.map((row) => row[column])),
+          );
+        }),
+      (r) => r.documents,
+    );
+    results.push({ what: `insert, batches of ${batch}`, router: viaRouter.rate, raw: rawRate.rate, goal: batch === 1 ? 0.3 : 0.5 });
   }
 
   // Point reads by shard key: through the router, and straight from the owning shard.
@@ -119,24 +152,43 @@ try {
   const shards = new Map(
     (await config.listShards()).map((s) => [s.name, new ShardClient(s.url, { clusterKey: cluster.clusterKey, dispatcher: agent })]),
   );
-  const latencies = { router: [] as number[], shard: [] as number[] };
-  for (let i = 0; i < READS; i++) {
-    const k = Math.floor(Math.random() * 10_000);
-    let started = performance.now();
-    const response = await request(`${router}/v1/bench/docs100/find`, {
-      dispatcher: agent,
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ filter: { k } }),
-    });
-    await response.body.text();
-    latencies.router.push(performance.now() - started);
-    const key = extractShardKey(info.keyPattern, { k });
-    const owner = info.table.chunkFor(key).shard;
-    started = performance.now();
-    await shards.get(owner)!.find({ ns, shardVersion: info.table.shardVersion(owner), filter: { k } });
-    latencies.shard.push(performance.now() - started);
-  }
+  const keys = Array.from({ length: READS }, () => Math.floor(Math.random() * 10_000));
+  const timed = async (read: (k: number) => Promise<void>): Promise<number[]> => {
+    const latencies: number[] = [];
+    for (const k of keys) {
+      const started = performance.now();
+      await read(k);
+      latencies.push(performance.now() - started);
+    }
+    return latencies;
+  };
+  const latencies = {
+    router: await measured(
+      'point read via router',
+      'read',
+      () =>
+        timed(async (k) => {
+          const response = await request(`${router}/v1/bench/docs100/find`, {
+            dispatcher: agent,
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ filter: { k } }),
+          });
+          await response.body.text();
+        }),
+      (l) => l.length,
+    ),
+    shard: await measured(
+      'point read from the shard',
+      'read',
+      () =>
+        timed(async (k) => {
+          const owner = info.table.chunkFor(extractShardKey(info.keyPattern, { k })).shard;
+          await shards.get(owner)!.find({ ns, shardVersion: info.table.shardVersion(owner), filter: { k } });
+        }),
+      (l) => l.length,
+    ),
+  };
   await raw.end();
 
   console.log(`\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run, ~200 B documents, hashed shard key over 3 shards\n`);
@@ -153,6 +205,15 @@ try {
     console.log(
       `point read by shard key via ${where.padEnd(6)}: p50 ${p50.toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms over ${values.length} reads${where === 'router' ? ` (goal p50 <= 2 ms: ${p50 <= 2 ? 'met' : 'NOT met'})` : ''}`,
     );
+  }
+  console.log('\nCPU ms spent per document or read, by process (from /proc; the machine has 2 cores shared by all of them):');
+  const groups = ['client', 'router', 'shards', 'config', 'postgres'];
+  console.log(`${'what'.padEnd(36)}${groups.map((g) => g.padStart(9)).join('')}    total`);
+  for (const row of cpuRows) {
+    const figures = groups.map((g) => row.spent.get(g));
+    const total = figures.reduce<number>((sum, f) => sum + (f ?? 0), 0);
+    const cell = (ms: number | undefined) => (ms === undefined ? 'n/a' : (ms / row.count).toFixed(3)).padStart(9);
+    console.log(`${`${row.what} (per ${row.per})`.padEnd(36)}${figures.map(cell).join('')}${cell(total)}`);
   }
 } finally {
   await cluster.stop();
