@@ -19,6 +19,7 @@ import {
   DEFAULT_DEFRAGMENTATION_SETTINGS,
   TesseraError,
   decideOnChunkTooBig,
+  migrationThrottleMs,
   nextDefragmentationMigrations,
   onDefragmentationOutcome,
   selectMigrations,
@@ -117,8 +118,8 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   private wakeAfterRound = false;
   /** Shards in a migration this loop issued (a round's, or a top chunk's), with how many. */
   private readonly migratingShards = new Map<string, number>();
-  /** When the last round's migrations ended (MongoDB's lastMigrationTime); 0: none this term. */
-  private lastMigrationAt = 0;
+  /** When the last round's migrations ended (MongoDB's lastMigrationTime); null: none this term. */
+  private lastMigrationAt: number | null = null;
   /** Ends the migration throttle's sleep early (on a wake-up or a stop); set while a round sleeps. */
   private endThrottle: (() => void) | undefined;
 
@@ -146,7 +147,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.stopLoop();
     const term = ++this.term;
     this.lastIdleReason = undefined;
-    this.lastMigrationAt = 0;
+    this.lastMigrationAt = null;
     this.defragmentation.reset();
     this.secondary.start();
     this.wakeups?.unsubscribe();
@@ -210,15 +211,6 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     // As MongoDB's: a round that issued migrations is followed by the next at once (the migration
     // throttle is applied before that round's migrations, so no sleep here).
     this.schedule(term, woken || issued ? 0 : this.settings.TESSERA_BALANCER_ROUND_INTERVAL_MS);
-  }
-
-  /**
-   * MongoDB's throttle before a round's migrations: what is left of
-   * `TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS` since the previous round's migrations ended (the
-   * snapshot and selection count toward it).
-   */
-  private throttleTimeMillis(): number {
-    return Math.max(0, this.settings.TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS - (Date.now() - this.lastMigrationAt));
   }
 
   /** Sleeps `ms`, or less when `endThrottle` is called (a wake-up, a stop). */
@@ -375,7 +367,10 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     // MongoDB's balancerMigrationsThrottlingMs, only before migrations (zone splits and top-chunk
     // moves are not throttled). A wake-up before or during the sleep ends the round here: the next
     // one starts at once and selects with the change seen.
-    const throttleTimeMillis = selected.length > 0 ? this.throttleTimeMillis() : 0;
+    const throttleTimeMillis =
+      selected.length > 0
+        ? migrationThrottleMs(this.settings.TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS, this.lastMigrationAt, Date.now())
+        : 0;
     if (throttleTimeMillis > 0 && !this.wakeAfterRound) await this.sleepBeforeMigrations(throttleTimeMillis);
     // Stopped (or stepped down) meanwhile: issue nothing; a new term starts from a fresh state.
     if (selected.length > 0 && term !== this.term) return false;

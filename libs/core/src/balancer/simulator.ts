@@ -37,6 +37,7 @@ import {
 import type { CollectionDistribution, MigrationPlan, ShardStatistics, SizedChunk, ZoneRange } from './distribution.js';
 import { rangeKey, sortChunks } from './distribution.js';
 import { decideOnChunkTooBig, isTooBigToMove } from './jumbo.js';
+import { migrationThrottleMs } from './migration-throttle.js';
 import type { Random } from './seeded-random.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
 
@@ -156,7 +157,7 @@ class Simulation {
   private readonly zones: ZoneRange[];
   private nowMs = 0;
   /** When the last round's migrations ended (MongoDB's lastMigrationTime). */
-  private lastMigrationMs = Number.NEGATIVE_INFINITY;
+  private lastMigrationMs: number | null = null;
   private tick = 0;
   private defrag: DefragmentationState | undefined;
   private chunkCountInProgress = false;
@@ -260,7 +261,7 @@ class Simulation {
     }
     // The migration throttle: what is left of it since the previous round's migrations ended.
     const throttling = this.scenario.migrationsThrottlingMs ?? BALANCER_MIGRATIONS_THROTTLING_MS;
-    const migrationsStart = roundStart + (migrations.length > 0 ? Math.max(0, throttling - (roundStart - this.lastMigrationMs)) : 0);
+    const migrationsStart = roundStart + (migrations.length > 0 ? migrationThrottleMs(throttling, this.lastMigrationMs, roundStart) : 0);
     let roundMs = 0;
     for (const m of migrations) roundMs = Math.max(roundMs, this.applyMigration(m, migrationsStart));
     const roundEnd = migrationsStart + roundMs;
