@@ -116,6 +116,8 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   /** Events that start a round at once (see `wake`). */
   private wakeups: Subscription | undefined;
   private wakeAfterRound = false;
+  /** The term whose `runRound` is under way (from its settings read on), if any. */
+  private runningTerm: number | undefined;
   /** Shards in a migration this loop issued (a round's, or a top chunk's), with how many. */
   private readonly migratingShards = new Map<string, number>();
   /** When the last round's migrations ended (MongoDB's lastMigrationTime); null: none this term. */
@@ -148,6 +150,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     const term = ++this.term;
     this.lastIdleReason = undefined;
     this.lastMigrationAt = null;
+    this.wakeAfterRound = false;
     this.defragmentation.reset();
     this.secondary.start();
     this.wakeups?.unsubscribe();
@@ -183,7 +186,9 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
    */
   private wake(term: number): void {
     if (term !== this.term) return;
-    if (this.inRound) {
+    // From the start of runRound, not only of the round proper: a wake-up while it reads the
+    // settings must not start a second round beside it.
+    if (this.runningTerm === term) {
       this.wakeAfterRound = true;
       this.endThrottle?.();
       return;
@@ -200,10 +205,13 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   private async runRound(term: number): Promise<void> {
     if (term !== this.term) return;
     let issued = false;
+    this.runningTerm = term;
     try {
       issued = await this.tick(term);
     } catch (error) {
       this.logger.warn({ err: error }, `balancer round failed: ${(error as Error).message}`);
+    } finally {
+      if (this.runningTerm === term) this.runningTerm = undefined;
     }
     if (term !== this.term) return;
     const woken = this.wakeAfterRound;
