@@ -26,14 +26,21 @@ import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
  * the data, so they cannot overlap much). Goal: ratio <= 1.5.
  *
  * A shard takes part in one migration per round, so with one donor a round moves one chunk, and
- * the pause after each round (BENCH_SHORT_ROUND_INTERVAL_MS; the cluster's default is MongoDB's
- * 1 s) weighs against migrations of small chunks: the ratio depends on the two.
+ * the migration throttle (BENCH_MIGRATIONS_THROTTLING_MS; the cluster's default is MongoDB's
+ * balancerMigrationsThrottlingMs, 1 s, counted from the end of a round's migrations, the next
+ * round's snapshot and selection included) weighs against migrations of small chunks: the ratio
+ * depends on the two. Per balancer round it prints the `balancer.round` row's selection, throttle
+ * and migration times, and their sums.
+ *
+ * Donors keep what they moved for the cluster's default orphanCleanupDelaySecs (900 s), so no range
+ * deletion runs during the bench: "stored" bytes include those orphans, "owned" ones (the
+ * balancer's view) do not.
  */
 const MEGABYTES = Number(process.env.BENCH_BALANCE_MB ?? 16);
 const CHUNK_SIZE = Number(process.env.BENCH_CHUNK_SIZE ?? 512 * 1024);
 const RATE_MOVES = Number(process.env.BENCH_RATE_MOVES ?? 4);
-/** The pause after a round that moved something; unset: the cluster's default (1 s, MongoDB's). */
-const SHORT_ROUND_INTERVAL_MS = process.env.BENCH_SHORT_ROUND_INTERVAL_MS;
+/** The least time between two rounds' migrations; unset: the cluster's default (1 s, MongoDB's balancerMigrationsThrottlingMs). */
+const MIGRATIONS_THROTTLING_MS = process.env.BENCH_MIGRATIONS_THROTTLING_MS;
 const DOC_BYTES = 1000;
 const NS = 'bench.balance';
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -57,8 +64,7 @@ const cluster = new LocalCluster({
   databasePrefix: 'bench',
   env: {
     TESSERA_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
-    TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0',
-    ...(SHORT_ROUND_INTERVAL_MS !== undefined ? { TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS: SHORT_ROUND_INTERVAL_MS } : {}),
+    ...(MIGRATIONS_THROTTLING_MS !== undefined ? { TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS: MIGRATIONS_THROTTLING_MS } : {}),
   },
   onProgress: (message) => console.log(`  ${message}`),
 });
@@ -110,16 +116,55 @@ async function shardBytes(): Promise<Map<string, { stored: number; owned: number
 }
 
 function describeSizes(sizes: Map<string, { stored: number; owned: number }>): string {
-  return [...sizes].map(([shard, b]) => `${shard} ${mb(b.owned)} owned (${mb(b.stored)} stored)`).join(', ');
+  return [...sizes].map(([shard, b]) => `${shard} ${mb(b.owned)} owned (${mb(b.stored)} stored, orphans included)`).join(', ');
 }
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+
+/** What the bench reads of a `balancer.round` changelog row. */
+interface RoundDetails {
+  migrations: Array<{ outcome: string }>;
+  durationMs: number;
+  selectionTimeMillis: number;
+  throttleTimeMillis: number;
+  migrationTimeMillis: number;
+}
+
+/**
+ * Per round: when it started (the row is written at its end, durationMs after its start), the
+ * gap since the previous round ended, its migrations, and its selection (snapshot included),
+ * throttle and migration times; then their sums.
+ */
+function printRounds(rows: ReadonlyArray<{ time: Date; details: RoundDetails }>, since: number): void {
+  const sum = { selection: 0, throttle: 0, migration: 0, gaps: 0 };
+  let previousEnd = since;
+  rows.forEach(({ time, details: d }, i) => {
+    const end = time.getTime();
+    const start = end - d.durationMs;
+    const moved = d.migrations.filter((m) => m.outcome === 'moved').length;
+    console.log(
+      `    round ${String(i + 1).padStart(3)} at ${((start - since) / 1000).toFixed(1).padStart(6)} s (+${start - previousEnd} ms): ` +
+        `${moved}/${d.migrations.length} moved; selection ${d.selectionTimeMillis} ms, throttle ${d.throttleTimeMillis} ms, ` +
+        `migrations ${d.migrationTimeMillis} ms`,
+    );
+    sum.selection += d.selectionTimeMillis;
+    sum.throttle += d.throttleTimeMillis;
+    sum.migration += d.migrationTimeMillis;
+    sum.gaps += start - previousEnd;
+    previousEnd = end;
+  });
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  console.log(
+    `  rounds, summed: selection ${s(sum.selection)}, throttle ${s(sum.throttle)}, migrations ${s(sum.migration)}, ` +
+      `before and between rounds ${s(sum.gaps)}`,
+  );
+}
 let config!: ConfigClient;
 
 try {
   console.log(
     `bench:balance — starting a local cluster (3 shards + 1 spare, 1 router); ${MEGABYTES} MB, chunk size ${CHUNK_SIZE} B, ` +
-      `${SHORT_ROUND_INTERVAL_MS ?? 'the default'} ms between rounds that move`,
+      `migration throttle ${MIGRATIONS_THROTTLING_MS ?? 'the default (1000)'} ms`,
   );
   await cluster.start();
   config = new ConfigClient(cluster.configUrl, { clusterKey: cluster.clusterKey, dispatcher: agent, timeoutMs: 600_000 });
@@ -160,6 +205,7 @@ try {
   await catalog.connect();
   const seqBefore = Number((await catalog.query<{ id: string }>('SELECT coalesce(max(id), 0) AS id FROM changelog')).rows[0]!.id);
   const started = performance.now();
+  const balancerOn = Date.now();
   await config.updateSettings({ balancer: { mode: 'full' } });
   let lastReport = started;
   while (!(await config.balancerCollectionStatus(NS)).balancerCompliant) {
@@ -175,15 +221,17 @@ try {
     "SELECT details FROM changelog WHERE what = 'moveChunk.from' AND id > $1 AND ns = $2",
     [seqBefore, NS],
   );
-  const rounds = await catalog.query<{ n: string }>("SELECT count(*) AS n FROM changelog WHERE what = 'balancer.round' AND id > $1", [
-    seqBefore,
-  ]);
+  const rounds = await catalog.query<{ time: Date; details: RoundDetails }>(
+    "SELECT time, details FROM changelog WHERE what = 'balancer.round' AND id > $1 ORDER BY id",
+    [seqBefore],
+  );
   await catalog.end();
   const moved = moves.rows.reduce((n, r) => n + r.details.bytesCloned, 0);
   const lowerBound = moved / rate;
   const after = await shardBytes();
   const sizes = [...after.values()].map((b) => b.owned);
-  console.log(`\n  balancer: ${moves.rowCount} migrations moving ${mb(moved)} in ${rounds.rows[0]!.n} rounds recorded`);
+  console.log(`\n  balancer: ${moves.rowCount} migrations moving ${mb(moved)} in ${rounds.rowCount} rounds recorded`);
+  printRounds(rounds.rows, balancerOn);
   console.log(`  per shard after: ${describeSizes(after)}; owned max ${mb(Math.max(...sizes))}, min ${mb(Math.min(...sizes))}`);
   // Where a migration's time goes: each phase until the next, averaged over the balancer's migrations.
   const phaseMs = new Map<string, number>();

@@ -27,11 +27,21 @@ const pad = 'p'.repeat(400);
 interface RoundDetails {
   migrations: Array<{ reason: string; outcome: string }>;
   why?: string;
+  durationMs: number;
+  selectionTimeMillis: number;
+  throttleTimeMillis: number;
+  migrationTimeMillis: number;
+}
+
+async function timedRounds(): Promise<Array<{ time: Date; details: RoundDetails }>> {
+  const result = await catalog.query<{ time: Date; details: RoundDetails }>(
+    "SELECT time, details FROM changelog WHERE what = 'balancer.round' ORDER BY id",
+  );
+  return result.rows;
 }
 
 async function rounds(): Promise<RoundDetails[]> {
-  const result = await catalog.query<{ details: RoundDetails }>("SELECT details FROM changelog WHERE what = 'balancer.round' ORDER BY id");
-  return result.rows.map((r) => r.details);
+  return (await timedRounds()).map((r) => r.details);
 }
 
 describe('the balancer', () => {
@@ -73,6 +83,23 @@ describe('the balancer', () => {
     const moved = (await rounds()).flatMap((r) => r.migrations).filter((m) => m.outcome === 'moved');
     expect(moved.length).toBeGreaterThan(0);
     expect(moved.every((m) => m.reason === 'imbalance')).toBe(true);
+
+    // MongoDB's pacing: after a round that issued migrations the next starts at once, and its
+    // migrations wait until balancerMigrationsThrottlingMs (1 s by default) after the previous
+    // round's ended, its snapshot and selection counting toward it. (A row's time is its insert,
+    // just after the round ended.)
+    const timed = await timedRounds();
+    const consecutive = timed
+      .slice(1)
+      .map((next, i) => [timed[i]!, next] as const)
+      .filter(([previous, next]) => previous.details.migrations.length > 0 && next.details.migrations.length > 0);
+    expect(consecutive.length).toBeGreaterThan(0);
+    for (const [previous, next] of consecutive) {
+      const gap = next.time.getTime() - next.details.durationMs - previous.time.getTime();
+      expect(gap, 'the next round starts at once').toBeLessThan(500);
+      expect(next.details.selectionTimeMillis + next.details.throttleTimeMillis + gap, 'the throttle').toBeGreaterThanOrEqual(800);
+      expect(next.details.migrationTimeMillis).toBeGreaterThan(0);
+    }
 
     const status = await config.balancerStatus();
     expect(status.mode).toBe('full');

@@ -23,8 +23,8 @@ export const configSettingsSchema = z.object({
   TESSERA_LEADER_RENEW_INTERVAL_MS: millisecondsSetting(1_000),
   /** The balancer's delay between rounds on the leader (MongoDB: 10 s). */
   TESSERA_BALANCER_ROUND_INTERVAL_MS: millisecondsSetting(10_000),
-  /** The delay after a round that moved something (MongoDB's kShortBalanceRoundInterval, 1 s). */
-  TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS: millisecondsSetting(1_000),
+  /** MongoDB's balancerMigrationsThrottlingMs: least time between the migrations of two rounds (1 s; 0: none). */
+  TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS: nonNegativeInteger(1_000),
   /** MongoDB's autoMergerIntervalSecs: delay between two auto-merger scans (1 hour). */
   TESSERA_AUTO_MERGER_INTERVAL_SECS: nonNegativeInteger(3_600),
   /** MongoDB's autoMergerThrottlingMS: least delay between two batches of auto-merge actions (15 s). */

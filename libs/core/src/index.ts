@@ -17,6 +17,7 @@ export * from './routing/chunk-operations.js';
 export * from './routing/routing-table.js';
 export * from './versions/vector-time.js';
 export * from './balancer/balancer-settings.js';
+export * from './balancer/migration-throttle.js';
 export * from './balancer/distribution.js';
 export * from './balancer/chunk-layout.js';
 export * from './balancer/chunk-selection.policy.js';

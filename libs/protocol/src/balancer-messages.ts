@@ -101,6 +101,10 @@ export interface BalancerStatus {
   lastRound: {
     startedAt: string;
     durationMs: number;
+    /** MongoDB's balancer.round times: snapshot and selection (zone splits included), the migration throttle's sleep, the migrations. */
+    selectionTimeMillis: number;
+    throttleTimeMillis: number;
+    migrationTimeMillis: number;
     migrations: BalancerRoundMigration[];
     errors: Array<{ ns?: string; code: string; message: string }>;
   } | null;

@@ -19,6 +19,7 @@ import {
   DEFAULT_DEFRAGMENTATION_SETTINGS,
   TesseraError,
   decideOnChunkTooBig,
+  migrationThrottleMs,
   nextDefragmentationMigrations,
   onDefragmentationOutcome,
   selectMigrations,
@@ -92,10 +93,13 @@ const WAKE_UP_KINDS = new Set(['balancer.settings', 'balancer.configureCollectio
  * the balancer is on (`mode: 'full'`) and the time is inside the balancing window: snapshot,
  * splits at zone boundaries (awaited), migrations of defragmentation's phase 2, then of the chunk
  * selection policy, all issued in parallel and awaited (a chunk refused as too big is split, or
- * marked jumbo), and one `balancer.round` changelog row. The next round starts
- * `TESSERA_BALANCER_ROUND_INTERVAL_MS` later, or `TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS` after
- * a round that moved something. It also serves the shards' top-chunk requests. Merges and data
- * sizes are the secondary loop's (`BalancerSecondaryService`). See README.md beside this file.
+ * marked jumbo), and one `balancer.round` changelog row. As MongoDB's balancer, a round that has
+ * migrations to issue first waits until `TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS`
+ * (`balancerMigrationsThrottlingMs`) have passed since the previous round's migrations ended, and
+ * the next round starts at once; a round with none to issue is followed by the next
+ * `TESSERA_BALANCER_ROUND_INTERVAL_MS` later. It also serves the shards' top-chunk requests.
+ * Merges and data sizes are the secondary loop's (`BalancerSecondaryService`). See README.md
+ * beside this file.
  */
 @Injectable()
 export class BalancerService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
@@ -112,8 +116,14 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   /** Events that start a round at once (see `wake`). */
   private wakeups: Subscription | undefined;
   private wakeAfterRound = false;
+  /** The term whose `runRound` is under way (from its settings read on), if any. */
+  private runningTerm: number | undefined;
   /** Shards in a migration this loop issued (a round's, or a top chunk's), with how many. */
   private readonly migratingShards = new Map<string, number>();
+  /** When the last round's migrations ended (MongoDB's lastMigrationTime); null: none this term. */
+  private lastMigrationAt: number | null = null;
+  /** Ends the migration throttle's sleep early (on a wake-up or a stop); set while a round sleeps. */
+  private endThrottle: (() => void) | undefined;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -139,6 +149,8 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.stopLoop();
     const term = ++this.term;
     this.lastIdleReason = undefined;
+    this.lastMigrationAt = null;
+    this.wakeAfterRound = false;
     this.defragmentation.reset();
     this.secondary.start();
     this.wakeups?.unsubscribe();
@@ -161,18 +173,24 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.term++;
     clearTimeout(this.timer);
     this.timer = undefined;
+    this.endThrottle?.();
   }
 
   /**
    * Starts a round now rather than at the end of the interval (MongoDB wakes its balancer when its
    * settings change): after a change of the balancer's settings or of a collection's, a shard
    * added or draining. Any config process may make the change; every one sees it on the event bus.
-   * During a round, the next one follows it at once.
+   * During a round, the next one follows it at once; a round that would wait for the migration
+   * throttle, or is waiting, ends without issuing its migrations, so the next one selects again
+   * at once with the change seen.
    */
   private wake(term: number): void {
     if (term !== this.term) return;
-    if (this.inRound) {
+    // From the start of runRound, not only of the round proper: a wake-up while it reads the
+    // settings must not start a second round beside it.
+    if (this.runningTerm === term) {
       this.wakeAfterRound = true;
+      this.endThrottle?.();
       return;
     }
     clearTimeout(this.timer);
@@ -186,20 +204,35 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
 
   private async runRound(term: number): Promise<void> {
     if (term !== this.term) return;
-    let moved = false;
+    let issued = false;
+    this.runningTerm = term;
     try {
-      moved = await this.tick();
+      issued = await this.tick(term);
     } catch (error) {
       this.logger.warn({ err: error }, `balancer round failed: ${(error as Error).message}`);
+    } finally {
+      if (this.runningTerm === term) this.runningTerm = undefined;
     }
     if (term !== this.term) return;
     const woken = this.wakeAfterRound;
     this.wakeAfterRound = false;
-    // MongoDB's kShortBalanceRoundInterval: a round that moved something is soon followed by another.
-    this.schedule(
-      term,
-      woken ? 0 : moved ? this.settings.TESSERA_BALANCER_SHORT_ROUND_INTERVAL_MS : this.settings.TESSERA_BALANCER_ROUND_INTERVAL_MS,
-    );
+    // As MongoDB's: a round that issued migrations is followed by the next at once (the migration
+    // throttle is applied before that round's migrations, so no sleep here).
+    this.schedule(term, woken || issued ? 0 : this.settings.TESSERA_BALANCER_ROUND_INTERVAL_MS);
+  }
+
+  /** Sleeps `ms`, or less when `endThrottle` is called (a wake-up, a stop). */
+  private sleepBeforeMigrations(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        if (this.endThrottle === done) this.endThrottle = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      this.endThrottle = done;
+    });
   }
 
   async status(): Promise<BalancerStatus> {
@@ -271,22 +304,25 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
       .catch((error: unknown) => this.logger.warn({ err: error }, `cannot record a top chunk move: ${(error as Error).message}`));
   }
 
-  /** A round if the balancer is on and inside its window; answers whether it moved something. */
-  private async tick(): Promise<boolean> {
+  /** A round if the balancer is on and inside its window; answers whether it issued migrations. */
+  private async tick(term: number): Promise<boolean> {
     if (!this.leader.isLeader) return false;
     const settings = await this.clusterSettings.get();
     if (settings.balancer.mode !== 'full') return false;
     if (!isInsideActiveWindow(settings.balancer.activeWindow, new Date())) return false;
     this.inRound = true;
     try {
-      return await this.round(settings);
+      return await this.round(settings, term);
     } finally {
       this.inRound = false;
     }
   }
 
-  /** One round: snapshot, zone splits, defragmentation and chunk selection migrations in parallel, record. */
-  private async round(settings: ClusterSettings): Promise<boolean> {
+  /**
+   * One round: snapshot, zone splits, defragmentation and chunk selection, the migration throttle,
+   * the migrations in parallel, record. Answers whether it issued migrations.
+   */
+  private async round(settings: ClusterSettings, term: number): Promise<boolean> {
     const started = Date.now();
     let snapshot = await this.snapshot(settings);
     const splits = await this.splitAtZoneBoundaries(snapshot);
@@ -334,10 +370,32 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
       else this.chunkCountInProgress.delete(status.namespace);
     }
 
+    const selected = [...defragmentationPlans, ...result.migrations];
+    const selectionTimeMillis = Date.now() - started;
+    // MongoDB's balancerMigrationsThrottlingMs, only before migrations (zone splits and top-chunk
+    // moves are not throttled). A wake-up before or during the sleep ends the round here: the next
+    // one starts at once and selects with the change seen.
+    const throttleTimeMillis =
+      selected.length > 0
+        ? migrationThrottleMs(this.settings.TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS, this.lastMigrationAt, Date.now())
+        : 0;
+    if (throttleTimeMillis > 0 && !this.wakeAfterRound) await this.sleepBeforeMigrations(throttleTimeMillis);
+    // Stopped (or stepped down) meanwhile: issue nothing; a new term starts from a fresh state.
+    if (selected.length > 0 && term !== this.term) return false;
+    const throttled = Date.now();
+    const interrupted = throttleTimeMillis > 0 && this.wakeAfterRound;
+    // Defragmentation counts its migrations in flight: those not issued go back to be issued again.
+    if (interrupted) {
+      for (const plan of defragmentationPlans) {
+        await this.onDefragmentationMigration(plan, { ok: false, retryable: true, error: 'not issued: the balancer was woken' });
+      }
+    }
+    const plans = interrupted ? [] : selected;
+
     const skipped = new Set<string>();
     const tooBig: RoundSplit[] = [];
     const outcomes = await Promise.all(
-      [...defragmentationPlans, ...result.migrations].map(async (plan): Promise<BalancerRoundMigration> => {
+      plans.map(async (plan): Promise<BalancerRoundMigration> => {
         const collection = byNs.get(plan.namespace)!;
         const described = describe(plan, collection.pattern);
         if (skipped.has(plan.namespace)) return { ...described, outcome: 'skipped' };
@@ -374,9 +432,20 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
       })),
       ...result.collections,
     ];
-    this.lastRound = { startedAt: new Date(started).toISOString(), durationMs: Date.now() - started, migrations: outcomes, errors };
-    await this.record(statuses, outcomes, [...splits, ...tooBig], errors, snapshot.collections.length);
-    return outcomes.some((o) => o.outcome === 'moved');
+    const ended = Date.now();
+    if (plans.length > 0) this.lastMigrationAt = ended;
+    const migrationTimeMillis = plans.length > 0 ? ended - throttled : 0;
+    this.lastRound = {
+      startedAt: new Date(started).toISOString(),
+      durationMs: ended - started,
+      selectionTimeMillis,
+      throttleTimeMillis: throttled - started - selectionTimeMillis,
+      migrationTimeMillis,
+      migrations: outcomes,
+      errors,
+    };
+    await this.record(statuses, outcomes, [...splits, ...tooBig], errors, snapshot.collections.length, interrupted);
+    return plans.length > 0;
   }
 
   /** Issues one migration through moveRange, with its reason, counting its shards busy meanwhile. */
@@ -490,12 +559,23 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     splits: RoundSplit[],
     errors: RoundError[],
     collections: number,
+    interrupted: boolean,
   ): Promise<void> {
-    const details: Record<string, unknown> = { collections, migrations, errors, durationMs: this.lastRound!.durationMs };
+    const { durationMs, selectionTimeMillis, throttleTimeMillis, migrationTimeMillis } = this.lastRound!;
+    const details: Record<string, unknown> = {
+      collections,
+      migrations,
+      errors,
+      durationMs,
+      selectionTimeMillis,
+      throttleTimeMillis,
+      migrationTimeMillis,
+    };
     if (splits.length > 0) details.splits = splits;
     if (migrations.length === 0 && splits.length === 0) {
-      const why =
-        collections === 0
+      const why = interrupted
+        ? 'woken before its migrations: the next round selects again at once'
+        : collections === 0
           ? 'no sharded collection has balancing enabled'
           : statuses.every((s) => s.balancerCompliant)
             ? 'every collection is balanced'

@@ -25,6 +25,11 @@ export class BalancerRoundErrorType {
 export class BalancerRoundType {
   @Field() startedAt!: string;
   @Field(() => Float) durationMs!: number;
+  @Field(() => Float, { description: 'Snapshot, zone splits and selection, until the migration throttle (MongoDB: selectionTimeMillis).' })
+  selectionTimeMillis!: number;
+  @Field(() => Float, { description: 'The sleep before the migrations (TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS); 0 when none.' })
+  throttleTimeMillis!: number;
+  @Field(() => Float, { description: 'The migrations, issued together and awaited; 0 when none.' }) migrationTimeMillis!: number;
   @Field(() => [BalancerRoundMigrationType]) migrations!: BalancerRoundMigrationType[];
   @Field(() => [BalancerRoundErrorType]) errors!: BalancerRoundErrorType[];
 }

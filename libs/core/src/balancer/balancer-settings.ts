@@ -74,8 +74,12 @@ export const DEFAULT_DEFRAGMENTATION_SETTINGS: DefragmentationSettings = Object.
   maxActionsInFlight: 50,
 });
 
-/** The main thread's delay between rounds: 10 s, or 1 s after a round that moved something. */
+/** The main thread's delay after a round with no migration to issue (MongoDB's kBalanceRoundDefaultInterval, 10 s). */
 export const BALANCER_ROUND_INTERVAL_MS = 10_000;
 
-/** The short delay after a round that issued migrations (MongoDB's kShortBalanceRoundInterval). */
-export const BALANCER_SHORT_ROUND_INTERVAL_MS = 1000;
+/**
+ * MongoDB's balancerMigrationsThrottlingMs: the least time between the end of a round's migrations
+ * and the start of the next round's. A round that issued migrations is followed by the next at
+ * once; that round sleeps what is left of this before its migrations (its selection counts).
+ */
+export const BALANCER_MIGRATIONS_THROTTLING_MS = 1000;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { BALANCER_MIGRATIONS_THROTTLING_MS } from './balancer-settings.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
 import type { SimulationScenario } from './simulator.js';
 import { expandChunkRuns, simulateBalancing } from './simulator.js';
@@ -62,6 +63,14 @@ describe('the balancer simulator', () => {
   it('moves a chunk per shard pair per round, so 3 shards take a round per migration', () => {
     const report = simulateBalancing(scenario());
     expect(report.migrations).toBe(report.rounds);
+  });
+
+  it("starts a round's migrations balancerMigrationsThrottlingMs after the previous round's ended, the first at once", () => {
+    const instant = { migrationOverheadMs: 0, migrationBytesPerSecond: Number.MAX_SAFE_INTEGER };
+    const report = simulateBalancing(scenario(instant));
+    expect(report.rounds).toBeGreaterThan(1);
+    expect(report.simulatedMs).toBe((report.rounds - 1) * BALANCER_MIGRATIONS_THROTTLING_MS);
+    expect(simulateBalancing(scenario({ ...instant, migrationsThrottlingMs: 0 })).simulatedMs).toBe(0);
   });
 
   it('retries through injected migration failures and still converges', () => {

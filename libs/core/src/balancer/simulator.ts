@@ -3,9 +3,12 @@
  * defragmentation) run over simulated shards holding one collection, on a simulated clock,
  * with durations and failures drawn from a seeded `Random`. Same scenario and seed, same
  * report. It models the balancer's two threads: the main thread's rounds (splits, then
- * defragmentation migrations, then chunk selection migrations, awaited; then 1 s after a round
- * that moved something, else 10 s), and the secondary thread, which issues defragmentation merges
- * and data sizes one per `defragmentationThrottlingMS` while the main thread works and sleeps.
+ * defragmentation migrations, then chunk selection migrations, awaited, after the migration
+ * throttle: they start no sooner than `balancerMigrationsThrottlingMs` after the previous round's
+ * ended; the next round at once after a round that issued migrations, else 10 s later), and the
+ * secondary thread, which issues defragmentation merges and data sizes one per
+ * `defragmentationThrottlingMS` while the main thread works and sleeps. Snapshots and selection
+ * take no simulated time.
  */
 import { splitChunk, mergeChunks, moveChunk } from '../routing/chunk-operations.js';
 import type { ShardId } from '../routing/chunk.js';
@@ -16,7 +19,7 @@ import type { ClusterTimestamp } from '../versions/cluster-timestamp.js';
 import type { BalancingMode } from './balancer-settings.js';
 import {
   BALANCER_ROUND_INTERVAL_MS,
-  BALANCER_SHORT_ROUND_INTERVAL_MS,
+  BALANCER_MIGRATIONS_THROTTLING_MS,
   DEFAULT_CHUNK_SELECTION_SETTINGS,
   DEFAULT_DEFRAGMENTATION_SETTINGS,
 } from './balancer-settings.js';
@@ -34,6 +37,7 @@ import {
 import type { CollectionDistribution, MigrationPlan, ShardStatistics, SizedChunk, ZoneRange } from './distribution.js';
 import { rangeKey, sortChunks } from './distribution.js';
 import { decideOnChunkTooBig, isTooBigToMove } from './jumbo.js';
+import { migrationThrottleMs } from './migration-throttle.js';
 import type { Random } from './seeded-random.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
 
@@ -68,6 +72,8 @@ export interface SimulationScenario {
   readonly migrationBytesPerSecond?: number;
   /** Fixed cost of a migration (critical section, commit, refresh); default 400 ms. */
   readonly migrationOverheadMs?: number;
+  /** balancerMigrationsThrottlingMs; default `BALANCER_MIGRATIONS_THROTTLING_MS` (1,000). */
+  readonly migrationsThrottlingMs?: number;
   /** Probability that a migration fails (retryably); default 0. */
   readonly failureRate?: number;
   /** Give up after this many rounds; default 20,000. */
@@ -150,6 +156,8 @@ class Simulation {
   private readonly shards: ShardStatistics[];
   private readonly zones: ZoneRange[];
   private nowMs = 0;
+  /** When the last round's migrations ended (MongoDB's lastMigrationTime). */
+  private lastMigrationMs: number | null = null;
   private tick = 0;
   private defrag: DefragmentationState | undefined;
   private chunkCountInProgress = false;
@@ -251,14 +259,20 @@ class Simulation {
       this.chunkCountInProgress = selection.collections[0]?.chunkCountBalancingInProgress ?? false;
       migrations = [...selection.migrations];
     }
+    // The migration throttle: what is left of it since the previous round's migrations ended.
+    const throttling = this.scenario.migrationsThrottlingMs ?? BALANCER_MIGRATIONS_THROTTLING_MS;
+    const migrationsStart = roundStart + (migrations.length > 0 ? migrationThrottleMs(throttling, this.lastMigrationMs, roundStart) : 0);
     let roundMs = 0;
-    for (const m of migrations) roundMs = Math.max(roundMs, this.applyMigration(m, roundStart));
-    const interval = migrations.length > 0 ? BALANCER_SHORT_ROUND_INTERVAL_MS : BALANCER_ROUND_INTERVAL_MS;
-    // The secondary thread works while the main thread migrates and sleeps.
-    const secondaryIssued = this.runSecondary(roundStart, roundMs + interval);
-    this.nowMs = roundStart + roundMs + interval;
+    for (const m of migrations) roundMs = Math.max(roundMs, this.applyMigration(m, migrationsStart));
+    const roundEnd = migrationsStart + roundMs;
+    if (migrations.length > 0) this.lastMigrationMs = roundEnd;
+    // After a round that issued migrations the next starts at once; else after the round interval.
+    const interval = migrations.length > 0 ? 0 : BALANCER_ROUND_INTERVAL_MS;
+    // The secondary thread works while the main thread sleeps and migrates.
+    const secondaryIssued = this.runSecondary(roundStart, roundEnd - roundStart + interval);
+    this.nowMs = roundEnd + interval;
     const issued = splits.length > 0 || migrations.length > 0 || secondaryIssued > 0;
-    if (issued) this.counters.lastActionMs = Math.max(this.counters.lastActionMs, roundStart + roundMs);
+    if (issued) this.counters.lastActionMs = Math.max(this.counters.lastActionMs, roundEnd);
     // A defragmentation that is not finished has something in flight or to do.
     return (
       issued ||
