@@ -96,7 +96,8 @@ describe('the balancer', () => {
     expect(consecutive.length).toBeGreaterThan(0);
     for (const [previous, next] of consecutive) {
       const gap = next.time.getTime() - next.details.durationMs - previous.time.getTime();
-      expect(gap, 'the next round starts at once').toBeLessThan(500);
+      // Far below the 10 s a round waits after one that issued nothing, with room for a slow machine.
+      expect(gap, 'the next round starts at once').toBeLessThan(5_000);
       expect(next.details.selectionTimeMillis + next.details.throttleTimeMillis + gap, 'the throttle').toBeGreaterThanOrEqual(800);
       expect(next.details.migrationTimeMillis).toBeGreaterThan(0);
     }
