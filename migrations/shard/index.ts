@@ -2,6 +2,13 @@ import { Identity1763900000000 } from './1763900000000-identity.js';
 import { Collections1763900100000 } from './1763900100000-collections.js';
 import { Indexes1763900200000 } from './1763900200000-indexes.js';
 import { Migrations1763900300000 } from './1763900300000-migrations.js';
+import { ShardKeySizes1763902000000 } from './1763902000000-shard-key-sizes.js';
 
 /** A shard database's migrations, in order. */
-export const shardMigrations = [Identity1763900000000, Collections1763900100000, Indexes1763900200000, Migrations1763900300000];
+export const shardMigrations = [
+  Identity1763900000000,
+  Collections1763900100000,
+  Indexes1763900200000,
+  Migrations1763900300000,
+  ShardKeySizes1763902000000,
+];

@@ -81,6 +81,23 @@ describe('statsForBalancing', () => {
       { ns: 'db.absent', collSize: 0 },
     ]);
   });
+  it('takes a document in two overlapping orphan ranges out once', async () => {
+    const ns = await collection(Array.from({ length: 10 }, (_, i) => i));
+    const uuid = (await storage.localCollection(ns))!.uuid;
+    for (const [min, max] of [
+      [4, 8],
+      [2, 6],
+      [8, 9],
+    ] as const) {
+      await db.dataSource.query(
+        `INSERT INTO range_deletions (id, ns, collection_uuid, min, max, min_ejson, max_ejson, pending) VALUES ($1, $2, $3, $4, $5, '', '', false)`,
+        [randomUUID(), ns, uuid, Buffer.from(encodeKey([min])), Buffer.from(encodeKey([max]))],
+      );
+    }
+    const whole = (await sizing.dataSize({ ns })).size;
+    const orphans = (await sizing.dataSize({ ns, range: { min: [2], max: [9] } })).size;
+    expect((await sizing.statsForBalancing({ namespaces: [ns] })).stats).toEqual([{ ns, collSize: whole - orphans }]);
+  });
 });
 
 describe('splitVector', () => {

@@ -79,7 +79,7 @@ export class CollectionStorageService {
     }
   }
 
-  /** Creates the collection's table and shard key index if missing. */
+  /** Creates the collection's table and shard key index (with the documents' sizes) if missing. */
   async createCollection(uuid: string, input: ShardCollectionSpec): Promise<void> {
     const spec = parseWith(shardCollectionSpecSchema, input, 'collection');
     parseShardKeyPattern(spec.keyPattern);
@@ -89,7 +89,10 @@ export class CollectionStorageService {
         await manager.query(
           `CREATE TABLE IF NOT EXISTS ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
         );
-        await manager.query(`CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${table}_shard_key ON ${table} (shard_key)`);
+        // `size` rides along in the index so that sizes of ranges (dataSize, statsForBalancing) are index-only scans.
+        await manager.query(
+          `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${table}_shard_key ON ${table} (shard_key) INCLUDE (size)`,
+        );
         await manager.query(
           `INSERT INTO collections (uuid, ns, db, key_pattern, is_unique, table_name) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (uuid) DO UPDATE SET key_pattern = EXCLUDED.key_pattern`,
