@@ -57,35 +57,17 @@ export class ChunkSizingService {
       request.namespaces.map(async (ns) => {
         const local = await this.storage.localCollection(ns);
         if (local === undefined) return { ns, collSize: 0 };
-        return { ns, collSize: await this.ownedBytes(local.uuid) };
+        const rows: Array<{ bytes: string }> = await this.dataSource.query(
+          `SELECT coalesce(sum(size), 0) AS bytes FROM ${tableName(local.uuid)} d
+            WHERE NOT EXISTS (SELECT 1 FROM range_deletions r
+                               WHERE r.collection_uuid = $1 AND d.shard_key >= r.min AND d.shard_key < r.max
+                                 AND (NOT r.pending OR EXISTS (SELECT 1 FROM migration_recipients m WHERE m.id = r.id)))`,
+          [local.uuid],
+        );
+        return { ns, collSize: Number(rows[0]!.bytes) };
       }),
     );
     return { stats };
-  }
-
-  /**
-   * All the stored bytes less those in the orphan ranges, merged so that a document in two
-   * overlapping ranges is taken out once: two index-only scans of the shard key index (the
-   * whole, and the orphan ranges) rather than a test of every document against every range.
-   * One snapshot for all three statements.
-   */
-  private async ownedBytes(uuid: string): Promise<number> {
-    const table = tableName(uuid);
-    return this.dataSource.transaction('REPEATABLE READ', async (manager) => {
-      const ranges: Array<{ min: Buffer; max: Buffer }> = await manager.query(
-        `SELECT min, max FROM range_deletions r
-          WHERE r.collection_uuid = $1 AND (NOT r.pending OR EXISTS (SELECT 1 FROM migration_recipients m WHERE m.id = r.id))`,
-        [uuid],
-      );
-      const orphans = mergeRanges(ranges);
-      const rows: Array<{ stored: string; orphaned: string }> = await manager.query(
-        `SELECT (SELECT coalesce(sum(size), 0) FROM ${table}) AS stored,
-                (SELECT coalesce(sum(s.bytes), 0) FROM unnest($1::bytea[], $2::bytea[]) AS o(min, max)
-                   CROSS JOIN LATERAL (SELECT sum(size) AS bytes FROM ${table} WHERE shard_key >= o.min AND shard_key < o.max) s) AS orphaned`,
-        [orphans.map((o) => o.min), orphans.map((o) => o.max)],
-      );
-      return Number(rows[0]!.stored) - Number(rows[0]!.orphaned);
-    });
   }
 
   /**
@@ -144,19 +126,4 @@ export class ChunkSizingService {
 function rangeCondition(range: ChunkRange | undefined): { where: string; params: unknown[] } {
   if (range === undefined) return { where: 'true', params: [] };
   return { where: 'shard_key >= $1 AND shard_key < $2', params: [Buffer.from(encodeKey(range.min)), Buffer.from(encodeKey(range.max))] };
-}
-
-/** Encoded key ranges sorted and merged where they overlap or touch. */
-function mergeRanges(ranges: ReadonlyArray<{ min: Buffer; max: Buffer }>): Array<{ min: Buffer; max: Buffer }> {
-  const sorted = [...ranges].sort((a, b) => Buffer.compare(a.min, b.min));
-  const merged: Array<{ min: Buffer; max: Buffer }> = [];
-  for (const range of sorted) {
-    const last = merged[merged.length - 1];
-    if (last !== undefined && Buffer.compare(range.min, last.max) <= 0) {
-      if (Buffer.compare(range.max, last.max) > 0) last.max = range.max;
-    } else {
-      merged.push({ min: range.min, max: range.max });
-    }
-  }
-  return merged;
 }

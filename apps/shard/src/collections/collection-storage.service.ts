@@ -89,7 +89,8 @@ export class CollectionStorageService {
         await manager.query(
           `CREATE TABLE IF NOT EXISTS ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
         );
-        // `size` rides along in the index so that sizes of ranges (dataSize, statsForBalancing) are index-only scans.
+        // `size` rides along in the index: the sizes of key ranges (dataSize, statsForBalancing) are then
+        // index-only scans wherever vacuum has marked the pages all-visible.
         await manager.query(
           `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${table}_shard_key ON ${table} (shard_key) INCLUDE (size)`,
         );
