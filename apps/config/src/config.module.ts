@@ -12,6 +12,7 @@ import { CatalogController } from './catalog/catalog.controller.js';
 import { CatalogReadService } from './catalog/catalog-read.service.js';
 import { MetadataCommitService } from './catalog/metadata-commit.service.js';
 import { ChangelogController } from './changelog/changelog.controller.js';
+import { ChangelogRetentionService } from './changelog/changelog-retention.service.js';
 import { ChangelogService } from './changelog/changelog.service.js';
 import { ConfigClockService } from './clock/config-clock.service.js';
 import { ClusterIdentityService } from './cluster-identity.service.js';
@@ -73,6 +74,7 @@ export class ConfigServerModule {
         ClusterIdentityService,
         ConfigClockService,
         ChangelogService,
+        ChangelogRetentionService,
         ShardMonitorService,
         ShardRegistryService,
         RouterRegistryService,

@@ -21,6 +21,10 @@ export const configSettingsSchema = z.object({
   TESSERA_LEADER_LEASE_MS: millisecondsSetting(10_000),
   /** How often the leader renews its lease and followers try to take an expired one. */
   TESSERA_LEADER_RENEW_INTERVAL_MS: millisecondsSetting(1_000),
+  /** The changelog keeps its newest rows, this many (MongoDB keeps config.changelog a capped collection). */
+  TESSERA_CHANGELOG_MAX_ROWS: z.coerce.number().int().min(1).max(2_147_483_647).default(200_000),
+  /** How often the leader deletes the changelog rows beyond TESSERA_CHANGELOG_MAX_ROWS. */
+  TESSERA_CHANGELOG_PRUNE_INTERVAL_MS: millisecondsSetting(60_000),
   /** The balancer's delay between rounds on the leader (MongoDB: 10 s). */
   TESSERA_BALANCER_ROUND_INTERVAL_MS: millisecondsSetting(10_000),
   /** MongoDB's balancerMigrationsThrottlingMs: least time between the migrations of two rounds (1 s; 0: none). */
