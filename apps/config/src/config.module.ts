@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { BalancerController } from './balancer/balancer.controller.js';
 import { BalancerService } from './balancer/balancer.service.js';
+import { BalancerSplitter } from './balancer/balancer-splitter.service.js';
 import { BalancerSecondaryService } from './balancer/balancer-secondary.service.js';
 import { ClusterStatisticsService } from './balancer/cluster-statistics.service.js';
 import { DefragmentationStore } from './balancer/defragmentation-store.service.js';
@@ -92,6 +93,7 @@ export class ConfigServerModule {
         ClusterStatisticsService,
         DefragmentationStore,
         BalancerSecondaryService,
+        BalancerSplitter,
         BalancerService,
         EventBusService,
         ControlPlaneReadsService,

@@ -3,30 +3,20 @@ import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import type { Subscription } from 'rxjs';
 import {
-  type ChunkRange,
   type ChunkSelectionSettings,
   type CollectionBalanceStatus,
-  type CollectionDistribution,
-  type CollectionGeneration,
   type DefragmentationAction,
   type DefragmentationOutcome,
   type MigrationPlan,
-  type ShardKey,
   type ShardKeyPattern,
-  type SplitPlan,
-  type Value,
   DEFAULT_CHUNK_SELECTION_SETTINGS,
   DEFAULT_DEFRAGMENTATION_SETTINGS,
   TesseraError,
-  decideOnChunkTooBig,
   migrationThrottleMs,
   nextDefragmentationMigrations,
   onDefragmentationOutcome,
   selectMigrations,
   selectTopChunkMigration,
-  selectZoneBoundarySplits,
-  shardKeyToObject,
-  toExtendedJsonObject,
 } from '@tessera/core';
 import {
   type BalancerCollectionStatus,
@@ -36,14 +26,11 @@ import {
   type MoveTopChunkRequest,
   type MoveTopChunkResult,
   chunkRangeFromWire,
-  chunkRangeToWire,
   moveTopChunkRequestSchema,
-  shardKeyFromWire,
-  shardKeyToWire,
 } from '@tessera/protocol';
 import { InternalClients, LOGGER, SETTINGS, parseWith } from '@tessera/platform';
 import { findCollection } from '../catalog/catalog-read.service.js';
-import { type CollectionRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
+import { generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
 import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { EventBusService } from '../events/event-bus.service.js';
@@ -52,38 +39,13 @@ import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.
 import { MigrationManagerService } from '../migration/migration-manager.service.js';
 import { ClusterSettingsService } from '../settings/cluster-settings.service.js';
 import { isInsideActiveWindow } from './active-window.js';
+import { type RoundError, type RoundSplit, type Snapshot, describe, errorEntry, wireKey } from './balancer-round.js';
 import { BalancerSecondaryService } from './balancer-secondary.service.js';
-import { ClusterStatisticsService, type ShardRow, statisticsOf } from './cluster-statistics.service.js';
+import { BalancerSplitter } from './balancer-splitter.service.js';
+import { ClusterStatisticsService, statisticsOf } from './cluster-statistics.service.js';
 import { DefragmentationStore } from './defragmentation-store.service.js';
 
-type RoundError = { ns?: string; code: string; message: string };
 type LastRound = NonNullable<BalancerStatus['lastRound']>;
-
-/** A split the main loop issued (at a zone bound, or of a chunk refused as too big), or the chunk it marked jumbo. */
-interface RoundSplit {
-  ns: string;
-  shard: string;
-  min: Record<string, unknown>;
-  max: Record<string, unknown>;
-  reason: 'zoneBoundary' | 'chunkTooBig';
-  outcome: 'split' | 'markedJumbo' | 'left' | 'failed';
-  splitPoints?: Array<Record<string, unknown>>;
-}
-
-/** One collection of a round's snapshot. */
-interface SnapshotCollection {
-  row: CollectionRow;
-  distribution: CollectionDistribution;
-  pattern: ShardKeyPattern;
-  generation: CollectionGeneration;
-}
-
-/** A snapshot of the cluster for the policies. */
-interface Snapshot {
-  shards: ShardRow[];
-  collections: SnapshotCollection[];
-  errors: RoundError[];
-}
 
 /** Changelog kinds after which the balancer runs a round at once rather than at the end of its interval. */
 const WAKE_UP_KINDS = new Set(['balancer.settings', 'balancer.configureCollection', 'addShard', 'removeShard.start']);
@@ -135,6 +97,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     private readonly statistics: ClusterStatisticsService,
     private readonly defragmentation: DefragmentationStore,
     private readonly secondary: BalancerSecondaryService,
+    private readonly splitter: BalancerSplitter,
     private readonly clients: InternalClients,
     private readonly events: EventBusService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
@@ -325,7 +288,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   private async round(settings: ClusterSettings, term: number): Promise<boolean> {
     const started = Date.now();
     let snapshot = await this.snapshot(settings);
-    const splits = await this.splitAtZoneBoundaries(snapshot);
+    const splits = await this.splitter.splitAtZoneBoundaries(snapshot);
     // Splits change the chunks, not the shards' bytes: the policies read the chunks again.
     const split = new Set(splits.filter((s) => s.outcome === 'split').map((s) => s.ns));
     if (split.size > 0) snapshot = await this.withChunksReread(snapshot, split);
@@ -416,7 +379,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
             const retryable = error instanceof TesseraError && error.retryable;
             await this.onDefragmentationMigration(plan, { ok: false, retryable, error: (error as Error).message });
           } else if (code === 'CHUNK_TOO_BIG') {
-            tooBig.push(await this.splitOrMarkJumbo(plan, collection, snapshot.shards));
+            tooBig.push(await this.splitter.splitOrMarkJumbo(plan, collection, snapshot.shards));
           }
           return { ...described, outcome: 'failed' };
         }
@@ -479,78 +442,6 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     const action: DefragmentationAction = { kind: 'migrate', namespace: plan.namespace, shard: plan.from, to: plan.to, range: plan.range };
     await this.defragmentation.save(onDefragmentationOutcome(state, action, outcome));
     this.secondary.signal();
-  }
-
-  /**
-   * Jumbo handling (balancer-internals.md "Jumbo chunks"): a chunk its donor refused as too big
-   * is split at the points the donor's splitVector finds; with none (one shard key value), it is
-   * marked jumbo and the chunk selection policy leaves it alone until `clearJumboFlag`.
-   */
-  private async splitOrMarkJumbo(plan: MigrationPlan, collection: SnapshotCollection, shards: readonly ShardRow[]): Promise<RoundSplit> {
-    const base = { ns: plan.namespace, shard: plan.from, ...bounds(plan.range, collection.pattern), reason: 'chunkTooBig' as const };
-    try {
-      const donor = shards.find((s) => s.name === plan.from);
-      if (donor === undefined) throw new TesseraError('SHARD_NOT_FOUND', `shard ${plan.from} is not registered`);
-      const range = chunkRangeToWire(plan.range);
-      const vector = await this.clients
-        .migration(donor.url)
-        .splitVector({ ns: plan.namespace, range, maxChunkSizeBytes: collection.distribution.maxChunkSizeBytes });
-      // Under the max after all (the donor's estimate was above): nothing to do.
-      if (!vector.unsplittable && vector.splitKeys.length === 0) return { ...base, outcome: 'left' };
-      const points: ShardKey[] = vector.splitKeys.map((k, i) => shardKeyFromWire(k, `splitKeys[${i}]`));
-      const decision = decideOnChunkTooBig(points);
-      if (decision.action === 'markJumbo') {
-        await this.commits.markJumbo({ ns: plan.namespace, generation: collection.generation, range });
-        return { ...base, outcome: 'markedJumbo' };
-      }
-      await this.commits.commitSplit({
-        ns: plan.namespace,
-        expectedCollectionVersion: collection.generation,
-        shard: plan.from,
-        range,
-        splitPoints: decision.splitPoints.map(shardKeyToWire),
-        reason: 'chunkTooBig',
-      });
-      return { ...base, outcome: 'split', splitPoints: decision.splitPoints.map((p) => wireKey(collection.pattern, p)) };
-    } catch (error) {
-      this.logger.warn({ err: error, ns: plan.namespace }, `splitting a chunk too big to move failed: ${(error as Error).message}`);
-      return { ...base, outcome: 'failed' };
-    }
-  }
-
-  /** Splits every chunk that straddles a zone bound (MongoDB's chunk selection splits), awaited. */
-  private async splitAtZoneBoundaries(snapshot: Snapshot): Promise<RoundSplit[]> {
-    const plans: Array<{ plan: SplitPlan; collection: SnapshotCollection }> = snapshot.collections.flatMap((collection) =>
-      selectZoneBoundarySplits(collection.distribution).map((plan) => ({ plan, collection })),
-    );
-    return Promise.all(
-      plans.map(async ({ plan, collection }): Promise<RoundSplit> => {
-        const entry = {
-          ns: plan.namespace,
-          shard: plan.shard,
-          ...bounds(plan.range, collection.pattern),
-          reason: 'zoneBoundary' as const,
-          splitPoints: plan.splitPoints.map((p) => wireKey(collection.pattern, p)),
-        };
-        try {
-          await this.commits.commitSplit({
-            ns: plan.namespace,
-            expectedCollectionVersion: collection.generation,
-            shard: plan.shard,
-            range: chunkRangeToWire(plan.range),
-            splitPoints: plan.splitPoints.map(shardKeyToWire),
-            reason: 'zoneBoundary',
-          });
-          return { ...entry, outcome: 'split' };
-        } catch (error) {
-          this.logger.warn(
-            { err: error, ns: plan.namespace },
-            `zone boundary split of ${plan.namespace} failed: ${(error as Error).message}`,
-          );
-          return { ...entry, outcome: 'failed' };
-        }
-      }),
-    );
   }
 
   private async record(
@@ -632,22 +523,4 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
 
 function chunkSelectionSettings(settings: ClusterSettings): ChunkSelectionSettings {
   return { ...DEFAULT_CHUNK_SELECTION_SETTINGS, mode: settings.balancer.policy === 'chunkCount' ? 'chunkCountThreshold' : 'dataSize' };
-}
-
-/** A shard key as the shard-key document in Extended JSON that moveRange takes. */
-function wireKey(pattern: ShardKeyPattern, key: ShardKey): Record<string, unknown> {
-  return toExtendedJsonObject(shardKeyToObject(pattern, key) as Value) as Record<string, unknown>;
-}
-
-function bounds(range: ChunkRange, pattern: ShardKeyPattern): { min: Record<string, unknown>; max: Record<string, unknown> } {
-  return { min: wireKey(pattern, range.min), max: wireKey(pattern, range.max) };
-}
-
-function describe(plan: MigrationPlan, pattern: ShardKeyPattern): Omit<BalancerRoundMigration, 'outcome'> {
-  return { ns: plan.namespace, from: plan.from, to: plan.to, ...bounds(plan.range, pattern), reason: plan.reason };
-}
-
-function errorEntry(ns: string, error: unknown): RoundError {
-  if (error instanceof TesseraError) return { ns, code: error.code, message: error.message };
-  return { ns, code: 'INTERNAL', message: (error as Error).message };
 }
