@@ -27,6 +27,7 @@ import { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { copyRangeOut } from './copy-transfer.js';
+import { CaptureTriggers } from './capture-triggers.js';
 import { MigrationMetrics } from './migration-metrics.js';
 import { captureTriggerName, registerMigration, registeredMigration, unregisterMigration } from './migration-registry.js';
 import { MigrationReporter } from './migration-reporter.js';
@@ -75,6 +76,8 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
   private readonly donations = new Map<string, Donation>();
   private recovery: Promise<void> | undefined;
   private stopped = false;
+  /** Drops donations' capture triggers without stalling their collections (see CaptureTriggers). */
+  private readonly captures: CaptureTriggers;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -89,7 +92,9 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     private readonly failpoints: Failpoints,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    this.captures = new CaptureTriggers(dataSource, logger);
+  }
 
   /**
    * Before the shard serves anything: a migration found without a decision may have committed
@@ -111,6 +116,7 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
 
   async onApplicationShutdown(): Promise<void> {
     this.stopped = true;
+    this.captures.stop();
   }
 
   /**
@@ -441,7 +447,7 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     const criticalSectionMs = section === undefined ? 0 : performance.now() - sectionStart;
     if (section !== undefined) this.metrics.criticalSection.observe(criticalSectionMs / 1000);
     // Outside the critical section: the range is no longer written here (it moved, or the recipient's copy is dropped).
-    await this.dropCapture(row.id, tableName(row.collection_uuid));
+    await this.captures.drop(row.id, tableName(row.collection_uuid));
 
     const recipient = this.clients.migration(row.recipient_url, PEER_TIMEOUT_MS);
     const releaseRecipient = () => this.untilDone(`release migration ${row.id} on ${row.recipient}`, () => recipient.recvChunkRelease({ migrationId: row.id, decision }));
@@ -483,31 +489,12 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
         const active = await registeredMigration(manager);
         if (active?.role === 'donor') await unregisterMigration(manager, active.migrationId);
       });
-      await this.dropStrayCaptures();
+      await this.captures.dropStray([...this.donations.keys()]);
     } catch (error) {
       if (!this.stopped) this.logger.error({ err: error }, `migration recovery failed: ${(error as Error).message}`);
     } finally {
       for (const section of sections.values()) section.release();
     }
-  }
-
-  private async dropCapture(migrationId: string, table: string): Promise<void> {
-    const exists: Array<{ t: string | null }> = await this.dataSource.query('SELECT to_regclass($1) AS t', [table]);
-    if (exists[0]?.t !== null) await this.dataSource.query(`DROP TRIGGER IF EXISTS ${captureTriggerName(migrationId)} ON ${table}`);
-    await this.dataSource.query('DELETE FROM migration_mods WHERE migration_id = $1', [migrationId]);
-  }
-
-  /** Capture triggers and captured writes no running migration owns. */
-  private async dropStrayCaptures(): Promise<void> {
-    const triggers: Array<{ name: string; table: string }> = await this.dataSource.query(
-      `SELECT t.tgname AS name, c.relname AS table FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname LIKE 'tessera_migration_%'`,
-    );
-    for (const trigger of triggers) {
-      if (![...this.donations.keys()].some((id) => captureTriggerName(id) === trigger.name)) {
-        await this.dataSource.query(`DROP TRIGGER IF EXISTS ${trigger.name} ON ${trigger.table}`);
-      }
-    }
-    await this.dataSource.query('DELETE FROM migration_mods WHERE NOT (migration_id = ANY($1::uuid[]))', [[...this.donations.keys()]]);
   }
 
   private async untilDone<T>(what: string, work: () => Promise<T>): Promise<T> {

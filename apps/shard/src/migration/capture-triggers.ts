@@ -1,0 +1,103 @@
+import type { Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { captureTriggerName } from './migration-registry.js';
+
+/** How long a DROP TRIGGER may wait in a table's lock queue before it gives up and retries later. */
+export const DROP_LOCK_TIMEOUT_MS = 50;
+/** Delay before retrying drops that timed out. */
+export const DROP_RETRY_MS = 1_000;
+
+/** Postgres' lock_not_available: a lock_timeout ran out. */
+function isLockTimeout(error: unknown): boolean {
+  return (error as { code?: string }).code === '55P03' || (error as { driverError?: { code?: string } }).driverError?.code === '55P03';
+}
+
+/**
+ * Drops the capture triggers of donations that ended, without stalling the collection. DROP
+ * TRIGGER takes the table's ACCESS EXCLUSIVE lock: behind a long query on the table it would
+ * wait, and every read and write of the collection queued behind it would wait too. So a drop
+ * waits at most `DROP_LOCK_TIMEOUT_MS` and, when the lock is not to be had, is retried every
+ * `DROP_RETRY_MS` until it succeeds. Meanwhile the trigger may still capture a write in the range
+ * (the range deleter's, say): such rows belong to no running migration and go with the trigger's.
+ */
+export class CaptureTriggers {
+  /** Trigger name → the migration and table of a drop still to do. */
+  private readonly pending = new Map<string, { migrationId: string | undefined; table: string }>();
+  private retry: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Triggers whose drop is still to do. */
+  get pendingDrops(): string[] {
+    return [...this.pending.keys()];
+  }
+
+  /** Drops the capture trigger of `migrationId` on `table` and its captured writes, now or, if the table is busy, soon. */
+  async drop(migrationId: string, table: string): Promise<void> {
+    this.pending.set(captureTriggerName(migrationId), { migrationId, table });
+    await this.dropPending();
+  }
+
+  /**
+   * Drops every capture trigger no migration in `active` owns, and the captured writes of any
+   * other migration (a crash between a donation's end and its drop leaves both behind).
+   */
+  async dropStray(active: readonly string[]): Promise<void> {
+    const owned = new Set(active.map(captureTriggerName));
+    const triggers: Array<{ name: string; table: string }> = await this.dataSource.query(
+      `SELECT t.tgname AS name, c.relname AS table FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname LIKE 'tessera_migration_%'`,
+    );
+    for (const trigger of triggers) {
+      if (!owned.has(trigger.name)) this.pending.set(trigger.name, { migrationId: migrationIdOf(trigger.name), table: trigger.table });
+    }
+    await this.dropPending();
+    await this.dataSource.query('DELETE FROM migration_mods WHERE NOT (migration_id = ANY($1::uuid[]))', [[...active]]);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.retry);
+  }
+
+  private async dropPending(): Promise<void> {
+    for (const [trigger, { migrationId, table }] of this.pending) {
+      try {
+        await this.dataSource.transaction(async (manager) => {
+          await manager.query(`SET LOCAL lock_timeout = '${DROP_LOCK_TIMEOUT_MS}ms'`);
+          const exists: Array<{ t: string | null }> = await manager.query('SELECT to_regclass($1) AS t', [table]);
+          if (exists[0]?.t !== null) await manager.query(`DROP TRIGGER IF EXISTS ${trigger} ON ${table}`);
+        });
+      } catch (error) {
+        if (!isLockTimeout(error)) throw error;
+        this.logger.debug({ trigger, table }, `${table} is busy: the drop of ${trigger} is retried in ${DROP_RETRY_MS} ms`);
+        continue;
+      }
+      this.pending.delete(trigger);
+      // Only now: until the trigger is gone it may add rows.
+      if (migrationId !== undefined) await this.dataSource.query('DELETE FROM migration_mods WHERE migration_id = $1', [migrationId]);
+    }
+    this.scheduleRetry();
+  }
+
+  private scheduleRetry(): void {
+    if (this.pending.size === 0 || this.stopped || this.retry !== undefined) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      this.dropPending().catch((error: unknown) => {
+        this.logger.warn({ err: error }, `dropping capture triggers failed: ${(error as Error).message}`);
+        this.scheduleRetry();
+      });
+    }, DROP_RETRY_MS);
+    this.retry.unref();
+  }
+}
+
+/** The migration id in a capture trigger's name (`captureTriggerName` backwards); undefined for another name. */
+function migrationIdOf(trigger: string): string | undefined {
+  const hex = /^tessera_migration_([0-9a-f]{32})$/.exec(trigger)?.[1];
+  return hex && `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
