@@ -25,10 +25,7 @@ async function donation(): Promise<{ migrationId: string; table: string }> {
   await new CollectionStorageService(db.dataSource).createCollection(uuid, { ns: `db.c${uuid.slice(0, 8)}`, keyPattern: { x: 1 } });
   const table = tableName(uuid);
   const migrationId = randomUUID();
-  await db.dataSource.query(
-    `CREATE TRIGGER ${captureTriggerName(migrationId)} AFTER INSERT OR UPDATE OR DELETE ON ${table}
-     FOR EACH ROW EXECUTE FUNCTION tessera_capture_migration_mod('${migrationId}', '00', 'ff')`,
-  );
+  await captures.create(migrationId, table, Buffer.from([0x00]), Buffer.from([0xff]));
   await db.dataSource.query(`INSERT INTO ${table} (id, shard_key, doc, size) VALUES ('\\x01', '\\x10', '{}', 2)`);
   return { migrationId, table };
 }
@@ -74,6 +71,41 @@ describe('capture triggers', () => {
     await vi.waitFor(async () => expect(await triggerExists(migrationId)).toBe(false), { timeout: 10_000, interval: 100 });
     await vi.waitFor(async () => expect(await captured(migrationId)).toBe(0), { timeout: 10_000, interval: 100 });
     expect(captures.pendingDrops).toEqual([]);
+  });
+
+  it('waits for a long write to end before capturing, without holding up the writes that come meanwhile', async () => {
+    const uuid = randomUUID();
+    await new CollectionStorageService(db.dataSource).createCollection(uuid, { ns: `db.c${uuid.slice(0, 8)}`, keyPattern: { x: 1 } });
+    const table = tableName(uuid);
+    const long = new pg.Client({ connectionString: db.url });
+    await long.connect();
+    const migrationId = randomUUID();
+    let created = false;
+    try {
+      await long.query('BEGIN');
+      await long.query(`INSERT INTO ${table} (id, shard_key, doc, size) VALUES ('\\x01', '\\x10', '{}', 2)`);
+      const creating = captures.create(migrationId, table, Buffer.from([0x00]), Buffer.from([0xff])).then(() => (created = true));
+      // Once the capture waits for the table, another write still goes through.
+      await vi.waitFor(
+        async () => {
+          const waiting: unknown[] = await db.dataSource.query(
+            "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE TRIGGER%'",
+          );
+          expect(waiting.length).toBeGreaterThan(0);
+        },
+        { timeout: 10_000, interval: 10 },
+      );
+      await db.dataSource.query(`INSERT INTO ${table} (id, shard_key, doc, size) VALUES ('\\x02', '\\x20', '{}', 2)`);
+      expect(created).toBe(false);
+      await long.query('COMMIT');
+      await creating;
+    } finally {
+      await long.end();
+    }
+    expect(await triggerExists(migrationId)).toBe(true);
+    await db.dataSource.query(`DELETE FROM ${table}`);
+    expect(await captured(migrationId)).toBe(2);
+    await captures.drop(migrationId, table);
   });
 
   it('drops the triggers and captured writes of migrations no longer running, and keeps those of running ones', async () => {

@@ -1,11 +1,16 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
+import { TesseraError } from '@tessera/core';
 import { captureTriggerName } from './migration-registry.js';
 
-/** How long a DROP TRIGGER may wait in a table's lock queue before it gives up and retries later. */
-export const DROP_LOCK_TIMEOUT_MS = 50;
+/** How long a CREATE or DROP TRIGGER may wait in a table's lock queue before it gives up and retries. */
+export const TRIGGER_LOCK_TIMEOUT_MS = 50;
 /** Delay before retrying drops that timed out. */
 export const DROP_RETRY_MS = 1_000;
+/** Delay between attempts to create a trigger, and how long a donation tries before it gives up. */
+const CREATE_RETRY_MS = 200;
+const CREATE_DEADLINE_MS = 10_000;
 
 /** Postgres' lock_not_available: a lock_timeout ran out. */
 function isLockTimeout(error: unknown): boolean {
@@ -13,12 +18,15 @@ function isLockTimeout(error: unknown): boolean {
 }
 
 /**
- * Drops the capture triggers of donations that ended, without stalling the collection. DROP
- * TRIGGER takes the table's ACCESS EXCLUSIVE lock: behind a long query on the table it would
- * wait, and every read and write of the collection queued behind it would wait too. So a drop
- * waits at most `DROP_LOCK_TIMEOUT_MS` and, when the lock is not to be had, is retried every
- * `DROP_RETRY_MS` until it succeeds. Meanwhile the trigger may still capture a write in the range
- * (the range deleter's, say): such rows belong to no running migration and go with the trigger's.
+ * The triggers that capture a donated range's writes, created and dropped without stalling the
+ * collection. A trigger's DDL waits for the table's lock, and every read and write of the
+ * collection that comes after waits behind it in the lock queue: DROP TRIGGER takes ACCESS
+ * EXCLUSIVE (it waits for every query under way, a long scan included), CREATE TRIGGER takes
+ * SHARE ROW EXCLUSIVE (it waits for the writes under way). So each waits at most
+ * `TRIGGER_LOCK_TIMEOUT_MS` and tries again: a creation every `CREATE_RETRY_MS` for up to
+ * `CREATE_DEADLINE_MS` (then the donation fails, retryably); a drop every `DROP_RETRY_MS` until
+ * it succeeds. Meanwhile a trigger left to drop may still capture a write in the range (the range
+ * deleter's, say): such rows belong to no running migration and go with the trigger.
  */
 export class CaptureTriggers {
   /** Trigger name → the migration and table of a drop still to do. */
@@ -34,6 +42,33 @@ export class CaptureTriggers {
   /** Triggers whose drop is still to do. */
   get pendingDrops(): string[] {
     return [...this.pending.keys()];
+  }
+
+  /** Creates the trigger that captures into `migration_mods` the `_id` of every write to [min, max) of `table`. */
+  async create(migrationId: string, table: string, min: Buffer, max: Buffer): Promise<void> {
+    const deadline = Date.now() + CREATE_DEADLINE_MS;
+    for (;;) {
+      try {
+        await this.dataSource.transaction(async (manager) => {
+          await manager.query(`SET LOCAL lock_timeout = '${TRIGGER_LOCK_TIMEOUT_MS}ms'`);
+          await manager.query(
+            `CREATE TRIGGER ${captureTriggerName(migrationId)} AFTER INSERT OR UPDATE OR DELETE ON ${table}
+             FOR EACH ROW EXECUTE FUNCTION tessera_capture_migration_mod('${migrationId}', '${min.toString('hex')}', '${max.toString('hex')}')`,
+          );
+        });
+        return;
+      } catch (error) {
+        if (!isLockTimeout(error)) throw error;
+        if (Date.now() >= deadline) {
+          throw new TesseraError(
+            'CONFLICTING_OPERATION',
+            `writes to the collection kept its table busy for ${CREATE_DEADLINE_MS / 1000} s: the migration did not start capturing them; try it again`,
+            { details: { migrationId } },
+          );
+        }
+        await sleep(CREATE_RETRY_MS);
+      }
+    }
   }
 
   /** Drops the capture trigger of `migrationId` on `table` and its captured writes, now or, if the table is busy, soon. */
@@ -67,7 +102,7 @@ export class CaptureTriggers {
     for (const [trigger, { migrationId, table }] of this.pending) {
       try {
         await this.dataSource.transaction(async (manager) => {
-          await manager.query(`SET LOCAL lock_timeout = '${DROP_LOCK_TIMEOUT_MS}ms'`);
+          await manager.query(`SET LOCAL lock_timeout = '${TRIGGER_LOCK_TIMEOUT_MS}ms'`);
           const exists: Array<{ t: string | null }> = await manager.query('SELECT to_regclass($1) AS t', [table]);
           if (exists[0]?.t !== null) await manager.query(`DROP TRIGGER IF EXISTS ${trigger} ON ${table}`);
         });

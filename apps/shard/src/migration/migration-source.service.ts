@@ -29,7 +29,7 @@ import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { copyRangeOut } from './copy-transfer.js';
 import { CaptureTriggers } from './capture-triggers.js';
 import { MigrationMetrics } from './migration-metrics.js';
-import { captureTriggerName, registerMigration, registeredMigration, unregisterMigration } from './migration-registry.js';
+import { registerMigration, registeredMigration, unregisterMigration } from './migration-registry.js';
 import { MigrationReporter } from './migration-reporter.js';
 import { RangeDeleterService } from './range-deleter.service.js';
 
@@ -301,10 +301,7 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     let decision: MigrationDecision = 'aborted';
     try {
       // Capture writes to the range before the first document is read, so none is missed.
-      await this.dataSource.query(
-        `CREATE TRIGGER ${captureTriggerName(request.migrationId)} AFTER INSERT OR UPDATE OR DELETE ON ${table}
-         FOR EACH ROW EXECUTE FUNCTION tessera_capture_migration_mod('${request.migrationId}', '${min.toString('hex')}', '${max.toString('hex')}')`,
-      );
+      await this.captures.create(request.migrationId, table, min, max);
       this.donations.set(request.migrationId, { table, min, max });
       const indexes = await loadIndexes(this.dataSource.manager, table);
       await recipient.recvChunkStart({
