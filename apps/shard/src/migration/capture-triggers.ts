@@ -11,6 +11,13 @@ export const DROP_RETRY_MS = 1_000;
 /** Delay between attempts to create a trigger, and how long a donation tries before it gives up. */
 const CREATE_RETRY_MS = 200;
 const CREATE_DEADLINE_MS = 10_000;
+/**
+ * A creation's lock_timeout while autovacuum works on the table: longer than Postgres'
+ * deadlock_timeout (1 s by default), after which an autovacuum that blocks a lock request cancels
+ * itself. With the short timeout the request would never wait long enough for that, and a
+ * vacuum of a big table, which follows every bulk load, would hold the migration off for minutes.
+ */
+const CREATE_LOCK_TIMEOUT_UNDER_AUTOVACUUM_MS = 5_000;
 
 /** Postgres' lock_not_available: a lock_timeout ran out. */
 function isLockTimeout(error: unknown): boolean {
@@ -25,7 +32,8 @@ function isLockTimeout(error: unknown): boolean {
  * SHARE ROW EXCLUSIVE (it waits for the writes under way). So each waits at most
  * `TRIGGER_LOCK_TIMEOUT_MS` and tries again: a creation every `CREATE_RETRY_MS` for up to
  * `CREATE_DEADLINE_MS` (then the donation fails, retryably); a drop every `DROP_RETRY_MS` until
- * it succeeds. Meanwhile a trigger left to drop may still capture a write in the range (the range
+ * it succeeds. Autovacuum is the exception (see `CREATE_LOCK_TIMEOUT_UNDER_AUTOVACUUM_MS`): a
+ * creation waits long enough for Postgres to cancel it, a drop waits until it is done. Meanwhile a trigger left to drop may still capture a write in the range (the range
  * deleter's, say): such rows belong to no running migration and go with the trigger.
  */
 export class CaptureTriggers {
@@ -48,9 +56,12 @@ export class CaptureTriggers {
   async create(migrationId: string, table: string, min: Buffer, max: Buffer): Promise<void> {
     const deadline = Date.now() + CREATE_DEADLINE_MS;
     for (;;) {
+      const vacuuming = await this.autovacuuming(table);
+      if (vacuuming) this.logger.info({ table, migrationId }, `autovacuum holds ${table}: waiting for Postgres to cancel it`);
+      const timeout = vacuuming ? CREATE_LOCK_TIMEOUT_UNDER_AUTOVACUUM_MS : TRIGGER_LOCK_TIMEOUT_MS;
       try {
         await this.dataSource.transaction(async (manager) => {
-          await manager.query(`SET LOCAL lock_timeout = '${TRIGGER_LOCK_TIMEOUT_MS}ms'`);
+          await manager.query(`SET LOCAL lock_timeout = '${timeout}ms'`);
           await manager.query(
             `CREATE TRIGGER ${captureTriggerName(migrationId)} AFTER INSERT OR UPDATE OR DELETE ON ${table}
              FOR EACH ROW EXECUTE FUNCTION tessera_capture_migration_mod('${migrationId}', '${min.toString('hex')}', '${max.toString('hex')}')`,
@@ -100,6 +111,9 @@ export class CaptureTriggers {
 
   private async dropPending(): Promise<void> {
     for (const [trigger, { migrationId, table }] of this.pending) {
+      // Not while autovacuum works on the table: its lock would refuse every attempt, each of which
+      // holds the table's readers up for the lock timeout. The trigger can wait.
+      if (await this.autovacuuming(table)) continue;
       try {
         await this.dataSource.transaction(async (manager) => {
           await manager.query(`SET LOCAL lock_timeout = '${TRIGGER_LOCK_TIMEOUT_MS}ms'`);
@@ -116,6 +130,19 @@ export class CaptureTriggers {
       if (migrationId !== undefined) await this.dataSource.query('DELETE FROM migration_mods WHERE migration_id = $1', [migrationId]);
     }
     this.scheduleRetry();
+  }
+
+  /**
+   * Whether an autovacuum worker holds a lock on `table`. From pg_locks and the workers'
+   * backend type, which any role may read (the text of their queries only privileged roles may).
+   */
+  private async autovacuuming(table: string): Promise<boolean> {
+    const rows: unknown[] = await this.dataSource.query(
+      `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE l.relation = to_regclass($1) AND l.granted AND a.backend_type = 'autovacuum worker'`,
+      [table],
+    );
+    return rows.length > 0;
   }
 
   private scheduleRetry(): void {
