@@ -72,12 +72,9 @@ async function createCollection(
   });
 }
 
+/** Inserts through the router, 200 documents a request. */
 async function insert(ns: string, documents: Array<Record<string, unknown>>): Promise<void> {
-  const [db, coll] = ns.split('.');
-  for (let i = 0; i < documents.length; i += 200) {
-    const answer = await api.call('POST', `/v1/${db}/${coll}/insert`, { documents: documents.slice(i, i + 200) });
-    expect(answer.status).toBe(200);
-  }
+  await api.insertMany(ns, documents, 200);
 }
 
 /** `count` documents with shard key `x(i)` and ids from `firstId`. */

@@ -28,14 +28,13 @@ const pad = 'p'.repeat(400);
 const inserted = new Map<string, number>();
 
 async function insert(ns: string, keys: number[]): Promise<void> {
-  const [db, coll] = ns.split('.');
-  for (let i = 0; i < keys.length; i += 250) {
-    const first = inserted.get(ns) ?? 0;
-    const documents = keys.slice(i, i + 250).map((x, j) => ({ _id: first + j, x, pad }));
-    const answer = await api.call('POST', `/v1/${db}/${coll}/insert`, { documents });
-    expect(answer.status, JSON.stringify(answer.json)).toBe(200);
-    inserted.set(ns, first + documents.length);
-  }
+  const first = inserted.get(ns) ?? 0;
+  await api.insertMany(
+    ns,
+    keys.map((x, j) => ({ _id: first + j, x, pad })),
+    250,
+  );
+  inserted.set(ns, first + keys.length);
 }
 
 /** Every document of `ns` reads back exactly once through the router. */

@@ -34,14 +34,6 @@ afterAll(async () => {
   await dispose?.();
 });
 
-async function insert(ns: string, documents: unknown[]): Promise<void> {
-  const [db, coll] = ns.split('.');
-  for (let i = 0; i < documents.length; i += 1000) {
-    const answer = await api.call('POST', `/v1/${db}/${coll}/insert`, { documents: documents.slice(i, i + 1000) });
-    expect(answer.json, JSON.stringify(answer.json)).toMatchObject({ writeErrors: [] });
-  }
-}
-
 async function placement(ns: string): Promise<Array<{ min: unknown; shard: string }>> {
   return (await config.getChunks({ ns })).chunks.map((c) => ({ min: c.range.min[0], shard: c.shard }));
 }
@@ -64,7 +56,7 @@ describe('moveRange', () => {
   beforeAll(async () => {
     await config.shardCollection({ ns, key: { x: 1 } });
     expect((await api.call('POST', '/v1/mig/basic/indexes', { indexes: [{ key: { y: 1 }, name: 'y_1' }] })).status).toBe(200);
-    await insert(ns, docs);
+    await api.insertMany(ns, docs);
     const primary = (await placement(ns))[0]!.shard;
     const target = SHARDS.find((s) => s !== primary)!;
     result = await config.moveRange({ ns, min: { x: 1000 }, max: { x: 2000 }, toShard: target, waitForDelete: true });
@@ -115,7 +107,7 @@ describe('moveRange', () => {
     await config.shardCollection({ ns: small, key: { x: 1 } });
     await config.configureCollectionBalancing({ ns: small, chunkSizeBytes: 65536 });
     // One shard key for all: the chunk cannot be split, so it stays over the limit (a jumbo chunk).
-    await insert(
+    await api.insertMany(
       small,
       docs.slice(0, 800).map((d) => ({ ...d, x: 5 })),
     );
@@ -159,7 +151,7 @@ describe('a migration under a continuous write load', () => {
   it('loses no acknowledged write and resurrects no deleted document', async () => {
     await config.shardCollection({ ns, key: { x: 1 } });
     const initial = Array.from({ length: 2000 }, (_, i) => ({ _id: i, x: i, n: 0 }));
-    await insert(ns, initial);
+    await api.insertMany(ns, initial);
     for (const d of initial) expected.set(d._id, 0);
     await placeOn(ns, 'shard0');
 
@@ -241,7 +233,7 @@ describe('the ownership filter', () => {
 
   it('lets a query that began before the commit see the moved documents to its end; later queries see each once', async () => {
     await config.shardCollection({ ns, key: { x: 1 } });
-    await insert(
+    await api.insertMany(
       ns,
       Array.from({ length: 600 }, (_, i) => ({ _id: i, x: i })),
     );
@@ -277,9 +269,9 @@ describe('migrations at the same time', () => {
     await config.shardCollection({ ns: 'mig.slow', key: { x: 1 } });
     await config.shardCollection({ ns: 'mig.other', key: { x: 1 } });
     await config.shardCollection({ ns: 'mig.parallel', key: { x: 1 } });
-    await insert('mig.slow', [{ _id: 1, x: 1 }]);
-    await insert('mig.other', [{ _id: 1, x: 1 }]);
-    await insert('mig.parallel', [{ _id: 1, x: 1 }]);
+    await api.insertMany('mig.slow', [{ _id: 1, x: 1 }]);
+    await api.insertMany('mig.other', [{ _id: 1, x: 1 }]);
+    await api.insertMany('mig.parallel', [{ _id: 1, x: 1 }]);
     await placeOn('mig.other', 'shard0');
     await placeOn('mig.parallel', 'shard2');
     const slowDonor = (await placement('mig.slow'))[0]!.shard;

@@ -42,6 +42,18 @@ export class RouterApi {
     return documents;
   }
 
+  /** Inserts `documents` into `ns` in batches of `batchSize`. Throws on an error answer or a write error. */
+  async insertMany(ns: string, documents: readonly unknown[], batchSize = 1000): Promise<void> {
+    const [db, coll] = ns.split('.');
+    for (let i = 0; i < documents.length; i += batchSize) {
+      const answer = await this.call('POST', `/v1/${db}/${coll}/insert`, { documents: documents.slice(i, i + batchSize) });
+      const writeErrors = answer.json.writeErrors as unknown[] | undefined;
+      if (answer.status !== 200 || writeErrors === undefined || writeErrors.length > 0) {
+        throw new Error(`insert into ${ns} answered ${answer.status}: ${JSON.stringify(answer.json)}`);
+      }
+    }
+  }
+
   close(): Promise<void> {
     return this.agent.close();
   }
