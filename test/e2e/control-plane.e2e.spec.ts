@@ -103,6 +103,23 @@ function subscribePlacement(node: string, since: number): { received: Placement[
   return { received, client };
 }
 
+/** A graphql-ws subscription on config1 to the single field `field` of `query`, collecting each value. */
+function subscribed<T>(query: string, field: string): T[] {
+  const client = createClient({
+    url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    connectionParams: { authorization: VIEWER },
+    retryAttempts: 0,
+  });
+  cleanups.push(() => client.dispose());
+  const received: T[] = [];
+  client.subscribe<Record<string, T>>(
+    { query },
+    { next: (v) => received.push(v.data![field]!), error: () => undefined, complete: () => undefined },
+  );
+  return received;
+}
+
 /** A socket.io client on `/events` of `node`, in room `ns:<NS>`, collecting events. */
 async function socketIn(
   node: string,
@@ -225,17 +242,9 @@ describe('the GraphQL control plane', () => {
     const since = await lastEventSeq('config1');
     const gql = subscribePlacement('config1', since);
     const sio = await socketIn('config1', since);
-    const progress: Array<{ kind: string; details: Record<string, unknown> }> = [];
-    const client = createClient({
-      url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
-      webSocketImpl: WebSocket,
-      connectionParams: { authorization: VIEWER },
-      retryAttempts: 0,
-    });
-    cleanups.push(() => client.dispose());
-    client.subscribe<{ migrationProgress: (typeof progress)[number] }>(
-      { query: `subscription { migrationProgress(ns: "${NS}", since: ${since}) { kind details } }` },
-      { next: (v) => progress.push(v.data!.migrationProgress), error: () => undefined, complete: () => undefined },
+    const progress = subscribed<{ kind: string; details: Record<string, unknown> }>(
+      `subscription { migrationProgress(ns: "${NS}", since: ${since}) { kind details } }`,
+      'migrationProgress',
     );
     const before = await graphql<{ chunkForKey: { shard: string; version: string } }>(
       `{ chunkForKey(ns: "${NS}", key: { customer: 250 }) { shard version } }`,
@@ -302,17 +311,9 @@ describe('the GraphQL control plane', () => {
 
   it('publishes what a shard reports on migrationProgress, and refuses a malformed report', async () => {
     const since = await lastEventSeq('config1');
-    const client = createClient({
-      url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
-      webSocketImpl: WebSocket,
-      connectionParams: { authorization: VIEWER },
-      retryAttempts: 0,
-    });
-    cleanups.push(() => client.dispose());
-    const received: Array<{ kind: string; shard: string; details: { clonedDocs: number } }> = [];
-    client.subscribe<{ migrationProgress: (typeof received)[number] }>(
-      { query: `subscription { migrationProgress(ns: "${NS}", since: ${since}) { kind shard details } }` },
-      { next: (v) => received.push(v.data!.migrationProgress), error: () => undefined, complete: () => undefined },
+    const received = subscribed<{ kind: string; shard: string; details: { clonedDocs: number } }>(
+      `subscription { migrationProgress(ns: "${NS}", since: ${since}) { kind shard details } }`,
+      'migrationProgress',
     );
     const config = cluster.configClient();
     await config.reportChangelog({ what: 'moveChunk.progress', ns: NS, shard: 'shard0', details: { clonedDocs: 10 } });
@@ -321,17 +322,9 @@ describe('the GraphQL control plane', () => {
     await expect(config.reportChangelog({ what: 'not a kind!' })).rejects.toMatchObject({ code: 'BAD_VALUE' });
   });
   it('runs the balancer from GraphQL on either config process: state, settings, collection options, status and rounds', async () => {
-    const rounds: Array<{ kind: string; details: { collections: number } }> = [];
-    const client = createClient({
-      url: `${cluster.node('config1').url.replace('http', 'ws')}/graphql`,
-      webSocketImpl: WebSocket,
-      connectionParams: { authorization: VIEWER },
-      retryAttempts: 0,
-    });
-    cleanups.push(() => client.dispose());
-    client.subscribe<{ balancerRound: (typeof rounds)[number] }>(
-      { query: 'subscription { balancerRound(since: 0) { kind details } }' },
-      { next: (v) => rounds.push(v.data!.balancerRound), error: () => undefined, complete: () => undefined },
+    const rounds = subscribed<{ kind: string; details: { collections: number } }>(
+      'subscription { balancerRound(since: 0) { kind details } }',
+      'balancerRound',
     );
     const round = await eventually(async () => rounds.find((r) => r.details.collections >= 1), `a round over ${NS} on the stream`, 10_000);
     expect(round.kind).toBe('balancer.round');
