@@ -1,5 +1,6 @@
 import { MaxKey, MinKey } from 'bson';
 import {
+  createSeededRandom,
   encodeKey,
   RoutingTable,
   type Chunk,
@@ -20,18 +21,6 @@ const SIZES = (process.env.BENCH_SIZES ?? '10000,100000,1000000').split(',').map
 const SHARDS = ['shard0', 'shard1', 'shard2', 'shard3'];
 const GEN: CollectionGeneration = { epoch: '65a000000000000000000001', timestamp: { t: 1, i: 0 } };
 const KEY_STEP = 10;
-
-/** A deterministic PRNG (mulberry32), so runs are comparable. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function buildChunks(n: number): Chunk[] {
   const chunks: Chunk[] = new Array<Chunk>(n);
@@ -111,7 +100,9 @@ function run(): void {
   console.log(`bench:routing  node ${process.version}  gc ${typeof (globalThis as { gc?: unknown }).gc === 'function' ? 'exposed' : 'NOT exposed (heap figures are rough)'}`);
   const rows: string[][] = [];
   for (const n of SIZES) {
-    const random = prng(n);
+    // Seeded (mulberry32), so runs are comparable.
+    const seeded = createSeededRandom(n);
+    const random = () => seeded.nextFloat();
     const h0 = heapUsed();
     const chunks = buildChunks(n);
     const h1 = heapUsed();
