@@ -1,3 +1,4 @@
+import { type ChildProcess, fork } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,11 +19,18 @@ import { ProcessCpu } from './process-cpu.js';
  * here); then point reads by shard key, p50/p99, through the router and straight from a shard.
  * Everything, load generator included, shares this machine's cores, so each run also prints the
  * CPU time every process spent per document or read (from /proc, Linux only): where the cores went.
+ *
+ * The floor runs the same load through the cluster's shape with nothing in it: a relay process
+ * where the router is and three store processes where the shards are, bare Fastify and undici,
+ * each store writing its documents with the raw baseline's statement (see hop-floor-server.ts).
+ * Its ratio is what two HTTP hops on Node leave of the raw rate on this machine, before any
+ * routing, versioning, validation or storage work: the most a router and shards can reach here.
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const READS = Number(process.env.BENCH_READS ?? 2_000);
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
+const FLOOR_STORES = 3;
 const payload = 'x'.repeat(150);
 const documentFor = (k: number) => ({ k, n: k, payload });
 
@@ -54,6 +62,30 @@ async function throughput(
 const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
 chmodSync(dir, 0o755);
 const agent = new Agent({ connections: CONCURRENCY * 2 });
+const floorProcesses: ChildProcess[] = [];
+
+/** Starts one hop-floor server process (see hop-floor-server.ts); answers its URL and pid. */
+async function startFloorServer(role: 'store' | 'relay', target: string): Promise<{ url: string; pid: number }> {
+  const port = await freePort();
+  const child = fork(fileURLToPath(new URL('./hop-floor-server.js', import.meta.url)), [role, String(port), target], { stdio: 'inherit' });
+  floorProcesses.push(child);
+  await new Promise<void>((resolve, reject) => {
+    child.once('message', () => resolve());
+    child.once('exit', (code) => reject(new Error(`hop-floor ${role} exited with ${code}`)));
+  });
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid! };
+}
+
+/** POSTs a JSON body and answers the JSON reply. */
+async function postJson<T>(url: string, body: unknown): Promise<T> {
+  const response = await request(url, {
+    dispatcher: agent,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return (await response.body.json()) as T;
+}
 const cluster = new LocalCluster({
   rootDir: dir,
   distDir: join(repoRoot, 'dist'),
@@ -73,7 +105,7 @@ try {
   const config = cluster.configClient();
   for (let i = 0; i < 50 && !(await config.leader()).self.isLeader; i++) await new Promise((r) => setTimeout(r, 100));
   const router = cluster.routerUrls[0]!;
-  const results: Array<{ what: string; router: number; raw: number; goal: number }> = [];
+  const results: Array<{ what: string; router: number; floor: number; raw: number; goal: number }> = [];
   const pid = (name: string) => () => [cluster.node(name).process!.pid!];
   const cpu = new ProcessCpu({
     client: () => [process.pid],
@@ -84,10 +116,16 @@ try {
   });
   const cpuRows: Array<{ what: string; per: string; spent: Map<string, number | undefined>; count: number }> = [];
   /** Runs `work` and records the CPU each process group spent on it per unit of `count`. */
-  const measured = async <T>(what: string, per: string, work: () => Promise<T>, count: (result: T) => number): Promise<T> => {
-    const before = cpu.snapshot();
+  const measured = async <T>(
+    what: string,
+    per: string,
+    work: () => Promise<T>,
+    count: (result: T) => number,
+    meter: ProcessCpu = cpu,
+  ): Promise<T> => {
+    const before = meter.snapshot();
     const result = await work();
-    cpuRows.push({ what, per, spent: cpu.since(before), count: count(result) });
+    cpuRows.push({ what, per, spent: meter.since(before), count: count(result) });
     return result;
   };
 
@@ -99,6 +137,16 @@ try {
   await admin.end();
   const raw = new pg.Pool({ connectionString: rawUrl, max: CONCURRENCY });
   const pattern = parseShardKeyPattern({ k: 1 });
+
+  // The floor: a relay where the router is and stores where the shards are, over bench_raw.
+  const stores = await Promise.all(Array.from({ length: FLOOR_STORES }, () => startFloorServer('store', rawUrl)));
+  const relay = await startFloorServer('relay', stores.map((s) => s.url).join(','));
+  const floorCpu = new ProcessCpu({
+    client: () => [process.pid],
+    router: () => [relay.pid],
+    shards: () => stores.map((s) => s.pid),
+    postgres: ProcessCpu.postgres(join(dir, 'postgres', 'data')),
+  });
 
   for (const batch of [1, 100]) {
     const ns = `bench.docs${batch}`;
@@ -141,7 +189,28 @@ try {
         }),
       (r) => r.documents,
     );
-    results.push({ what: `insert, batches of ${batch}`, router: viaRouter.rate, raw: rawRate.rate, goal: batch === 1 ? 0.3 : 0.5 });
+
+    // Its keys start past the other run's, so the two runs' rows never share an id.
+    const keyBase = batch === 1 ? 1_000_000_000 : 0;
+    const floor = await measured(
+      `insert via floor, batches of ${batch}`,
+      'document',
+      () =>
+        throughput(batch, async (first, count) => {
+          const documents = Array.from({ length: count }, (_, i) => documentFor(keyBase + first + i));
+          const answer = await postJson<{ insertedCount?: number }>(`${relay.url}/insert`, { documents });
+          if (answer.insertedCount !== count) throw new Error(`floor insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+        }),
+      (r) => r.documents,
+      floorCpu,
+    );
+    results.push({
+      what: `insert, batches of ${batch}`,
+      router: viaRouter.rate,
+      floor: floor.rate,
+      raw: rawRate.rate,
+      goal: batch === 1 ? 0.3 : 0.5,
+    });
   }
 
   // Point reads by shard key: through the router, and straight from the owning shard.
@@ -188,15 +257,27 @@ try {
         }),
       (l) => l.length,
     ),
+    floor: await measured(
+      'point read via floor',
+      'read',
+      () =>
+        timed(async (k) => {
+          const answer = await postJson<{ cursor: { firstBatch: unknown[] } }>(`${relay.url}/find`, { filter: { k } });
+          if (answer.cursor.firstBatch.length !== 1)
+            throw new Error(`floor read of k=${k} found ${answer.cursor.firstBatch.length} documents`);
+        }),
+      (l) => l.length,
+      floorCpu,
+    ),
   };
   await raw.end();
 
   console.log(`\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run, ~200 B documents, hashed shard key over 3 shards\n`);
-  console.log('what                        router docs/s   raw pg docs/s   ratio   goal');
+  console.log('what                        router docs/s   floor docs/s   raw pg docs/s   ratio   floor ratio   goal');
   for (const r of results) {
     const ratio = r.router / r.raw;
     console.log(
-      `${r.what.padEnd(27)} ${r.router.toFixed(0).padStart(13)}   ${r.raw.toFixed(0).padStart(13)}   ${ratio.toFixed(2).padStart(5)}   >= ${r.goal} ${ratio >= r.goal ? 'met' : 'NOT met'}`,
+      `${r.what.padEnd(27)} ${r.router.toFixed(0).padStart(13)}   ${r.floor.toFixed(0).padStart(12)}   ${r.raw.toFixed(0).padStart(13)}   ${ratio.toFixed(2).padStart(5)}   ${(r.floor / r.raw).toFixed(2).padStart(11)}   >= ${r.goal} ${ratio >= r.goal ? 'met' : 'NOT met'}`,
     );
   }
   for (const [where, values] of Object.entries(latencies)) {
@@ -206,7 +287,9 @@ try {
       `point read by shard key via ${where.padEnd(6)}: p50 ${p50.toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms over ${values.length} reads${where === 'router' ? ` (goal p50 <= 2 ms: ${p50 <= 2 ? 'met' : 'NOT met'})` : ''}`,
     );
   }
-  console.log('\nCPU ms spent per document or read, by process (from /proc; the machine has 2 cores shared by all of them):');
+  console.log(
+    '\nCPU ms spent per document or read, by process (from /proc; the machine has 2 cores shared by all of them; for the floor, router is the relay and shards the stores):',
+  );
   const groups = ['client', 'router', 'shards', 'config', 'postgres'];
   console.log(`${'what'.padEnd(36)}${groups.map((g) => g.padStart(9)).join('')}    total`);
   for (const row of cpuRows) {
@@ -216,6 +299,7 @@ try {
     console.log(`${`${row.what} (per ${row.per})`.padEnd(36)}${figures.map(cell).join('')}${cell(total)}`);
   }
 } finally {
+  for (const child of floorProcesses) child.kill('SIGTERM');
   await cluster.stop();
   await agent.close();
   rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,75 @@
+import Fastify from 'fastify';
+import pg from 'pg';
+import { Agent, request } from 'undici';
+
+/**
+ * The server side of bench:crud's floor: the cluster's two HTTP hops with nothing else. A relay
+ * (where the router sits) parses the request, splits the documents by `k` over the stores and
+ * forwards them; a store (where a shard sits) writes its documents with the raw baseline's one
+ * statement. No versions, no validation, no Extended JSON, no signatures: what any router and
+ * shard written on Node's HTTP stack would pay on this machine before doing their work.
+ *
+ *   node hop-floor-server.js store <port> <database url>
+ *   node hop-floor-server.js relay <port> <store url>,<store url>,...
+ */
+const [role, portText, target] = process.argv.slice(2);
+const port = Number(portText);
+const app = Fastify({ bodyLimit: 64 * 1024 * 1024 });
+
+interface Document {
+  k: number;
+  [field: string]: unknown;
+}
+
+if (role === 'store') {
+  const pool = new pg.Pool({ connectionString: target, max: 16 });
+  const table = `floor_${port}`;
+  await pool.query(`CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`);
+  await pool.query(`CREATE INDEX ON ${table} (shard_key)`);
+  app.post('/insert', async (req) => {
+    const { documents } = req.body as { documents: Document[] };
+    const keys = documents.map((d) => Buffer.from(String(d.k)));
+    const texts = documents.map((d) => JSON.stringify(d));
+    await pool.query(
+      `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
+      [keys, keys, texts, texts.map((t) => t.length)],
+    );
+    return { n: documents.length };
+  });
+  app.post('/find', async (req) => {
+    const { k } = req.body as { k: number };
+    const { rows } = await pool.query(`SELECT doc FROM ${table} WHERE shard_key = $1`, [Buffer.from(String(k))]);
+    return { documents: rows.map((r: { doc: unknown }) => r.doc) };
+  });
+} else if (role === 'relay') {
+  const stores = target!.split(',');
+  const agent = new Agent({ connections: 32 });
+  const call = async (store: string, path: string, body: unknown) => {
+    const response = await request(`${store}${path}`, {
+      dispatcher: agent,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return (await response.body.json()) as { n: number; documents: unknown[] };
+  };
+  app.post('/insert', async (req) => {
+    const { documents } = req.body as { documents: Document[] };
+    const byStore = stores.map(() => [] as Document[]);
+    for (const document of documents) byStore[document.k % stores.length]!.push(document);
+    const answers = await Promise.all(
+      stores.map((store, i) => (byStore[i]!.length === 0 ? { n: 0 } : call(store, '/insert', { documents: byStore[i] }))),
+    );
+    return { insertedCount: answers.reduce((sum, a) => sum + a.n, 0) };
+  });
+  app.post('/find', async (req) => {
+    const { filter } = req.body as { filter: { k: number } };
+    const answer = await call(stores[filter.k % stores.length]!, '/find', { k: filter.k });
+    return { cursor: { id: '0', firstBatch: answer.documents } };
+  });
+} else {
+  throw new Error(`unknown role ${role}: expected store or relay`);
+}
+
+await app.listen({ port, host: '127.0.0.1' });
+process.send?.('listening');
