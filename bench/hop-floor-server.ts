@@ -5,8 +5,9 @@ import { Agent, request } from 'undici';
 /**
  * The server side of bench:crud's floor: the cluster's two HTTP hops with nothing else. A relay
  * (where the router sits) parses the request, splits the documents by `k` over the stores and
- * forwards them; a store (where a shard sits) writes its documents with the raw baseline's one
- * statement. No versions, no validation, no Extended JSON, no signatures: what any router and
+ * forwards them, group-committed per store as the router's insert coalescer does (while one
+ * insert to a store is under way, the documents that arrive for it wait and go together); a
+ * store (where a shard sits) writes its documents with the raw baseline's one statement. No versions, no validation, no Extended JSON, no signatures: what any router and
  * shard written on Node's HTTP stack would pay on this machine before doing their work.
  *
  *   node hop-floor-server.js store <port> <database url>
@@ -53,14 +54,37 @@ if (role === 'store') {
     });
     return (await response.body.json()) as { n: number; documents: unknown[] };
   };
+  /** One insert in flight per store; what arrives meanwhile waits and goes as one request. */
+  const lanes = stores.map((url) => ({
+    url,
+    busy: false,
+    waiting: [] as Array<{ documents: Document[]; done: (error?: unknown) => void }>,
+  }));
+  const drain = (lane: (typeof lanes)[number]) => {
+    if (lane.busy || lane.waiting.length === 0) return;
+    const group = lane.waiting.splice(0);
+    lane.busy = true;
+    call(lane.url, '/insert', { documents: group.flatMap((w) => w.documents) })
+      .then(
+        () => group.forEach((w) => w.done()),
+        (error: unknown) => group.forEach((w) => w.done(error)),
+      )
+      .finally(() => {
+        lane.busy = false;
+        drain(lane);
+      });
+  };
+  const insert = (lane: (typeof lanes)[number], documents: Document[]) =>
+    new Promise<number>((resolve, reject) => {
+      lane.waiting.push({ documents, done: (error) => (error === undefined ? resolve(documents.length) : reject(error)) });
+      drain(lane);
+    });
   app.post('/insert', async (req) => {
     const { documents } = req.body as { documents: Document[] };
     const byStore = stores.map(() => [] as Document[]);
     for (const document of documents) byStore[document.k % stores.length]!.push(document);
-    const answers = await Promise.all(
-      stores.map((store, i) => (byStore[i]!.length === 0 ? { n: 0 } : call(store, '/insert', { documents: byStore[i] }))),
-    );
-    return { insertedCount: answers.reduce((sum, a) => sum + a.n, 0) };
+    const counts = await Promise.all(lanes.map((lane, i) => (byStore[i]!.length === 0 ? 0 : insert(lane, byStore[i]!))));
+    return { insertedCount: counts.reduce((sum, n) => sum + n, 0) };
   });
   app.post('/find', async (req) => {
     const { filter } = req.body as { filter: { k: number } };
