@@ -27,6 +27,8 @@ import { ProcessCpu } from './process-cpu.js';
  * routing, versioning, validation or storage work: the most a router and shards can reach here.
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
+/** Each run first goes this long unmeasured: processes just started run their first seconds several times slower (JIT, caches). */
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const READS = Number(process.env.BENCH_READS ?? 2_000);
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -38,25 +40,37 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-/** Runs `insert` from `CONCURRENCY` loops for `SECONDS`; answers documents written per second and how many. */
+/**
+ * Runs `insert` from `CONCURRENCY` loops for `WARMUP_SECONDS`, then calls `begin` and measures
+ * for `SECONDS`: answers the documents written per second, and how many, from the inserts that
+ * completed after `begin`.
+ */
 async function throughput(
   batch: number,
   insert: (first: number, count: number) => Promise<void>,
+  begin: () => void,
 ): Promise<{ rate: number; documents: number }> {
   let next = 0;
   let written = 0;
-  const deadline = performance.now() + SECONDS * 1000;
+  let measuredFrom: number | undefined;
+  const warm = setTimeout(() => {
+    begin();
+    measuredFrom = performance.now();
+  }, WARMUP_SECONDS * 1000);
+  const deadline = performance.now() + (WARMUP_SECONDS + SECONDS) * 1000;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (performance.now() < deadline) {
         const first = next;
         next += batch;
         await insert(first, batch);
-        written += batch;
+        if (measuredFrom !== undefined) written += batch;
       }
     }),
   );
-  return { rate: written / SECONDS, documents: written };
+  clearTimeout(warm);
+  if (measuredFrom === undefined) throw new Error('the warm-up outlasted the run');
+  return { rate: written / ((performance.now() - measuredFrom) / 1000), documents: written };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
@@ -115,16 +129,18 @@ try {
     postgres: ProcessCpu.postgres(join(dir, 'postgres', 'data')),
   });
   const cpuRows: Array<{ what: string; per: string; spent: Map<string, number | undefined>; count: number }> = [];
-  /** Runs `work` and records the CPU each process group spent on it per unit of `count`. */
+  /** Runs `work` and records the CPU each process group spent on it per unit of `count`, from the moment `work` calls `begin`. */
   const measured = async <T>(
     what: string,
     per: string,
-    work: () => Promise<T>,
+    work: (begin: () => void) => Promise<T>,
     count: (result: T) => number,
     meter: ProcessCpu = cpu,
   ): Promise<T> => {
-    const before = meter.snapshot();
-    const result = await work();
+    let before = meter.snapshot();
+    const result = await work(() => {
+      before = meter.snapshot();
+    });
     cpuRows.push({ what, per, spent: meter.since(before), count: count(result) });
     return result;
   };
@@ -154,18 +170,22 @@ try {
     const viaRouter = await measured(
       `insert via router, batches of ${batch}`,
       'document',
-      () =>
-        throughput(batch, async (first, count) => {
-          const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
-          const response = await request(`${router}/v1/bench/docs${batch}/insert`, {
-            dispatcher: agent,
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ documents, ordered: false }),
-          });
-          const answer = (await response.body.json()) as { insertedCount?: number };
-          if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
-        }),
+      (begin) =>
+        throughput(
+          batch,
+          async (first, count) => {
+            const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
+            const response = await request(`${router}/v1/bench/docs${batch}/insert`, {
+              dispatcher: agent,
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ documents, ordered: false }),
+            });
+            const answer = (await response.body.json()) as { insertedCount?: number };
+            if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+          },
+          begin,
+        ),
       (r) => r.documents,
     );
 
@@ -175,18 +195,27 @@ try {
     const rawRate = await measured(
       `insert raw pg, batches of ${batch}`,
       'document',
-      () =>
-        throughput(batch, async (first, count) => {
-          const rows = Array.from({ length: count }, (_, i) => {
-            const document = { _id: first + i, ...documentFor(first + i) };
-            const text = JSON.stringify(toExtendedJsonObject(document));
-            return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
-          });
-          await raw.query(
-            `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
-            [0, 1, 2, 3].map((column) => rows.map((row) => row[column])),
-          );
-        }),
+      (begin) =>
+        throughput(
+          batch,
+          async (first, count) => {
+            const rows = Array.from({ length: count }, (_, i) => {
+              const document = { _id: first + i, ...documentFor(first + i) };
+              const text = JSON.stringify(toExtendedJsonObject(document));
+              return [
+                Buffer.from(encodeKey([document._id])),
+                Buffer.from(encodeKey(extractShardKey(pattern, document))),
+                text,
+                text.length,
+              ];
+            });
+            await raw.query(
+              `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
+              [0, 1, 2, 3].map((column) => rows.map((row) => row[column])),
+            );
+          },
+          begin,
+        ),
       (r) => r.documents,
     );
 
@@ -195,12 +224,16 @@ try {
     const floor = await measured(
       `insert via floor, batches of ${batch}`,
       'document',
-      () =>
-        throughput(batch, async (first, count) => {
-          const documents = Array.from({ length: count }, (_, i) => documentFor(keyBase + first + i));
-          const answer = await postJson<{ insertedCount?: number }>(`${relay.url}/insert`, { documents });
-          if (answer.insertedCount !== count) throw new Error(`floor insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
-        }),
+      (begin) =>
+        throughput(
+          batch,
+          async (first, count) => {
+            const documents = Array.from({ length: count }, (_, i) => documentFor(keyBase + first + i));
+            const answer = await postJson<{ insertedCount?: number }>(`${relay.url}/insert`, { documents });
+            if (answer.insertedCount !== count) throw new Error(`floor insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+          },
+          begin,
+        ),
       (r) => r.documents,
       floorCpu,
     );
@@ -222,7 +255,10 @@ try {
     (await config.listShards()).map((s) => [s.name, new ShardClient(s.url, { clusterKey: cluster.clusterKey, dispatcher: agent })]),
   );
   const keys = Array.from({ length: READS }, () => Math.floor(Math.random() * 10_000));
-  const timed = async (read: (k: number) => Promise<void>): Promise<number[]> => {
+  /** Reads every key of `keys` one after the other, after a tenth as many unmeasured reads; answers each read's latency. */
+  const timed = async (read: (k: number) => Promise<void>, begin: () => void): Promise<number[]> => {
+    for (const k of keys.slice(0, Math.ceil(keys.length / 10))) await read(k);
+    begin();
     const latencies: number[] = [];
     for (const k of keys) {
       const started = performance.now();
@@ -235,7 +271,7 @@ try {
     router: await measured(
       'point read via router',
       'read',
-      () =>
+      (begin) =>
         timed(async (k) => {
           const response = await request(`${router}/v1/bench/docs100/find`, {
             dispatcher: agent,
@@ -244,35 +280,37 @@ try {
             body: JSON.stringify({ filter: { k } }),
           });
           await response.body.text();
-        }),
+        }, begin),
       (l) => l.length,
     ),
     shard: await measured(
       'point read from the shard',
       'read',
-      () =>
+      (begin) =>
         timed(async (k) => {
           const owner = info.table.chunkFor(extractShardKey(info.keyPattern, { k })).shard;
           await shards.get(owner)!.find({ ns, shardVersion: info.table.shardVersion(owner), filter: { k } });
-        }),
+        }, begin),
       (l) => l.length,
     ),
     floor: await measured(
       'point read via floor',
       'read',
-      () =>
+      (begin) =>
         timed(async (k) => {
           const answer = await postJson<{ cursor: { firstBatch: unknown[] } }>(`${relay.url}/find`, { filter: { k } });
           if (answer.cursor.firstBatch.length !== 1)
             throw new Error(`floor read of k=${k} found ${answer.cursor.firstBatch.length} documents`);
-        }),
+        }, begin),
       (l) => l.length,
       floorCpu,
     ),
   };
   await raw.end();
 
-  console.log(`\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run, ~200 B documents, hashed shard key over 3 shards\n`);
+  console.log(
+    `\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run after ${WARMUP_SECONDS} s of warm-up, ~200 B documents, hashed shard key over 3 shards\n`,
+  );
   console.log('what                        router docs/s   floor docs/s   raw pg docs/s   ratio   floor ratio   goal');
   for (const r of results) {
     const ratio = r.router / r.raw;
