@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
+import { poolQuery } from '@tessera/platform';
 import { compileProjection, compileSort, parseFilter } from '@tessera/query';
 import { scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
@@ -159,7 +160,8 @@ export class CursorManager {
           // read the whole primary key index alongside a narrow shard key range.
           const params = after === null ? [...where.params, PAGE_ROWS] : [...where.params, after, PAGE_ROWS];
           const resume = after === null ? '' : ` AND id > $${params.length - 1}`;
-          const rows: Array<{ id: Buffer; shard_key: Buffer; doc: unknown }> = await dataSource.query(
+          const rows = await poolQuery<{ id: Buffer; shard_key: Buffer; doc: unknown }>(
+            dataSource,
             `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT $${params.length}`,
             params,
           );
@@ -195,7 +197,8 @@ export class CursorManager {
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
   ): Promise<Cursor> {
-    const rows: Array<{ shard_key: Buffer; doc: unknown }> = await this.dataSource.query(
+    const rows = await poolQuery<{ shard_key: Buffer; doc: unknown }>(
+      this.dataSource,
       `SELECT shard_key, doc FROM ${handle.table} WHERE ${where.sql}`,
       where.params,
     );

@@ -112,14 +112,26 @@ describe('inserting documents', () => {
 describe('the one-statement insert and its fallback', () => {
   it('inserts a batch without conflicts in one statement, outside any transaction', async () => {
     const handle = { ...(await collection({ x: 1 })), indexes: [] };
+    // The statement goes to the pool underneath TypeORM (poolQuery), not through a QueryRunner.
+    const pool = (db.dataSource.driver as unknown as { master: { query(sql: string, parameters: unknown[]): Promise<unknown> } }).master;
+    const poolQuery = vi.spyOn(pool, 'query');
     const query = vi.spyOn(db.dataSource, 'query');
     const transaction = vi.spyOn(db.dataSource, 'transaction');
     try {
-      const result = await store.insert(handle, [{ _id: 1, x: 1 }, { _id: 2, x: 2 }], { ordered: true, generateId });
+      const result = await store.insert(
+        handle,
+        [
+          { _id: 1, x: 1 },
+          { _id: 2, x: 2 },
+        ],
+        { ordered: true, generateId },
+      );
       expect(result.insertedCount).toBe(2);
-      expect(query).toHaveBeenCalledTimes(1);
+      expect(poolQuery).toHaveBeenCalledTimes(1);
+      expect(query).not.toHaveBeenCalled();
       expect(transaction).not.toHaveBeenCalled();
     } finally {
+      poolQuery.mockRestore();
       query.mockRestore();
       transaction.mockRestore();
     }

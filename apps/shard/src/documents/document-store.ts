@@ -11,6 +11,7 @@ import {
   fromExtendedJsonObject,
   toExtendedJsonObject,
 } from '@tessera/core';
+import { poolQuery } from '@tessera/platform';
 import { prepareInsert } from '@tessera/query';
 import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
@@ -135,7 +136,8 @@ export class DocumentStore {
     if (handle.indexes !== undefined && handle.indexes.length > 0) return undefined;
     let returned: unknown[];
     try {
-      returned = await this.dataSource.query(
+      returned = await poolQuery(
+        this.dataSource,
         `INSERT INTO ${handle.table} (id, shard_key, doc, size)
          SELECT id, shard_key, doc, size FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[]) WITH ORDINALITY AS u(id, shard_key, doc, size, n)
          WHERE NOT EXISTS (SELECT 1 FROM indexes i JOIN collections c ON c.uuid = i.collection_uuid WHERE c.table_name = $5)
@@ -258,10 +260,10 @@ export class DocumentStore {
   }
 }
 
-/** Postgres' unique_violation, as the driver reports it (TypeORM wraps it in QueryFailedError). */
+/** Postgres' unique_violation, from the driver (`poolQuery`) or wrapped by TypeORM in a QueryFailedError. */
 function isUniqueViolation(error: unknown): boolean {
-  const driverError = (error as { driverError?: { code?: unknown } } | null)?.driverError;
-  return driverError?.code === '23505';
+  const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
+  return (driverError as { code?: unknown } | null)?.code === '23505';
 }
 
 function duplicateKey(handle: CollectionHandle, row: PreparedRow, idTaken: boolean): ErrorEnvelope {
