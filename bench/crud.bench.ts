@@ -167,74 +167,45 @@ try {
   for (const batch of [1, 100]) {
     const ns = `bench.docs${batch}`;
     await config.shardCollection({ ns, key: { k: 'hashed' } });
-    const viaRouter = await measured(
-      `insert via router, batches of ${batch}`,
-      'document',
-      (begin) =>
-        throughput(
-          batch,
-          async (first, count) => {
-            const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
-            const response = await request(`${router}/v1/bench/docs${batch}/insert`, {
-              dispatcher: agent,
-              method: 'POST',
-              headers: { 'content-type': 'application/json' },
-              body: JSON.stringify({ documents, ordered: false }),
-            });
-            const answer = (await response.body.json()) as { insertedCount?: number };
-            if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
-          },
-          begin,
-        ),
-      (r) => r.documents,
-    );
+    /** Measures `insert` from `CONCURRENCY` loops after the warm-up, with the CPU `meter` saw meanwhile. */
+    const insertRun = (what: string, insert: (first: number, count: number) => Promise<void>, meter: ProcessCpu = cpu) =>
+      measured(
+        `insert ${what}, batches of ${batch}`,
+        'document',
+        (begin) => throughput(batch, insert, begin),
+        (r) => r.documents,
+        meter,
+      );
+    const viaRouter = await insertRun('via router', async (first, count) => {
+      const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
+      const answer = await postJson<{ insertedCount?: number }>(`${router}/v1/bench/docs${batch}/insert`, { documents, ordered: false });
+      if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+    });
 
     const table = `raw${batch}`;
     await raw.query(`CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`);
     await raw.query(`CREATE INDEX ON ${table} (shard_key)`);
-    const rawRate = await measured(
-      `insert raw pg, batches of ${batch}`,
-      'document',
-      (begin) =>
-        throughput(
-          batch,
-          async (first, count) => {
-            const rows = Array.from({ length: count }, (_, i) => {
-              const document = { _id: first + i, ...documentFor(first + i) };
-              const text = JSON.stringify(toExtendedJsonObject(document));
-              return [
-                Buffer.from(encodeKey([document._id])),
-                Buffer.from(encodeKey(extractShardKey(pattern, document))),
-                text,
-                text.length,
-              ];
-            });
-            await raw.query(
-              `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
-              [0, 1, 2, 3].map((column) => rows.map((row) => row[column])),
-            );
-          },
-          begin,
-        ),
-      (r) => r.documents,
-    );
+    const rawRate = await insertRun('raw pg', async (first, count) => {
+      const rows = Array.from({ length: count }, (_, i) => {
+        const document = { _id: first + i, ...documentFor(first + i) };
+        const text = JSON.stringify(toExtendedJsonObject(document));
+        return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
+      });
+      await raw.query(
+        `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
+        [0, 1, 2, 3].map((column) => rows.map((row) => row[column])),
+      );
+    });
 
     // Its keys start past the other run's, so the two runs' rows never share an id.
     const keyBase = batch === 1 ? 1_000_000_000 : 0;
-    const floor = await measured(
-      `insert via floor, batches of ${batch}`,
-      'document',
-      (begin) =>
-        throughput(
-          batch,
-          async (first, count) => {
-            const documents = Array.from({ length: count }, (_, i) => documentFor(keyBase + first + i));
-            const answer = await postJson<{ insertedCount?: number }>(`${relay.url}/insert`, { documents });
-            if (answer.insertedCount !== count) throw new Error(`floor insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
-          },
-          begin,
-        ),
-      (r) => r.documents,
+    const floor = await insertRun(
+      'via floor',
+      async (first, count) => {
+        const documents = Array.from({ length: count }, (_, i) => documentFor(keyBase + first + i));
+        const answer = await postJson<{ insertedCount?: number }>(`${relay.url}/insert`, { documents });
+        if (answer.insertedCount !== count) throw new Error(`floor insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+      },
       floorCpu,
     );
     results.push({
