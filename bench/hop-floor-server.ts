@@ -7,8 +7,9 @@ import { Agent, request } from 'undici';
  * (where the router sits) parses the request, splits the documents by `k` over the stores and
  * forwards them, group-committed per store as the router's insert coalescer does (while one
  * insert to a store is under way, the documents that arrive for it wait and go together); a
- * store (where a shard sits) writes its documents with the raw baseline's one statement. No versions, no validation, no Extended JSON, no signatures: what any router and
- * shard written on Node's HTTP stack would pay on this machine before doing their work.
+ * store (where a shard sits) writes its documents with the raw baseline's one statement. No
+ * versions, no validation, no Extended JSON, no signatures: what any router and shard written
+ * on Node's HTTP stack would pay on this machine before doing their work.
  *
  *   node hop-floor-server.js store <port> <database url>
  *   node hop-floor-server.js relay <port> <store url>,<store url>,...
