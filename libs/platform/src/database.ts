@@ -111,6 +111,17 @@ export async function poolQuery<T>(dataSource: DataSource, sql: string, paramete
   return (await pool.query(sql, parameters)).rows;
 }
 
+/**
+ * The code of a database failure: the SQLSTATE (or a Node socket error code) of the driver's
+ * error, thrown as it is (`poolQuery`, a pg client) or wrapped by TypeORM in a QueryFailedError
+ * (`driverError`). Undefined for anything else.
+ */
+export function databaseErrorCode(error: unknown): string | undefined {
+  const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
+  const code = (driverError as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 /** SQLSTATE classes of failures that another attempt may not meet: connection, transaction rollback (deadlock, serialization), resources, operator intervention. */
 const TRANSIENT_SQLSTATE = /^(08|40|53|57P)/;
 const TRANSIENT_NODE_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE']);
@@ -121,8 +132,7 @@ const TRANSIENT_NODE_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT'
  * again. False for everything else, bugs included.
  */
 export function isTransientDatabaseError(error: unknown): boolean {
-  const driverError = (error as { driverError?: unknown }).driverError ?? error;
-  const code = (driverError as { code?: unknown }).code;
-  if (typeof code !== 'string') return false;
+  const code = databaseErrorCode(error);
+  if (code === undefined) return false;
   return TRANSIENT_SQLSTATE.test(code) || TRANSIENT_NODE_ERRORS.has(code);
 }

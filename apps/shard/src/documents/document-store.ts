@@ -11,7 +11,7 @@ import {
   fromExtendedJsonObject,
   toExtendedJsonObject,
 } from '@tessera/core';
-import { poolQuery } from '@tessera/platform';
+import { databaseErrorCode, poolQuery } from '@tessera/platform';
 import { prepareInsert } from '@tessera/query';
 import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
@@ -262,8 +262,7 @@ export class DocumentStore {
 
 /** Postgres' unique_violation, from the driver (`poolQuery`) or wrapped by TypeORM in a QueryFailedError. */
 function isUniqueViolation(error: unknown): boolean {
-  const driverError = (error as { driverError?: unknown } | null)?.driverError ?? error;
-  return (driverError as { code?: unknown } | null)?.code === '23505';
+  return databaseErrorCode(error) === '23505';
 }
 
 function duplicateKey(handle: CollectionHandle, row: PreparedRow, idTaken: boolean): ErrorEnvelope {

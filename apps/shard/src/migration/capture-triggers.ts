@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { TesseraError } from '@tessera/core';
+import { databaseErrorCode } from '@tessera/platform';
 import { captureTriggerName } from './migration-registry.js';
 
 /** How long a CREATE or DROP TRIGGER may wait in a table's lock queue before it gives up and retries. */
@@ -21,7 +22,7 @@ const CREATE_LOCK_TIMEOUT_UNDER_AUTOVACUUM_MS = 5_000;
 
 /** Postgres' lock_not_available: a lock_timeout ran out. */
 function isLockTimeout(error: unknown): boolean {
-  return (error as { code?: string }).code === '55P03' || (error as { driverError?: { code?: string } }).driverError?.code === '55P03';
+  return databaseErrorCode(error) === '55P03';
 }
 
 /**
@@ -33,7 +34,8 @@ function isLockTimeout(error: unknown): boolean {
  * `TRIGGER_LOCK_TIMEOUT_MS` and tries again: a creation every `CREATE_RETRY_MS` for up to
  * `CREATE_DEADLINE_MS` (then the donation fails, retryably); a drop every `DROP_RETRY_MS` until
  * it succeeds. Autovacuum is the exception (see `CREATE_LOCK_TIMEOUT_UNDER_AUTOVACUUM_MS`): a
- * creation waits long enough for Postgres to cancel it, a drop waits until it is done. Meanwhile a trigger left to drop may still capture a write in the range (the range
+ * creation waits long enough for Postgres to cancel it, a drop waits until it is done.
+ * Meanwhile a trigger left to drop may still capture a write in the range (the range
  * deleter's, say): such rows belong to no running migration and go with the trigger.
  */
 export class CaptureTriggers {

@@ -3,6 +3,7 @@ import { Readable, Writable } from 'node:stream';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { TesseraError } from '@tessera/core';
+import { databaseErrorCode } from '@tessera/platform';
 import { transferLines } from '@tessera/protocol';
 
 /**
@@ -51,7 +52,7 @@ export async function copyRowsIn(runner: QueryRunner, table: string, text: strin
   try {
     await pipeline(Readable.from([Buffer.from(text, 'utf8')]), client.query(copyFrom(`COPY ${table} (${COLUMNS}) FROM STDIN`)));
   } catch (error) {
-    if ((error as { code?: string }).code === '23505') {
+    if (databaseErrorCode(error) === '23505') {
       throw new TesseraError('DUPLICATE_KEY', `a document of the incoming range of ${ns} has an _id that this shard already holds in another range`, {
         details: { ns },
       });
