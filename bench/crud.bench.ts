@@ -238,42 +238,36 @@ try {
     }
     return latencies;
   };
+  /** Measures `read` over every key after the warm-up reads, with the CPU `meter` saw meanwhile. */
+  const readRun = (what: string, read: (k: number) => Promise<void>, meter: ProcessCpu = cpu) =>
+    measured(
+      `point read ${what}`,
+      'read',
+      (begin) => timed(read, begin),
+      (l) => l.length,
+      meter,
+    );
   const latencies = {
-    router: await measured(
-      'point read via router',
-      'read',
-      (begin) =>
-        timed(async (k) => {
-          const response = await request(`${router}/v1/bench/docs100/find`, {
-            dispatcher: agent,
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ filter: { k } }),
-          });
-          await response.body.text();
-        }, begin),
-      (l) => l.length,
-    ),
-    shard: await measured(
-      'point read from the shard',
-      'read',
-      (begin) =>
-        timed(async (k) => {
-          const owner = info.table.chunkFor(extractShardKey(info.keyPattern, { k })).shard;
-          await shards.get(owner)!.find({ ns, shardVersion: info.table.shardVersion(owner), filter: { k } });
-        }, begin),
-      (l) => l.length,
-    ),
-    floor: await measured(
-      'point read via floor',
-      'read',
-      (begin) =>
-        timed(async (k) => {
-          const answer = await postJson<{ cursor: { firstBatch: unknown[] } }>(`${relay.url}/find`, { filter: { k } });
-          if (answer.cursor.firstBatch.length !== 1)
-            throw new Error(`floor read of k=${k} found ${answer.cursor.firstBatch.length} documents`);
-        }, begin),
-      (l) => l.length,
+    router: await readRun('via router', async (k) => {
+      const response = await request(`${router}/v1/bench/docs100/find`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ filter: { k } }),
+      });
+      await response.body.text();
+    }),
+    shard: await readRun('from the shard', async (k) => {
+      const owner = info.table.chunkFor(extractShardKey(info.keyPattern, { k })).shard;
+      await shards.get(owner)!.find({ ns, shardVersion: info.table.shardVersion(owner), filter: { k } });
+    }),
+    floor: await readRun(
+      'via floor',
+      async (k) => {
+        const answer = await postJson<{ cursor: { firstBatch: unknown[] } }>(`${relay.url}/find`, { filter: { k } });
+        if (answer.cursor.firstBatch.length !== 1)
+          throw new Error(`floor read of k=${k} found ${answer.cursor.firstBatch.length} documents`);
+      },
       floorCpu,
     ),
   };
