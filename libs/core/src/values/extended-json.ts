@@ -82,7 +82,10 @@ function copyPlainJson(json: unknown): unknown {
       if (!isPlainObject(json)) return NOT_PLAIN;
       const source = json as Record<string, unknown>;
       const keys = Object.keys(source);
-      // A `$` field may make this object a wrapper ({"$oid": ...}): bson reads it, with what is inside.
+      // `{"$oid": ...}` is in nearly every document (the generated `_id`): built as bson's codec
+      // builds it (`new ObjectId(doc.$oid)`, its error included), without printing and parsing.
+      if (keys.length === 1 && keys[0] === '$oid' && typeof source['$oid'] === 'string') return new ObjectId(source['$oid']);
+      // Any other `$` field may make this object a wrapper: bson reads it, with what is inside.
       if (keys.some((key) => key.startsWith('$'))) return deserializeWithBson(source);
       const out: Record<string, unknown> = {};
       for (const key of keys) {
