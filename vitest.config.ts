@@ -20,7 +20,7 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'tools/**/*.spec.ts', 'test/**/*.spec.ts', 'loadtests/**/*.spec.ts'],
+    include: ['apps/**/*.spec.ts', 'bench/**/*.spec.ts', 'libs/**/*.spec.ts', 'tools/**/*.spec.ts', 'test/**/*.spec.ts', 'loadtests/**/*.spec.ts'],
     testTimeout: 30_000,
     hookTimeout: 120_000,
     globalSetup: ['./test/global-setup.ts'],

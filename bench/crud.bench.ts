@@ -10,6 +10,7 @@ import { ShardClient } from '@tessera/protocol';
 import { CatalogCache } from '@tessera/routing';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
 import { ProcessCpu } from './process-cpu.js';
+import { isSteady } from './steady-state.js';
 
 /**
  * bench:crud — on a local cluster of real processes (3 shards, 1 router, one embedded Postgres
@@ -27,8 +28,11 @@ import { ProcessCpu } from './process-cpu.js';
  * routing, versioning, validation or storage work: the most a router and shards can reach here.
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
-/** Each run first goes this long unmeasured: processes just started run their first seconds several times slower (JIT, caches). */
-const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+/** Warm-up windows: of throughput, in seconds; of point reads, in reads. */
+const WINDOW_SECONDS = 3;
+const READ_WINDOW = 300;
+/** Each run first goes unmeasured until its figure stops climbing (see steady-state.ts), for this long at the most. */
+const WARMUP_MAX_SECONDS = Number(process.env.BENCH_WARMUP_MAX_SECONDS ?? 90);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const READS = Number(process.env.BENCH_READS ?? 2_000);
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -40,37 +44,55 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** How a run's warm-up went: its length and each window's figure, printed with the results. */
+interface Warmup {
+  seconds: number;
+  windows: string[];
+  steady: boolean;
+}
+const warmups: Array<{ what: string; warmup: Warmup }> = [];
+
 /**
- * Runs `insert` from `CONCURRENCY` loops for `WARMUP_SECONDS`, then calls `begin` and measures
- * for `SECONDS`: answers the documents written per second, and how many, from the inserts that
- * completed after `begin`.
+ * Runs `insert` from `CONCURRENCY` loops in windows of `WINDOW_SECONDS` until the rate is steady
+ * (or `WARMUP_MAX_SECONDS` have passed), then calls `begin` and measures for `SECONDS`: answers
+ * the documents written per second, and how many, from the inserts that completed after `begin`.
  */
 async function throughput(
   batch: number,
   insert: (first: number, count: number) => Promise<void>,
   begin: () => void,
-): Promise<{ rate: number; documents: number }> {
+): Promise<{ rate: number; documents: number; warmup: Warmup }> {
   let next = 0;
-  let written = 0;
+  let completed = 0;
   let measuredFrom: number | undefined;
-  const warm = setTimeout(() => {
-    begin();
-    measuredFrom = performance.now();
-  }, WARMUP_SECONDS * 1000);
-  const deadline = performance.now() + (WARMUP_SECONDS + SECONDS) * 1000;
-  await Promise.all(
+  let stopAt = Infinity;
+  const started = performance.now();
+  const rates: number[] = [];
+  const loops = Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
-      while (performance.now() < deadline) {
+      while (performance.now() < stopAt) {
         const first = next;
         next += batch;
         await insert(first, batch);
-        if (measuredFrom !== undefined) written += batch;
+        completed += batch;
       }
     }),
   );
-  clearTimeout(warm);
-  if (measuredFrom === undefined) throw new Error('the warm-up outlasted the run');
-  return { rate: written / ((performance.now() - measuredFrom) / 1000), documents: written };
+  while (measuredFrom === undefined) {
+    const windowStart = performance.now();
+    const before = completed;
+    await new Promise((resolve) => setTimeout(resolve, WINDOW_SECONDS * 1000));
+    rates.push((completed - before) / ((performance.now() - windowStart) / 1000));
+    if (isSteady(rates) || performance.now() - started >= WARMUP_MAX_SECONDS * 1000) {
+      begin();
+      completed = 0;
+      measuredFrom = performance.now();
+      stopAt = measuredFrom + SECONDS * 1000;
+    }
+  }
+  await loops;
+  const warmup = { seconds: (measuredFrom - started) / 1000, windows: rates.map((r) => r.toFixed(0)), steady: isSteady(rates) };
+  return { rate: completed / ((performance.now() - measuredFrom) / 1000), documents: completed, warmup };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
@@ -172,7 +194,11 @@ try {
       measured(
         `insert ${what}, batches of ${batch}`,
         'document',
-        (begin) => throughput(batch, insert, begin),
+        async (begin) => {
+          const result = await throughput(batch, insert, begin);
+          warmups.push({ what: `insert ${what}, batches of ${batch}`, warmup: result.warmup });
+          return result;
+        },
         (r) => r.documents,
         meter,
       );
@@ -225,25 +251,52 @@ try {
   const shards = new Map(
     (await config.listShards()).map((s) => [s.name, new ShardClient(s.url, { clusterKey: cluster.clusterKey, dispatcher: agent })]),
   );
-  const keys = Array.from({ length: READS }, () => Math.floor(Math.random() * 10_000));
-  /** Reads every key of `keys` one after the other, after a tenth as many unmeasured reads; answers each read's latency. */
-  const timed = async (read: (k: number) => Promise<void>, begin: () => void): Promise<number[]> => {
-    for (const k of keys.slice(0, Math.ceil(keys.length / 10))) await read(k);
-    begin();
+  const randomKey = () => Math.floor(Math.random() * 10_000);
+  const keys = Array.from({ length: READS }, randomKey);
+  /** Answers the latency of each read of `ks`, made one after the other. */
+  const latenciesOf = async (read: (k: number) => Promise<void>, ks: readonly number[]): Promise<number[]> => {
     const latencies: number[] = [];
-    for (const k of keys) {
+    for (const k of ks) {
       const started = performance.now();
       await read(k);
       latencies.push(performance.now() - started);
     }
     return latencies;
   };
+  /**
+   * Reads random keys in windows of `READ_WINDOW` until the p50 is steady (or `WARMUP_MAX_SECONDS`
+   * have passed), then calls `begin` and reads every key of `keys` one after the other; answers
+   * each measured read's latency.
+   */
+  const timed = async (what: string, read: (k: number) => Promise<void>, begin: () => void): Promise<number[]> => {
+    const started = performance.now();
+    const p50s: number[] = [];
+    do {
+      const window = await latenciesOf(read, Array.from({ length: READ_WINDOW }, randomKey));
+      p50s.push(
+        percentile(
+          window.sort((a, b) => a - b),
+          50,
+        ),
+      );
+    } while (!isSteady(p50s.map((p50) => 1 / p50)) && performance.now() - started < WARMUP_MAX_SECONDS * 1000);
+    warmups.push({
+      what,
+      warmup: {
+        seconds: (performance.now() - started) / 1000,
+        windows: p50s.map((p50) => `${p50.toFixed(2)} ms`),
+        steady: isSteady(p50s.map((p50) => 1 / p50)),
+      },
+    });
+    begin();
+    return latenciesOf(read, keys);
+  };
   /** Measures `read` over every key after the warm-up reads, with the CPU `meter` saw meanwhile. */
   const readRun = (what: string, read: (k: number) => Promise<void>, meter: ProcessCpu = cpu) =>
     measured(
       `point read ${what}`,
       'read',
-      (begin) => timed(read, begin),
+      (begin) => timed(`point read ${what}`, read, begin),
       (l) => l.length,
       meter,
     );
@@ -274,8 +327,17 @@ try {
   await raw.end();
 
   console.log(
-    `\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run after ${WARMUP_SECONDS} s of warm-up, ~200 B documents, hashed shard key over 3 shards\n`,
+    `\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run once its warm-up is steady, ~200 B documents, hashed shard key over 3 shards\n`,
   );
+  console.log(
+    `warm-ups (windows of ${WINDOW_SECONDS} s or ${READ_WINDOW} reads, until none of the last 3 beat the best before by 3%; at most ${WARMUP_MAX_SECONDS} s):`,
+  );
+  for (const { what, warmup } of warmups) {
+    console.log(
+      `  ${what}: ${warmup.seconds.toFixed(0)} s${warmup.steady ? '' : ' (NOT steady: cut at the limit)'}: ${warmup.windows.join(', ')}`,
+    );
+  }
+  console.log('');
   console.log('what                        router docs/s   floor docs/s   raw pg docs/s   ratio   floor ratio   goal');
   for (const r of results) {
     const ratio = r.router / r.raw;
