@@ -1,5 +1,7 @@
 import { shardMigrations } from '@tessera/migrations';
 import { runMigrations, runNode } from '@tessera/platform';
+import { dataHotRoutes } from './documents/data.routes.js';
+import { ShardDataService } from './documents/shard-data.service.js';
 import { ShardModule } from './shard.module.js';
 import { shardSettingsSchema } from './shard.settings.js';
 
@@ -11,4 +13,5 @@ await runNode({
     if (applied.length > 0) logger.info({ applied }, `applied ${applied.length} shard migration(s)`);
   },
   module: (settings, logger) => ShardModule.forRoot(settings, logger),
+  hotRoutes: (app) => dataHotRoutes(app.get(ShardDataService)),
 });

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import { guardInternalRoutes } from './cluster-auth.guard.js';
 import { HealthService } from './health.js';
+import { type HotRoute, serveHotRoutes } from './hot-routes.js';
 import { PinoNestLogger, createLogger } from './logger.js';
 import { MetricsService } from './metrics.js';
 import { TesseraExceptionFilter } from './error.filter.js';
@@ -25,6 +26,8 @@ export interface NodeDefinition<S extends z.ZodObject> {
   /** Work before the app starts, e.g. migrations; its failure stops the process. */
   prepare?: (settings: Readonly<z.output<S>>, logger: Logger) => Promise<void>;
   module: (settings: Readonly<z.output<S>>, logger: Logger) => DynamicModule;
+  /** The data path's routes that Fastify serves outside Nest's pipeline (see `HotRoute`). */
+  hotRoutes?: (app: NestFastifyApplication) => readonly HotRoute[];
 }
 
 export interface RunningNode {
@@ -81,11 +84,9 @@ export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<
     });
     app.useGlobalFilters(new TesseraExceptionFilter(logger));
     instrument(app, app.get(MetricsService));
-    guardInternalRoutes(
-      app.getHttpAdapter().getInstance(),
-      app.get(VectorClockService),
-      (settings as unknown as { TESSERA_CLUSTER_KEY: string }).TESSERA_CLUSTER_KEY,
-    );
+    const clusterKey = (settings as unknown as { TESSERA_CLUSTER_KEY: string }).TESSERA_CLUSTER_KEY;
+    guardInternalRoutes(app.getHttpAdapter().getInstance(), app.get(VectorClockService), clusterKey);
+    if (definition.hotRoutes !== undefined) serveHotRoutes(app, definition.hotRoutes(app), clusterKey, logger);
     await app.listen({ port: common.TESSERA_PORT, host: common.TESSERA_HOST });
     logger.info({ url, role: definition.role }, `tessera ${definition.role} listening on ${url}`);
     handleSignals(app, logger, common.TESSERA_SHUTDOWN_TIMEOUT_MS, common.TESSERA_STOP_ON_STDIN_CLOSE);

@@ -27,27 +27,39 @@ export class ClusterAuthGuard implements CanActivate {
   ) {}
 
   canActivate(context: ExecutionContext): boolean {
-    const request = context.switchToHttp().getRequest<FastifyRequest & { rawBody?: Buffer }>();
-    const header = (name: string) => {
-      const value = request.headers[name];
-      return Array.isArray(value) ? value[0] : value;
-    };
-    const result = verifyRequest(
+    verifyInternalRequest(
+      context.switchToHttp().getRequest<FastifyRequest & { rawBody?: Buffer }>(),
       this.settings.TESSERA_CLUSTER_KEY,
-      {
-        method: request.method,
-        pathWithQuery: request.url,
-        body: request.rawBody ?? '',
-        date: header(DATE_HEADER),
-        signature: header(SIGNATURE_HEADER),
-        signed: Object.fromEntries(SIGNED_HEADERS.map((name) => [name, header(name)])),
-      },
-      Date.now(),
+      this.clock,
     );
-    if (!result.ok) throw new TesseraError('UNAUTHORIZED', `internal request refused: ${result.reason}`);
-    this.clock.advance(vectorTimeFromHeaders(request.headers));
     return true;
   }
+}
+
+/**
+ * The guard's check, for routes served outside Nest too: throws `UNAUTHORIZED` unless the
+ * request carries a valid HMAC of itself made with the cluster key; then advances the clock
+ * from the request's vector time.
+ */
+export function verifyInternalRequest(request: FastifyRequest & { rawBody?: Buffer }, clusterKey: string, clock: VectorClockService): void {
+  const header = (name: string) => {
+    const value = request.headers[name];
+    return Array.isArray(value) ? value[0] : value;
+  };
+  const result = verifyRequest(
+    clusterKey,
+    {
+      method: request.method,
+      pathWithQuery: request.url,
+      body: request.rawBody ?? '',
+      date: header(DATE_HEADER),
+      signature: header(SIGNATURE_HEADER),
+      signed: Object.fromEntries(SIGNED_HEADERS.map((name) => [name, header(name)])),
+    },
+    Date.now(),
+  );
+  if (!result.ok) throw new TesseraError('UNAUTHORIZED', `internal request refused: ${result.reason}`);
+  clock.advance(vectorTimeFromHeaders(request.headers));
 }
 
 /**

@@ -18,31 +18,34 @@ export class TesseraExceptionFilter implements ExceptionFilter {
     // GraphQL and socket.io errors are their transports' to render: returning nothing rethrows.
     if (host.getType() !== 'http') return;
     const http = host.switchToHttp();
-    const request = http.getRequest<FastifyRequest>();
-    const reply = http.getResponse<FastifyReply>();
-    const error = this.toTesseraError(exception, request);
-    const status = httpStatusFor(error.code);
-    if (status >= 500 && error.code === 'INTERNAL') {
-      this.logger.error({ reqId: request.id, err: exception, url: request.url }, 'unexpected error');
-    }
-    void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(renderError(error.toEnvelope(), request.url));
+    sendError(http.getRequest<FastifyRequest>(), http.getResponse<FastifyReply>(), exception, this.logger);
   }
+}
 
-  private toTesseraError(exception: unknown, request: FastifyRequest): TesseraError {
-    if (exception instanceof TesseraError) return exception;
-    const status = statusOf(exception);
-    const message = exception instanceof Error ? exception.message : String(exception);
-    if (status === 404) {
-      return new TesseraError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
-    }
-    if (status === 413) return new TesseraError('DOCUMENT_TOO_LARGE', `request body too large: ${message}`);
-    if (status !== undefined && status >= 400 && status < 500) {
-      return new TesseraError('BAD_VALUE', `bad request: ${message}`);
-    }
-    return new TesseraError('INTERNAL', `internal error; correlation id ${request.id}`, {
-      details: { correlationId: request.id },
-    });
+/** Answers `exception` as the filter does, for routes served outside Nest too. */
+export function sendError(request: FastifyRequest, reply: FastifyReply, exception: unknown, logger: Logger): void {
+  const error = toTesseraError(exception, request);
+  const status = httpStatusFor(error.code);
+  if (status >= 500 && error.code === 'INTERNAL') {
+    logger.error({ reqId: request.id, err: exception, url: request.url }, 'unexpected error');
   }
+  void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(renderError(error.toEnvelope(), request.url));
+}
+
+function toTesseraError(exception: unknown, request: FastifyRequest): TesseraError {
+  if (exception instanceof TesseraError) return exception;
+  const status = statusOf(exception);
+  const message = exception instanceof Error ? exception.message : String(exception);
+  if (status === 404) {
+    return new TesseraError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
+  }
+  if (status === 413) return new TesseraError('DOCUMENT_TOO_LARGE', `request body too large: ${message}`);
+  if (status !== undefined && status >= 400 && status < 500) {
+    return new TesseraError('BAD_VALUE', `bad request: ${message}`);
+  }
+  return new TesseraError('INTERNAL', `internal error; correlation id ${request.id}`, {
+    details: { correlationId: request.id },
+  });
 }
 
 function statusOf(exception: unknown): number | undefined {

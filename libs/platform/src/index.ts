@@ -13,3 +13,4 @@ export * from './validation.js';
 export * from './periodic.js';
 export * from './internal-clients.js';
 export * from './vector-clock.service.js';
+export * from './hot-routes.js';

@@ -6,8 +6,6 @@ import {
   deleteBodySchema,
   distinctBodySchema,
   findAndModifyBodySchema,
-  findBodySchema,
-  insertBodySchema,
   updateBodySchema,
 } from '../api/request-schemas.js';
 import { QueryService } from '../reads/query.service.js';
@@ -15,7 +13,8 @@ import { WriteService } from '../writes/write.service.js';
 
 /**
  * CRUD commands on one collection, MongoDB's command names under `/v1/{db}/{coll}`. Bodies and
- * answers are Extended JSON. The index routes (`/v1/{db}/{coll}/indexes`) are IndexesController's.
+ * answers are Extended JSON. Insert and find are served outside Nest (`collectionHotRoutes`); the
+ * index routes (`/v1/{db}/{coll}/indexes`) are IndexesController's.
  */
 @Controller('v1/:db/:coll')
 export class CollectionController {
@@ -23,18 +22,6 @@ export class CollectionController {
     private readonly writes: WriteService,
     private readonly queries: QueryService,
   ) {}
-
-  @Post('insert')
-  @HttpCode(200)
-  insert(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.writes.insert(namespaceOf(db, coll), parseWith(insertBodySchema, body, 'insert request'));
-  }
-
-  @Post('find')
-  @HttpCode(200)
-  find(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.queries.find(namespaceOf(db, coll), parseWith(findBodySchema, body ?? {}, 'find request'));
-  }
 
   @Post('update')
   @HttpCode(200)

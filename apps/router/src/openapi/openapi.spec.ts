@@ -2,13 +2,17 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { PATH_METADATA, METHOD_METADATA } from '@nestjs/common/constants.js';
 import { RequestMethod } from '@nestjs/common';
 import { describe, expect, it } from 'vitest';
+import { collectionHotRoutes } from '../controllers/collection.routes.js';
+import type { QueryService } from '../reads/query.service.js';
 import { ROUTER_CONTROLLERS } from '../router.module.js';
+import type { WriteService } from '../writes/write.service.js';
 import { renderDocsPage } from './docs-page.js';
 import { buildOpenApiDocument, describedRoutes } from './openapi-document.js';
 
-/** `METHOD /path/{param}` for every handler of the router's controllers, read from Nest's metadata. */
+/** `METHOD /path/{param}` for every handler of the router's controllers, read from Nest's metadata, and every hot route. */
 function registeredRoutes(): string[] {
-  const routes: string[] = [];
+  const hot = collectionHotRoutes({} as WriteService, {} as QueryService);
+  const routes = hot.map((route) => `POST ${route.url.replace(/:(\w+)/g, '{$1}')}`);
   for (const controller of ROUTER_CONTROLLERS) {
     const base = String(Reflect.getMetadata(PATH_METADATA, controller) ?? '');
     for (const name of Object.getOwnPropertyNames(controller.prototype)) {

@@ -7,7 +7,6 @@ import type {
   DeleteCommandResult,
   DropIndexesResult,
   FindAndModifyResult,
-  InsertCommandResult,
   ListedIndex,
   UpdateCommandResult,
 } from '@tessera/protocol';
@@ -16,23 +15,11 @@ import { ShardDataService } from './shard-data.service.js';
 const killCursorsSchema = z.strictObject({ cursorIds: z.array(z.string()).max(10_000) });
 const refreshSchema = z.strictObject({ ns: z.string() });
 
-/** The versioned data commands routers send; validation happens in the service. */
+/** The versioned data commands routers send, but for insert and find (`dataHotRoutes`); validation happens in the service. */
 @Controller('internal/data')
 @UseGuards(ClusterAuthGuard)
 export class DataController {
   constructor(private readonly data: ShardDataService) {}
-
-  @Post('insert')
-  @HttpCode(200)
-  insert(@Body() body: unknown): Promise<InsertCommandResult> {
-    return this.data.insert(body as never);
-  }
-
-  @Post('find')
-  @HttpCode(200)
-  find(@Body() body: unknown): Promise<CursorBatch> {
-    return this.data.find(body as never);
-  }
 
   @Post('getMore')
   @HttpCode(200)

