@@ -107,8 +107,22 @@ export async function queryRows<T>(db: Queryable, sql: string, parameters: unkno
  * QueryFailedError, with the driver's error in `driverError`).
  */
 export async function poolQuery<T>(dataSource: DataSource, sql: string, parameters: unknown[]): Promise<T[]> {
-  const pool = (dataSource.driver as unknown as { master: { query(sql: string, parameters: unknown[]): Promise<{ rows: T[] }> } }).master;
-  return (await pool.query(sql, parameters)).rows;
+  return (await poolStatement<T>(dataSource, { text: sql, values: parameters })).rows;
+}
+
+/**
+ * `poolQuery` for a statement that may be named, answering the rows and how many rows it
+ * inserted, updated or deleted. A named statement is parsed and planned once per connection and
+ * then only bound and executed: give the same name only to the same text.
+ */
+export async function poolStatement<T>(
+  dataSource: DataSource,
+  statement: { name?: string; text: string; values: unknown[] },
+): Promise<{ rows: T[]; rowCount: number }> {
+  const pool = (dataSource.driver as unknown as { master: { query(statement: object): Promise<{ rows: T[]; rowCount: number | null }> } })
+    .master;
+  const result = await pool.query(statement);
+  return { rows: result.rows, rowCount: result.rowCount ?? 0 };
 }
 
 /**

@@ -112,8 +112,8 @@ describe('inserting documents', () => {
 describe('the one-statement insert and its fallback', () => {
   it('inserts a batch without conflicts in one statement, outside any transaction', async () => {
     const handle = { ...(await collection({ x: 1 })), indexes: [] };
-    // The statement goes to the pool underneath TypeORM (poolQuery), not through a QueryRunner.
-    const pool = (db.dataSource.driver as unknown as { master: { query(sql: string, parameters: unknown[]): Promise<unknown> } }).master;
+    // The statement goes to the pool underneath TypeORM (poolStatement), not through a QueryRunner.
+    const pool = (db.dataSource.driver as unknown as { master: { query(statement: object): Promise<unknown> } }).master;
     const poolQuery = vi.spyOn(pool, 'query');
     const query = vi.spyOn(db.dataSource, 'query');
     const transaction = vi.spyOn(db.dataSource, 'transaction');

@@ -11,7 +11,7 @@ import {
   fromExtendedJsonObject,
   toExtendedJsonObject,
 } from '@tessera/core';
-import { databaseErrorCode, poolQuery } from '@tessera/platform';
+import { databaseErrorCode, poolStatement } from '@tessera/platform';
 import { prepareInsert } from '@tessera/query';
 import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
@@ -134,22 +134,22 @@ export class DocumentStore {
    */
   private async insertIfUnindexed(handle: CollectionHandle, rows: PreparedRow[]): Promise<Set<string> | undefined> {
     if (handle.indexes !== undefined && handle.indexes.length > 0) return undefined;
-    let returned: unknown[];
+    let inserted: number;
     try {
-      returned = await poolQuery(
-        this.dataSource,
-        `INSERT INTO ${handle.table} (id, shard_key, doc, size)
+      // Named: each connection parses and plans it once per table, then only binds and runs it.
+      ({ rowCount: inserted } = await poolStatement(this.dataSource, {
+        name: `insert_${handle.table}`,
+        text: `INSERT INTO ${handle.table} (id, shard_key, doc, size)
          SELECT id, shard_key, doc, size FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[]) WITH ORDINALITY AS u(id, shard_key, doc, size, n)
          WHERE NOT EXISTS (SELECT 1 FROM indexes i JOIN collections c ON c.uuid = i.collection_uuid WHERE c.table_name = $5)
-         ORDER BY n
-         RETURNING id`,
-        [rows.map((r) => r.id), rows.map((r) => r.shardKey), rows.map((r) => r.doc), rows.map((r) => r.size), handle.table],
-      );
+         ORDER BY n`,
+        values: [rows.map((r) => r.id), rows.map((r) => r.shardKey), rows.map((r) => r.doc), rows.map((r) => r.size), handle.table],
+      }));
     } catch (error) {
       if (isUniqueViolation(error)) return undefined;
       throw error;
     }
-    if (returned.length !== rows.length) return undefined;
+    if (inserted !== rows.length) return undefined;
     return new Set(rows.map((r) => `${r.index}`));
   }
 
@@ -260,7 +260,7 @@ export class DocumentStore {
   }
 }
 
-/** Postgres' unique_violation, from the driver (`poolQuery`) or wrapped by TypeORM in a QueryFailedError. */
+/** Postgres' unique_violation, from the driver (`poolStatement`) or wrapped by TypeORM in a QueryFailedError. */
 function isUniqueViolation(error: unknown): boolean {
   return databaseErrorCode(error) === '23505';
 }
