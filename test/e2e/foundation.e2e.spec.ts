@@ -223,7 +223,10 @@ describe('failures and shutdown', () => {
     }
     expect(shard1).toMatchObject({ reachable: false });
     expect(shard1?.lastError).toMatch(/ECONNREFUSED|ECONNRESET|UND_ERR/);
-    expect(cluster.node('config').tail.some((l) => l.includes('shard shard1 is unreachable'))).toBe(true);
+    // The line is written as the state changes, but reaches the launcher through the process's stdout pipe, after listShards may have answered.
+    const logged = () => cluster.node('config').tail.some((l) => l.includes('shard shard1 is unreachable'));
+    for (let i = 0; i < 50 && !logged(); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(logged()).toBe(true);
   });
 
   it('sees the shard reachable again after a restart on its old data', async () => {
