@@ -26,11 +26,11 @@ describe('hot routes (served by Fastify outside Nest)', () => {
     serveHotRoutes(
       app,
       [
-        { url: '/internal/echo', internal: true, handle: (body) => (calls.push(body), { echoed: body }) },
-        { url: '/internal/refuse', internal: true, handle: fail(new TesseraError('STALE_CONFIG', 'behind', { details: { ns: 'a.b' } })) },
-        { url: '/v1/:db/refuse', internal: false, handle: fail(new TesseraError('BAD_VALUE', 'bad filter')) },
-        { url: '/v1/:db/crash', internal: false, handle: fail(new Error('boom')) },
-        { url: '/v1/:db/params', internal: false, handle: (_body, params) => params },
+        { url: '/internal/echo', handle: (body) => (calls.push(body), { echoed: body }) },
+        { url: '/internal/refuse', handle: fail(new TesseraError('STALE_CONFIG', 'behind', { details: { ns: 'a.b' } })) },
+        { url: '/v1/:db/refuse', handle: fail(new TesseraError('BAD_VALUE', 'bad filter')) },
+        { url: '/v1/:db/crash', handle: fail(new Error('boom')) },
+        { url: '/v1/:db/params', handle: (_body, params) => params },
       ],
       KEY,
       pino({ level: 'silent' }),

@@ -10,15 +10,14 @@ import { VectorClockService } from './vector-clock.service.js';
  * (execution context, guards and interceptors consumers, pipes, response controller). Every
  * process on this machine wakes cold for each request, so a request's cost follows the code it
  * runs through: the data path keeps to the code its work needs. What Nest gives every route is
- * kept: an internal route is verified as `ClusterAuthGuard` verifies, errors are answered as
+ * kept: an internal route (under `/internal/`, the rule every internal hook and error answer
+ * follows) is verified as `ClusterAuthGuard` verifies, errors are answered as
  * `TesseraExceptionFilter` answers them, and the app's Fastify hooks (request id, metrics,
  * response signature) run as for any route.
  */
 export interface HotRoute {
   /** Fastify's pattern, e.g. `/v1/:db/:coll/insert`. */
   readonly url: string;
-  /** True for a signed route between nodes (`/internal/...`). */
-  readonly internal: boolean;
   /** Answers the JSON body of the reply; throws a `TesseraError` (anything else is `INTERNAL`). */
   readonly handle: (body: unknown, params: Readonly<Record<string, string>>) => unknown;
 }
@@ -28,9 +27,10 @@ export function serveHotRoutes(app: NestFastifyApplication, routes: readonly Hot
   const fastify = app.getHttpAdapter().getInstance();
   const clock = app.get(VectorClockService);
   for (const route of routes) {
+    const internal = route.url.startsWith('/internal/');
     fastify.post(route.url, async (request: FastifyRequest & { rawBody?: Buffer }, reply) => {
       try {
-        if (route.internal) verifyInternalRequest(request, clusterKey, clock);
+        if (internal) verifyInternalRequest(request, clusterKey, clock);
         return await route.handle(request.body, request.params as Record<string, string>);
       } catch (error) {
         sendError(request, reply, error, logger);

@@ -14,12 +14,12 @@ export function collectionHotRoutes(writes: WriteService, queries: QueryService)
   return [
     {
       url: '/v1/:db/:coll/insert',
-      internal: false,
+
       handle: (body, { db, coll }) => writes.insert(namespaceOf(db!, coll!), parseWith(insertBodySchema, body, 'insert request')),
     },
     {
       url: '/v1/:db/:coll/find',
-      internal: false,
+
       handle: (body, { db, coll }) => queries.find(namespaceOf(db!, coll!), parseWith(findBodySchema, body ?? {}, 'find request')),
     },
   ];

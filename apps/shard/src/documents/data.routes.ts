@@ -7,7 +7,7 @@ import type { ShardDataService } from './shard-data.service.js';
  */
 export function dataHotRoutes(data: ShardDataService): HotRoute[] {
   return [
-    { url: '/internal/data/insert', internal: true, handle: (body) => data.insert(body as never) },
-    { url: '/internal/data/find', internal: true, handle: (body) => data.find(body as never) },
+    { url: '/internal/data/insert', handle: (body) => data.insert(body as never) },
+    { url: '/internal/data/find', handle: (body) => data.find(body as never) },
   ];
 }
