@@ -52,16 +52,22 @@ interface Warmup {
 }
 const warmups: Array<{ what: string; warmup: Warmup }> = [];
 
+/** Records the warm-up of `what` that began at `started`: its windows' `scores` (higher is better), printed as `windows`. */
+function recordWarmup(what: string, started: number, scores: readonly number[], windows: string[]): void {
+  warmups.push({ what, warmup: { seconds: (performance.now() - started) / 1000, windows, steady: isSteady(scores) } });
+}
+
 /**
  * Runs `insert` from `CONCURRENCY` loops in windows of `WINDOW_SECONDS` until the rate is steady
  * (or `WARMUP_MAX_SECONDS` have passed), then calls `begin` and measures for `SECONDS`: answers
  * the documents written per second, and how many, from the inserts that completed after `begin`.
  */
 async function throughput(
+  what: string,
   batch: number,
   insert: (first: number, count: number) => Promise<void>,
   begin: () => void,
-): Promise<{ rate: number; documents: number; warmup: Warmup }> {
+): Promise<{ rate: number; documents: number }> {
   let next = 0;
   let completed = 0;
   let measuredFrom: number | undefined;
@@ -84,6 +90,12 @@ async function throughput(
     await new Promise((resolve) => setTimeout(resolve, WINDOW_SECONDS * 1000));
     rates.push((completed - before) / ((performance.now() - windowStart) / 1000));
     if (isSteady(rates) || performance.now() - started >= WARMUP_MAX_SECONDS * 1000) {
+      recordWarmup(
+        what,
+        started,
+        rates,
+        rates.map((r) => r.toFixed(0)),
+      );
       begin();
       completed = 0;
       measuredFrom = performance.now();
@@ -91,8 +103,7 @@ async function throughput(
     }
   }
   await loops;
-  const warmup = { seconds: (measuredFrom - started) / 1000, windows: rates.map((r) => r.toFixed(0)), steady: isSteady(rates) };
-  return { rate: completed / ((performance.now() - measuredFrom) / 1000), documents: completed, warmup };
+  return { rate: completed / ((performance.now() - measuredFrom) / 1000), documents: completed };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
@@ -190,18 +201,16 @@ try {
     const ns = `bench.docs${batch}`;
     await config.shardCollection({ ns, key: { k: 'hashed' } });
     /** Measures `insert` from `CONCURRENCY` loops after the warm-up, with the CPU `meter` saw meanwhile. */
-    const insertRun = (what: string, insert: (first: number, count: number) => Promise<void>, meter: ProcessCpu = cpu) =>
-      measured(
-        `insert ${what}, batches of ${batch}`,
+    const insertRun = (what: string, insert: (first: number, count: number) => Promise<void>, meter: ProcessCpu = cpu) => {
+      const label = `insert ${what}, batches of ${batch}`;
+      return measured(
+        label,
         'document',
-        async (begin) => {
-          const result = await throughput(batch, insert, begin);
-          warmups.push({ what: `insert ${what}, batches of ${batch}`, warmup: result.warmup });
-          return result;
-        },
+        (begin) => throughput(label, batch, insert, begin),
         (r) => r.documents,
         meter,
       );
+    };
     const viaRouter = await insertRun('via router', async (first, count) => {
       const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
       const answer = await postJson<{ insertedCount?: number }>(`${router}/v1/bench/docs${batch}/insert`, { documents, ordered: false });
@@ -271,6 +280,7 @@ try {
   const timed = async (what: string, read: (k: number) => Promise<void>, begin: () => void): Promise<number[]> => {
     const started = performance.now();
     const p50s: number[] = [];
+    const speeds: number[] = [];
     do {
       const window = await latenciesOf(read, Array.from({ length: READ_WINDOW }, randomKey));
       p50s.push(
@@ -279,15 +289,14 @@ try {
           50,
         ),
       );
-    } while (!isSteady(p50s.map((p50) => 1 / p50)) && performance.now() - started < WARMUP_MAX_SECONDS * 1000);
-    warmups.push({
+      speeds.push(1 / p50s[p50s.length - 1]!);
+    } while (!isSteady(speeds) && performance.now() - started < WARMUP_MAX_SECONDS * 1000);
+    recordWarmup(
       what,
-      warmup: {
-        seconds: (performance.now() - started) / 1000,
-        windows: p50s.map((p50) => `${p50.toFixed(2)} ms`),
-        steady: isSteady(p50s.map((p50) => 1 / p50)),
-      },
-    });
+      started,
+      speeds,
+      p50s.map((p50) => `${p50.toFixed(2)} ms`),
+    );
     begin();
     return latenciesOf(read, keys);
   };
