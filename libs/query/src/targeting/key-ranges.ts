@@ -13,9 +13,10 @@
  * `RoutingTable`, which wants keys of the pattern's arity, use `shardsForKeyRanges`.
  */
 import { MaxKey, MinKey } from 'bson';
-import { compareShardKeys, globalMaxKey, globalMinKey, hashShardKeyValue } from '@tessera/core';
+import { compareShardKeys, globalMaxKey, globalMinKey, hashShardKeyValue, typeBracketOf } from '@tessera/core';
 import type { ChunkRange, ShardKey, ShardKeyPattern, Value, ValueObject } from '@tessera/core';
 import { validateFilter } from '../filter/parse-filter.js';
+import { isDocument, isRegex } from '../values.js';
 import { FULL_INTERVALS, intersectIntervals, intervalsForCondition, isPoint, unionIntervals } from './value-intervals.js';
 import type { Interval, IntervalSet } from './value-intervals.js';
 
@@ -42,7 +43,30 @@ export function fullKeyRange(pattern: ShardKeyPattern): ChunkRange {
  */
 export function keyRangesForFilter(pattern: ShardKeyPattern, filter: unknown): ChunkRange[] {
   const normalized = validateFilter(filter, '');
+  const key = pointKeyOf(pattern, normalized);
+  if (key !== undefined) return [pointRange(key)];
   return intersectRangeSets(rangesForConjunction(pattern, normalized), [fullKeyRange(pattern)]);
+}
+
+/**
+ * The key a filter gives by plain equality on every field of the pattern, with no `$and` or
+ * `$or` that could narrow it further: the point query, whose ranges the general path would
+ * answer as `[pointRange(key)]` after building and intersecting intervals (MongoDB's targeting
+ * also tries the exact shard key first). Undefined when the general path is needed: an
+ * operator, an embedded document, an array or a regex on a key field, MinKey or MaxKey.
+ */
+function pointKeyOf(pattern: ShardKeyPattern, filter: ValueObject): ShardKey | undefined {
+  if (Object.hasOwn(filter, '$and') || Object.hasOwn(filter, '$or')) return undefined;
+  const key: Value[] = [];
+  for (const field of pattern.fields) {
+    if (!Object.hasOwn(filter, field.path)) return undefined;
+    const value = filter[field.path] as Value;
+    if (isDocument(value) || Array.isArray(value) || isRegex(value)) return undefined;
+    const bracket = typeBracketOf(value);
+    if (bracket === 'minKey' || bracket === 'maxKey') return undefined;
+    key.push(field.hashed ? hashShardKeyValue(value) : value);
+  }
+  return key;
 }
 
 /** True when the ranges are exactly the pattern's whole key space. Throws nothing for supported values. */
