@@ -28,9 +28,12 @@ import { isSteady } from './steady-state.js';
  * routing, versioning, validation or storage work: the most a router and shards can reach here.
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
-/** Warm-up windows: of throughput, in seconds; of point reads, in reads. */
+/**
+ * Warm-up windows, of throughput and of point reads alike. Reads come one at a time, a few
+ * hundred a second, so their code reaches the JIT's optimizing tier slowly (tens of seconds):
+ * shorter windows are noisy enough to look steady while the p50 is still falling.
+ */
 const WINDOW_SECONDS = 3;
-const READ_WINDOW = 300;
 /** Each run first goes unmeasured until its figure stops climbing (see steady-state.ts), for this long at the most. */
 const WARMUP_MAX_SECONDS = Number(process.env.BENCH_WARMUP_MAX_SECONDS ?? 90);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -42,6 +45,28 @@ const documentFor = (k: number) => ({ k, n: k, payload });
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Before the reads, the processes' summed CPU must fall under this many ms per second (the idle cluster spends 60-110)... */
+const SETTLE_QUIET_MS_PER_SECOND = 150;
+/** ...over a window this long, waiting this long at the most. */
+const SETTLE_WINDOW_SECONDS = 2;
+const SETTLE_MAX_SECONDS = Number(process.env.BENCH_SETTLE_MAX_SECONDS ?? 90);
+
+/**
+ * Waits until the processes `meter` sees spend less than `SETTLE_QUIET_MS_PER_SECOND` of CPU
+ * over a window (or `SETTLE_MAX_SECONDS` have passed); answers how long that took and the rate
+ * of the last window.
+ */
+async function settle(meter: ProcessCpu): Promise<{ seconds: number; rate: number; quiet: boolean }> {
+  const started = performance.now();
+  for (;;) {
+    const before = meter.snapshot();
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_WINDOW_SECONDS * 1000));
+    const rate = [...meter.since(before).values()].reduce<number>((sum, ms) => sum + (ms ?? 0), 0) / SETTLE_WINDOW_SECONDS;
+    const seconds = (performance.now() - started) / 1000;
+    if (rate < SETTLE_QUIET_MS_PER_SECOND || seconds >= SETTLE_MAX_SECONDS) return { seconds, rate, quiet: rate < SETTLE_QUIET_MS_PER_SECOND };
+  }
 }
 
 /** How a run's warm-up went: its length and each window's figure, printed with the results. */
@@ -154,13 +179,13 @@ try {
   const router = cluster.routerUrls[0]!;
   const results: Array<{ what: string; router: number; floor: number; raw: number; goal: number }> = [];
   const pid = (name: string) => () => [cluster.node(name).process!.pid!];
-  const cpu = new ProcessCpu({
-    client: () => [process.pid],
+  const clusterGroups = {
     router: pid('router0'),
     shards: () => ['shard0', 'shard1', 'shard2'].map((name) => cluster.node(name).process!.pid!),
     config: pid('config'),
     postgres: ProcessCpu.postgres(join(dir, 'postgres', 'data')),
-  });
+  };
+  const cpu = new ProcessCpu({ client: () => [process.pid], ...clusterGroups });
   const cpuRows: Array<{ what: string; per: string; spent: Map<string, number | undefined>; count: number }> = [];
   /** Runs `work` and records the CPU each process group spent on it per unit of `count`, from the moment `work` calls `begin`. */
   const measured = async <T>(
@@ -252,7 +277,12 @@ try {
     });
   }
 
-  // Point reads by shard key: through the router, and straight from the owning shard.
+  // Point reads by shard key: through the router, and straight from the owning shard, once the
+  // background work the inserts left behind (autovacuum of the loaded tables, auto-splits) is over.
+  const settled = await settle(new ProcessCpu({ ...clusterGroups, floor: () => [relay.pid, ...stores.map((s) => s.pid)] }));
+  console.log(
+    `  reads start after ${settled.seconds.toFixed(0)} s of settling: the cluster's background CPU fell to ${settled.rate.toFixed(0)} ms/s${settled.quiet ? '' : ` (NOT quiet: cut at ${SETTLE_MAX_SECONDS} s)`}`,
+  );
   const ns = 'bench.docs100';
   const cache = new CatalogCache(config);
   const info = await cache.getCollectionRoutingInfo(ns);
@@ -262,8 +292,13 @@ try {
   );
   const randomKey = () => Math.floor(Math.random() * 10_000);
   const keys = Array.from({ length: READS }, randomKey);
+  /** Random keys, for `seconds` from when the first is taken. */
+  function* randomKeysFor(seconds: number): Generator<number> {
+    const until = performance.now() + seconds * 1000;
+    while (performance.now() < until) yield randomKey();
+  }
   /** Answers the latency of each read of `ks`, made one after the other. */
-  const latenciesOf = async (read: (k: number) => Promise<void>, ks: readonly number[]): Promise<number[]> => {
+  const latenciesOf = async (read: (k: number) => Promise<void>, ks: Iterable<number>): Promise<number[]> => {
     const latencies: number[] = [];
     for (const k of ks) {
       const started = performance.now();
@@ -273,7 +308,7 @@ try {
     return latencies;
   };
   /**
-   * Reads random keys in windows of `READ_WINDOW` until the p50 is steady (or `WARMUP_MAX_SECONDS`
+   * Reads random keys in windows of `WINDOW_SECONDS` until the p50 is steady (or `WARMUP_MAX_SECONDS`
    * have passed), then calls `begin` and reads every key of `keys` one after the other; answers
    * each measured read's latency.
    */
@@ -282,7 +317,7 @@ try {
     const p50s: number[] = [];
     const speeds: number[] = [];
     do {
-      const window = await latenciesOf(read, Array.from({ length: READ_WINDOW }, randomKey));
+      const window = await latenciesOf(read, randomKeysFor(WINDOW_SECONDS));
       p50s.push(
         percentile(
           window.sort((a, b) => a - b),
@@ -339,7 +374,7 @@ try {
     `\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run once its warm-up is steady, ~200 B documents, hashed shard key over 3 shards\n`,
   );
   console.log(
-    `warm-ups (windows of ${WINDOW_SECONDS} s or ${READ_WINDOW} reads, until none of the last 3 beat the best before by 3%; at most ${WARMUP_MAX_SECONDS} s):`,
+    `warm-ups (windows of ${WINDOW_SECONDS} s, until none of the last 3 beat the best before by 3%; at most ${WARMUP_MAX_SECONDS} s):`,
   );
   for (const { what, warmup } of warmups) {
     console.log(
