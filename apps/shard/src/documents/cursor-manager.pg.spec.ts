@@ -68,6 +68,20 @@ describe('finding documents', () => {
     expect(found).toEqual(expected.map((x) => ({ x })));
   });
 
+  it('pages through every document of a shard key value held by more documents than a page', async () => {
+    // A point query's first page is a named statement; the pages after it resume after the last `_id`.
+    const uuid = randomUUID();
+    await new CollectionStorageService(db.dataSource).createCollection(uuid, { ns: 'db.tagged', keyPattern: { tag: 1 }, unique: false });
+    const tagged = { ns: 'db.tagged', table: tableName(uuid), pattern: parseShardKeyPattern({ tag: 1 }), owns: () => true };
+    const documents = Array.from({ length: COUNT }, (_, i) => ({ x: i, tag: i % 2 === 0 ? 'even' : 'odd' }));
+    await new DocumentStore(db.dataSource).insert(tagged, documents, { ordered: true, generateId: () => new ObjectId() });
+    for (const tag of ['odd', 'even', 'odd']) {
+      const found = await drain(await cursors.find(tagged, { filter: { tag }, batchSize: 1_200 }), 1_100);
+      const expected = Array.from({ length: COUNT }, (_, i) => i).filter((i) => (i % 2 === 0) === (tag === 'even'));
+      expect(xs(found).sort((a, b) => a - b)).toEqual(expected);
+    }
+  });
+
   it('never returns a document whose key this shard does not own', async () => {
     const below = Buffer.from(encodeKey([1_000]));
     const owning = { ...handle, owns: (key: Uint8Array) => Buffer.compare(Buffer.from(key), below) < 0 };

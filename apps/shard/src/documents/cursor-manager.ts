@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
-import { poolQuery } from '@tessera/platform';
+import { poolQuery, poolStatement } from '@tessera/platform';
 import { compileProjection, compileSort, parseFilter } from '@tessera/query';
 import { scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
@@ -140,7 +140,7 @@ export class CursorManager {
 
   private streamingCursor(
     handle: CollectionHandle,
-    where: { sql: string; params: unknown[] },
+    where: { sql: string; params: unknown[]; pointQuery: boolean },
     accept: (row: { shard_key: Buffer; doc: unknown }) => ValueObject | undefined,
     skip: number,
     limit: number | undefined,
@@ -158,13 +158,16 @@ export class CursorManager {
         while (!done && documents.length < count && remaining > 0) {
           // The first page has no lower bound on `id`: an `id > ''` condition would make Postgres
           // read the whole primary key index alongside a narrow shard key range.
-          const params = after === null ? [...where.params, PAGE_ROWS] : [...where.params, after, PAGE_ROWS];
-          const resume = after === null ? '' : ` AND id > $${params.length - 1}`;
-          const rows = await poolQuery<{ id: Buffer; shard_key: Buffer; doc: unknown }>(
-            dataSource,
-            `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT $${params.length}`,
-            params,
-          );
+          const params = after === null ? where.params : [...where.params, after];
+          const resume = after === null ? '' : ` AND id > $${params.length}`;
+          // A point query's first page is a named statement, parsed and planned once per connection.
+          // Its LIMIT is written out: with a parameter there, the plan made for any key assumes a
+          // limit of a tenth of the table and can walk the whole primary key in `id` order.
+          const { rows } = await poolStatement<{ id: Buffer; shard_key: Buffer; doc: unknown }>(dataSource, {
+            ...(where.pointQuery && after === null ? { name: `find_${handle.table}` } : {}),
+            text: `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}`,
+            values: params,
+          });
           if (rows.length < PAGE_ROWS) done = true;
           for (const row of rows) {
             after = row.id;

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { type ChunkRange, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
-import { type CompiledFilter, idEqualityFromFilter, keyRangesForFilter } from '@tessera/query';
+import { type CompiledFilter, idEqualityFromFilter, keyOfPointRange, keyRangesForFilter } from '@tessera/query';
 import type { CollectionHandle } from './document-store.js';
 import { indexRangesForFilter } from './index-keys.js';
 
@@ -13,11 +13,14 @@ export interface StoredDocument {
 
 /**
  * SQL conditions that narrow a scan to what a filter can match: the shard key ranges it implies
- * (btree on `shard_key`), an `_id` equality (primary key) and, when the handle lists secondary
- * indexes, the key ranges of one of them (a semi-join on its side table). Parameters start at $1.
- * `filter` is best the normalised one of a `CompiledFilter`, which is not validated again.
+ * (btree on `shard_key`; a single key is an equality, since stored keys have the pattern's
+ * arity), an `_id` equality (primary key) and, when the handle lists secondary indexes, the key
+ * ranges of one of them (a semi-join on its side table). Parameters start at $1. `pointQuery`
+ * says the conditions are that one shard key equality and nothing else: the point query, whose
+ * statement text is the same for every key. `filter` is best the normalised one of a
+ * `CompiledFilter`, which is not validated again.
  */
-export function scanConditions(handle: CollectionHandle, filter: ValueObject): { sql: string; params: unknown[] } {
+export function scanConditions(handle: CollectionHandle, filter: ValueObject): { sql: string; params: unknown[]; pointQuery: boolean } {
   const params: unknown[] = [];
   const parts: string[] = [];
   const id = idEqualityFromFilter(filter);
@@ -26,12 +29,18 @@ export function scanConditions(handle: CollectionHandle, filter: ValueObject): {
     parts.push(`id = $${params.length}`);
   }
   const ranges: ChunkRange[] = keyRangesForFilter(handle.pattern, filter);
-  if (ranges.length === 0) return { sql: 'false', params };
-  const rangeSql = ranges.map((range) => {
-    params.push(Buffer.from(encodeKey(range.min)), Buffer.from(encodeKey(range.max)));
-    return `(shard_key >= $${params.length - 1} AND shard_key < $${params.length})`;
-  });
-  parts.push(`(${rangeSql.join(' OR ')})`);
+  if (ranges.length === 0) return { sql: 'false', params, pointQuery: false };
+  const point = ranges.length === 1 ? keyOfPointRange(handle.pattern, ranges[0]!) : undefined;
+  if (point !== undefined) {
+    params.push(Buffer.from(encodeKey(point)));
+    parts.push(`shard_key = $${params.length}`);
+  } else {
+    const rangeSql = ranges.map((range) => {
+      params.push(Buffer.from(encodeKey(range.min)), Buffer.from(encodeKey(range.max)));
+      return `(shard_key >= $${params.length - 1} AND shard_key < $${params.length})`;
+    });
+    parts.push(`(${rangeSql.join(' OR ')})`);
+  }
   const index = bestIndex(handle, filter);
   if (index !== undefined) {
     const keySql = index.ranges.map((range) => {
@@ -40,7 +49,7 @@ export function scanConditions(handle: CollectionHandle, filter: ValueObject): {
     });
     parts.push(`id IN (SELECT id FROM ${index.table} WHERE ${keySql.length === 0 ? 'false' : keySql.join(' OR ')})`);
   }
-  return { sql: parts.join(' AND '), params };
+  return { sql: parts.join(' AND '), params, pointQuery: point !== undefined && parts.length === 1 };
 }
 
 /**

@@ -12,7 +12,7 @@ import {
 } from '@tessera/core';
 import type { ChunkRange, ShardKeyPattern, Value, ValueObject } from '@tessera/core';
 import { parseFilter } from '../filter/parse-filter.js';
-import { fullKeyRange, keyRangesForFilter, pointRange } from './key-ranges.js';
+import { fullKeyRange, keyOfPointRange, keyRangesForFilter, pointRange } from './key-ranges.js';
 import { targetShards } from './target-shards.js';
 
 const single = parseShardKeyPattern({ a: 1 });
@@ -69,6 +69,16 @@ describe('keyRangesForFilter', () => {
 
   it('$in [] matches nothing', () => {
     expect(keyRangesForFilter(single, { a: { $in: [] } })).toEqual([]);
+  });
+});
+
+describe('keyOfPointRange', () => {
+  it('answers the key of a point range of the pattern arity, and nothing for any other range', () => {
+    expect(keyOfPointRange(compound, pointRange([1, 'x']))).toEqual([1, 'x']);
+    expect(keyOfPointRange(compound, pointRange([1]))).toBeUndefined();
+    expect(keyOfPointRange(single, { min: [1], max: [2] })).toBeUndefined();
+    expect(keyOfPointRange(single, { min: [1], max: [2, new MinKey()] })).toBeUndefined();
+    expect(keyOfPointRange(compound, keyRangesForFilter(compound, { a: 1 })[0]!)).toBeUndefined();
   });
 });
 

@@ -28,6 +28,13 @@ export function pointRange(key: ShardKey): ChunkRange {
   return { min: key, max: [...key, new MinKey()] };
 }
 
+/** Returns the key a range holds alone, when it is `pointRange(key)` for a key of the pattern's arity; undefined otherwise. Throws nothing for supported values. */
+export function keyOfPointRange(pattern: ShardKeyPattern, range: ChunkRange): ShardKey | undefined {
+  const n = pattern.fields.length;
+  if (range.min.length !== n || range.max.length !== n + 1 || typeBracketOf(range.max[n] as Value) !== 'minKey') return undefined;
+  return compareShardKeys(range.min, range.max.slice(0, n)) === 0 ? range.min : undefined;
+}
+
 /** Returns the whole key space of a pattern, `[MinKey..., MaxKey...)`. Throws nothing. */
 export function fullKeyRange(pattern: ShardKeyPattern): ChunkRange {
   return { min: globalMinKey(pattern), max: globalMaxKey(pattern) };
