@@ -40,6 +40,20 @@ function postgresPids(dataDir: string): number[] {
   return [postmaster, ...children];
 }
 
+/**
+ * CPU time the whole machine has spent busy, all cores and every process and kernel thread
+ * together (user, nice, system, irq, softirq and steal from /proc/stat), in ms; undefined
+ * where /proc/stat cannot be read.
+ */
+export function machineBusyMillis(): number | undefined {
+  try {
+    const [, user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
+    return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
 export interface CpuGroups {
   /** Group name → pids, read again at each snapshot (Postgres backends come and go). */
   [group: string]: () => number[];
