@@ -14,12 +14,10 @@ export function collectionHotRoutes(writes: WriteService, queries: QueryService)
   return [
     {
       url: '/v1/:db/:coll/insert',
-
       handle: (body, { db, coll }) => writes.insert(namespaceOf(db!, coll!), parseWith(insertBodySchema, body, 'insert request')),
     },
     {
       url: '/v1/:db/:coll/find',
-
       handle: (body, { db, coll }) => queries.find(namespaceOf(db!, coll!), parseWith(findBodySchema, body ?? {}, 'find request')),
     },
   ];
