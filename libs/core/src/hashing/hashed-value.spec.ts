@@ -3,6 +3,7 @@
  * hashed indexes. All of the values in these tests have been determined experimentally.").
  */
 import { Binary, BSONRegExp, Double, Int32, Long, MaxKey, MinKey, ObjectId } from 'bson';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Value } from '../values/value.js';
 import { hash64, hashShardKeyValue, squashNumberForHash } from './hashed-value.js';
@@ -59,6 +60,14 @@ describe('hash64 matches MongoDB hasher_test.cpp', () => {
   ])('hashes %s', (_name, value, expected) => {
     expect(hash64(value)).toBe(expected);
     expect(hashShardKeyValue(value).toBigInt()).toBe(expected);
+  });
+
+  it('hashes a number as the int64 it squashes to (safe integers are written without a bigint)', () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.maxSafeInteger(), fc.double(), fc.integer()), (n) => {
+        expect(hash64(n)).toBe(hash64(squashNumberForHash(n)));
+      }),
+    );
   });
 
   it('returns the hash as a Long', () => {

@@ -16,7 +16,7 @@ import { ByteWriter } from '../keys/byte-writer.js';
 import { binaryBytes, CANONICAL_TYPE, numericValueOf, regexParts, typeBracketOf } from '../values/value.js';
 import type { Value, ValueArray, ValueObject } from '../values/value.js';
 import { encodeUtf8 } from '../values/utf8.js';
-import { md5 } from './md5.js';
+import { md5Words } from './md5.js';
 
 /** The seed MongoDB uses for hashed indexes and hashed shard keys. */
 export const HASHED_INDEX_SEED = 0;
@@ -31,23 +31,29 @@ const END_OF_OBJECT_TYPE = 0;
  * Throws `BAD_VALUE` for unsupported types (see `typeBracketOf`).
  */
 export function hashShardKeyValue(value: Value, seed: number = HASHED_INDEX_SEED): Long {
-  // From the two little-endian halves: no bigint on the way (this runs for every routed document).
-  const digest = hashDigest(value, seed);
-  const half = (at: number) => digest[at]! | (digest[at + 1]! << 8) | (digest[at + 2]! << 16) | (digest[at + 3]! << 24);
-  return Long.fromBits(half(0), half(4));
+  // The digest's first two little-endian words are the hash's halves: no bigint on the way.
+  const words = hashWords(value, seed);
+  return Long.fromBits(words[0]! | 0, words[1]! | 0);
 }
 
 /** Returns MongoDB's 64-bit hash of `value` with `seed` as a `bigint`. Throws as `hashShardKeyValue`. */
 export function hash64(value: Value, seed: number = HASHED_INDEX_SEED): bigint {
-  return new DataView(hashDigest(value, seed).buffer).getBigInt64(0, true);
+  const words = hashWords(value, seed);
+  return BigInt.asIntN(64, (BigInt(words[1]!) << 32n) | BigInt(words[0]!));
 }
 
-/** The MD5 digest whose first 8 bytes are the hash. Throws as `hashShardKeyValue`. */
-function hashDigest(value: Value, seed: number): Uint8Array {
-  const out = new ByteWriter(64);
-  out.int32LE(seed);
-  writeElement(out, value, undefined);
-  return md5(out.buffer().subarray(0, out.length));
+/**
+ * The hash input's bytes, reused by every call: this runs for every routed document, and the
+ * input is written and hashed before the next call can start (nothing here awaits).
+ */
+const input = new ByteWriter(64);
+
+/** The MD5 digest's words (see `md5Words`; overwritten by the next call), whose first two are the hash. Throws as `hashShardKeyValue`. */
+function hashWords(value: Value, seed: number): Uint32Array {
+  input.reset();
+  input.int32LE(seed);
+  writeElement(input, value, undefined);
+  return md5Words(input.buffer(), input.length);
 }
 
 /**
@@ -72,7 +78,7 @@ function writeElement(out: ByteWriter, value: Value, fieldName: string | undefin
     case 'null':
       return;
     case 'number':
-      return out.int64LE(squashNumberForHash(numericValueOf(value)));
+      return writeNumber(out, numericValueOf(value));
     case 'string': {
       const bytes = encodeUtf8(value as string);
       out.int32LE(bytes.length + 1);
@@ -82,7 +88,7 @@ function writeElement(out: ByteWriter, value: Value, fieldName: string | undefin
     case 'bool':
       return out.byte(value === true ? 1 : 0);
     case 'date':
-      return out.int64LE(BigInt((value as Date).getTime()));
+      return writeNumber(out, (value as Date).getTime());
     case 'objectId':
       return out.raw((value as ObjectId).id);
     case 'binData': {
@@ -106,6 +112,16 @@ function writeElement(out: ByteWriter, value: Value, fieldName: string | undefin
       for (const [name, field] of Object.entries(value as ValueObject)) writeElement(out, field, name);
       return out.int32LE(END_OF_OBJECT_TYPE);
   }
+}
+
+/** `squashNumberForHash(value)` as int64LE; a safe integer is written in two halves, without a bigint. */
+function writeNumber(out: ByteWriter, value: number | bigint): void {
+  const truncated = typeof value === 'number' ? Math.trunc(value) : value;
+  if (typeof truncated === 'number' && Number.isSafeInteger(truncated)) {
+    out.int32LE(truncated >>> 0);
+    return out.int32LE(Math.floor(truncated / 2 ** 32));
+  }
+  out.int64LE(squashNumberForHash(value));
 }
 
 function writeCString(out: ByteWriter, text: string): void {

@@ -16,13 +16,30 @@ const WORD = Uint8Array.from({ length: 64 }, (_, i) => (i < 16 ? i : i < 32 ? (5
 
 /** Returns the 16-byte MD5 digest of `input`. Throws nothing. */
 export function md5(input: Uint8Array): Uint8Array {
-  // Hashed shard keys hash a few dozen bytes: one or two blocks, so words are read byte by byte
-  // and the rounds run without allocating (this is on every routed insert).
-  const paddedLength = (((input.length + 8) >> 6) + 1) << 6;
-  const padded = new Uint8Array(paddedLength);
-  padded.set(input);
-  padded[input.length] = 0x80;
-  const bitLength = input.length * 8;
+  const words = md5Words(input, input.length);
+  const digest = new Uint8Array(16);
+  for (let w = 0; w < 4; w++) for (let i = 0; i < 4; i++) digest[4 * w + i] = (words[w]! >>> (8 * i)) & 0xff;
+  return digest;
+}
+
+/** The block being hashed, padded; grown when a longer input comes. */
+let padded = new Uint8Array(128);
+const message = new Uint32Array(16);
+const state = new Uint32Array(4);
+
+/**
+ * The MD5 digest of the first `length` bytes of `input` as its four little-endian 32-bit words
+ * (digest bytes 0-3 are word 0, and so on), in a buffer that the next call overwrites: hashed
+ * shard keys hash a few dozen bytes on every routed document, so nothing is allocated here.
+ * Throws nothing.
+ */
+export function md5Words(input: Uint8Array, length: number): Uint32Array {
+  const paddedLength = (((length + 8) >> 6) + 1) << 6;
+  if (padded.length < paddedLength) padded = new Uint8Array(paddedLength * 2);
+  padded.set(input.subarray(0, length));
+  padded.fill(0, length, paddedLength);
+  padded[length] = 0x80;
+  const bitLength = length * 8;
   const lengthAt = paddedLength - 8;
   for (let i = 0; i < 4; i++) padded[lengthAt + i] = (bitLength >>> (8 * i)) & 0xff;
   const high = Math.floor(bitLength / 2 ** 32);
@@ -32,7 +49,7 @@ export function md5(input: Uint8Array): Uint8Array {
   let b0 = 0xefcdab89;
   let c0 = 0x98badcfe;
   let d0 = 0x10325476;
-  const m = new Uint32Array(16);
+  const m = message;
   for (let offset = 0; offset < paddedLength; offset += 64) {
     for (let j = 0, at = offset; j < 16; j++, at += 4) {
       m[j] = (padded[at]! | (padded[at + 1]! << 8) | (padded[at + 2]! << 16) | (padded[at + 3]! << 24)) >>> 0;
@@ -55,8 +72,9 @@ export function md5(input: Uint8Array): Uint8Array {
     c0 = (c0 + c) >>> 0;
     d0 = (d0 + d) >>> 0;
   }
-  const digest = new Uint8Array(16);
-  const words = [a0, b0, c0, d0];
-  for (let w = 0; w < 4; w++) for (let i = 0; i < 4; i++) digest[4 * w + i] = (words[w]! >>> (8 * i)) & 0xff;
-  return digest;
+  state[0] = a0;
+  state[1] = b0;
+  state[2] = c0;
+  state[3] = d0;
+  return state;
 }
