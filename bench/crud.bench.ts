@@ -65,7 +65,8 @@ async function settle(): Promise<{ seconds: number; rate: number; quiet: boolean
     await new Promise((resolve) => setTimeout(resolve, SETTLE_WINDOW_SECONDS * 1000));
     const rate = ((machineBusyMillis() ?? 0) - before) / SETTLE_WINDOW_SECONDS;
     const seconds = (performance.now() - started) / 1000;
-    if (rate < SETTLE_QUIET_MS_PER_SECOND || seconds >= SETTLE_MAX_SECONDS) return { seconds, rate, quiet: rate < SETTLE_QUIET_MS_PER_SECOND };
+    if (rate < SETTLE_QUIET_MS_PER_SECOND || seconds >= SETTLE_MAX_SECONDS)
+      return { seconds, rate, quiet: rate < SETTLE_QUIET_MS_PER_SECOND };
   }
 }
 
@@ -251,9 +252,11 @@ try {
         const text = JSON.stringify(toExtendedJsonObject(document));
         return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
       });
+      // The shard's statement: the documents as one JSON array, cut into rows by Postgres.
       await raw.query(
-        `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
-        [0, 1, 2, 3].map((column) => rows.map((row) => row[column])),
+        `INSERT INTO ${table} (id, shard_key, doc, size)
+         SELECT * FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
+        [rows.map((row) => row[0]), rows.map((row) => row[1]), `[${rows.map((row) => row[2]).join(',')}]`, rows.map((row) => row[3])],
       );
     });
 

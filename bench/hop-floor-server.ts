@@ -33,8 +33,9 @@ if (role === 'store') {
     const keys = documents.map((d) => Buffer.from(String(d.k)));
     const texts = documents.map((d) => JSON.stringify(d));
     await pool.query(
-      `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
-      [keys, keys, texts, texts.map((t) => t.length)],
+      `INSERT INTO ${table} (id, shard_key, doc, size)
+       SELECT * FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
+      [keys, keys, `[${texts.join(',')}]`, texts.map((t) => t.length)],
     );
     return { n: documents.length };
   });

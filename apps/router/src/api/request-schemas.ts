@@ -5,10 +5,17 @@
  */
 import { z } from 'zod';
 
-/** A document, filter, update, sort or projection: a JSON object (Extended JSON). */
+/**
+ * A document, filter, update, sort or projection: a JSON object (Extended JSON), checked for
+ * being one and passed on as it came. (`z.record` would copy every field of every document:
+ * 0.34 µs per inserted document of ~200 bytes, against 0.03.) Its fields are the query
+ * language's to check; `meta` gives the OpenAPI document its JSON Schema.
+ */
 export const documentSchema = z
-  .record(z.string(), z.unknown())
-  .meta({ description: 'A document in Extended JSON (relaxed or canonical).' });
+  .custom<Record<string, unknown>>((value) => value !== null && typeof value === 'object' && !Array.isArray(value), {
+    message: 'expected a document (a JSON object)',
+  })
+  .meta({ type: 'object', additionalProperties: {}, description: 'A document in Extended JSON (relaxed or canonical).' });
 const count = z.number().int().min(0);
 /** MongoDB's maxWriteBatchSize. */
 const MAX_WRITE_BATCH = 100_000;

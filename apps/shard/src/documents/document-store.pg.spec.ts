@@ -59,6 +59,23 @@ describe('inserting documents', () => {
     expect(docs).toContainEqual({ _id: 7, x: { $numberLong: '9007199254740993' } });
   });
 
+  it('stores strings JSON must escape exactly, whether the batch goes in one statement or meets a duplicate', async () => {
+    const handle = await collection({ x: 1 });
+    const tricky = ['quote " and backslash \\', 'NUL \u0000 and newline \n', 'é, 😀 and \u2028', ',], {"$oid": "x"}'];
+    const documents = tricky.map((text, i) => ({ _id: i, x: i, text, nested: [{ text }] }));
+    expect((await store.insert(handle, documents, { ordered: false, generateId })).insertedCount).toBe(4);
+    const again = await store.insert(
+      handle,
+      [
+        { _id: 0, x: 0 },
+        { _id: 9, x: 9, text: tricky[3] },
+      ],
+      { ordered: false, generateId },
+    );
+    expect(again.insertedCount).toBe(1);
+    expect(await stored(handle)).toEqual([...documents, { _id: 9, x: 9, text: tricky[3] }]);
+  });
+
   it('stops an ordered batch at the first duplicate _id, keeping the documents before it', async () => {
     const handle = await collection({ x: 1 });
     await store.insert(handle, [{ _id: 2, x: 2 }], { ordered: true, generateId });

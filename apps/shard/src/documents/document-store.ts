@@ -53,6 +53,20 @@ interface PreparedRow {
 }
 
 /**
+ * The rows of an insert, from the parameters `rowParameters` makes, numbered `n` in request
+ * order. The documents come as one JSON array, cut into elements by Postgres: as a `json[]`
+ * parameter each would be escaped into an array literal by the driver (measured: 0.43 µs per
+ * document of ~200 bytes, against 0.02 to join them) and unescaped again by Postgres.
+ */
+const ROWS_FROM =
+  'ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[])) WITH ORDINALITY AS u(id, shard_key, doc, size, n)';
+
+/** The parameters `ROWS_FROM` reads: `_id`s, shard keys, the documents as one JSON array, sizes. */
+function rowParameters(rows: readonly PreparedRow[]): [Buffer[], Buffer[], string, number[]] {
+  return [rows.map((r) => r.id), rows.map((r) => r.shardKey), `[${rows.map((r) => r.doc).join(',')}]`, rows.map((r) => r.size)];
+}
+
+/**
  * Documents of one collection in its Postgres table: the primitives the shard's CRUD commands
  * are built from. Documents are stored as relaxed Extended JSON (exact for every value
  * libs/core models, field order kept) with their encoded `_id` and shard key.
@@ -140,10 +154,10 @@ export class DocumentStore {
       ({ rowCount: inserted } = await poolStatement(this.dataSource, {
         name: `insert_${handle.table}`,
         text: `INSERT INTO ${handle.table} (id, shard_key, doc, size)
-         SELECT id, shard_key, doc, size FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[]) WITH ORDINALITY AS u(id, shard_key, doc, size, n)
+         SELECT id, shard_key, doc, size FROM ${ROWS_FROM}
          WHERE NOT EXISTS (SELECT 1 FROM indexes i JOIN collections c ON c.uuid = i.collection_uuid WHERE c.table_name = $5)
          ORDER BY n`,
-        values: [rows.map((r) => r.id), rows.map((r) => r.shardKey), rows.map((r) => r.doc), rows.map((r) => r.size), handle.table],
+        values: [...rowParameters(rows), handle.table],
       }));
     } catch (error) {
       if (isUniqueViolation(error)) return undefined;
@@ -171,10 +185,10 @@ export class DocumentStore {
       if (rows.length === 0) return new Set<string>();
       const returned: Array<{ id: Buffer }> = await manager.query(
         `INSERT INTO ${handle.table} (id, shard_key, doc, size)
-         SELECT id, shard_key, doc, size FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[]) WITH ORDINALITY AS u(id, shard_key, doc, size, n)
+         SELECT id, shard_key, doc, size FROM ${ROWS_FROM}
          ORDER BY n
          ON CONFLICT DO NOTHING RETURNING id`,
-        [rows.map((r) => r.id), rows.map((r) => r.shardKey), rows.map((r) => r.doc), rows.map((r) => r.size)],
+        rowParameters(rows),
       );
       const insertedIds = new Set(returned.map((r) => r.id.toString('hex')));
       const inserted = new Set<string>();
