@@ -19,7 +19,13 @@ export interface HotRoute {
   /** Fastify's pattern, e.g. `/v1/:db/:coll/insert`. */
   readonly url: string;
   /** Answers the JSON body of the reply; throws a `TesseraError` (anything else is `INTERNAL`). */
-  readonly handle: (body: unknown, params: Readonly<Record<string, string>>) => unknown;
+  readonly handle: (body: unknown, params: Readonly<Record<string, string>>, request: HotRequest) => unknown;
+}
+
+/** What a hot route may know of its request besides the body and the path's parameters. */
+export interface HotRequest {
+  /** The body's length in bytes, from `content-length` (undefined when the header is absent). */
+  readonly bodyBytes: number | undefined;
 }
 
 /** Registers `routes` on the app's Fastify instance; call before the app listens. */
@@ -31,7 +37,10 @@ export function serveHotRoutes(app: NestFastifyApplication, routes: readonly Hot
     fastify.post(route.url, async (request: FastifyRequest & { rawBody?: Buffer }, reply) => {
       try {
         if (internal) verifyInternalRequest(request, clusterKey, clock);
-        return await route.handle(request.body, request.params as Record<string, string>);
+        const length = Number(request.headers['content-length']);
+        return await route.handle(request.body, request.params as Record<string, string>, {
+          bodyBytes: Number.isFinite(length) ? length : undefined,
+        });
       } catch (error) {
         sendError(request, reply, error, logger);
         return reply;

@@ -94,7 +94,8 @@ export interface WriteErrorEntry {
 
 export interface InsertCommandResult {
   insertedCount: number;
-  insertedIds: Array<{ index: number; _id: unknown }>;
+  /** The indexes of the documents inserted, ascending (their `_id`s are in the request). */
+  inserted: number[];
   writeErrors: WriteErrorEntry[];
 }
 

@@ -14,7 +14,8 @@ export function collectionHotRoutes(writes: WriteService, queries: QueryService)
   return [
     {
       url: '/v1/:db/:coll/insert',
-      handle: (body, { db, coll }) => writes.insert(namespaceOf(db!, coll!), parseWith(insertBodySchema, body, 'insert request')),
+      handle: (body, { db, coll }, { bodyBytes }) =>
+        writes.insert(namespaceOf(db!, coll!), parseWith(insertBodySchema, body, 'insert request'), bodyBytes),
     },
     {
       url: '/v1/:db/:coll/find',

@@ -39,8 +39,8 @@ interface Lane {
 /**
  * Group commit for inserts on the router: child batches bound for the same shard, namespace and
  * shard version while another insert there is under way are sent as one unordered command, and
- * the shard's answer is split back by position. Each request keeps its own results: its
- * documents' `_id`s and write errors by its own indexes, and a failure of the whole command
+ * the shard's answer is split back by position. Each request keeps its own results: which of
+ * its documents were inserted and its write errors, by its own indexes, and a failure of the whole command
  * (`STALE_CONFIG`, the shard unreachable) is each request's failure, handled by its own retry.
  *
  * Only what an unordered command may run in any order is combined: unordered child batches and
@@ -125,11 +125,9 @@ function distribute(group: readonly Waiting[], reply: InsertCommandResult): void
     const from = offset;
     const to = from + waiting.documents.length;
     offset = to;
-    const insertedIds = reply.insertedIds
-      .filter((e) => e.index >= from && e.index < to)
-      .map((e) => ({ index: e.index - from, _id: e._id }));
+    const inserted = reply.inserted.filter((index) => index >= from && index < to).map((index) => index - from);
     const writeErrors = reply.writeErrors.filter((e) => e.index >= from && e.index < to).map((e) => rebaseError(e, from));
-    waiting.resolve({ insertedCount: insertedIds.length, insertedIds, writeErrors });
+    waiting.resolve({ insertedCount: inserted.length, inserted, writeErrors });
   }
 }
 

@@ -60,7 +60,7 @@ function fakeShards(options: { failAt?: number[]; staleOnce?: string } = {}) {
       const upTo = failing === -1 ? batch.indexes.length : failing;
       return {
         insertedCount: upTo,
-        insertedIds: batch.indexes.slice(0, upTo).map((i, local) => ({ index: local, _id: i })),
+        inserted: batch.indexes.slice(0, upTo).map((_, local) => local),
         writeErrors: failing === -1 ? [] : [{ index: failing, error: new TesseraError('DUPLICATE_KEY', 'dup').toEnvelope() }],
       };
     },
@@ -78,7 +78,7 @@ describe('running a write batch', () => {
     });
     expect(result.writeErrors).toEqual([{ index: 3, error: expect.objectContaining({ code: 'DUPLICATE_KEY' }) }]);
     expect(shards.sent.map((b) => b.shard)).toEqual(['A', 'B']);
-    expect(result.replies.flatMap(({ batch, reply }) => reply.insertedIds.map((r) => batch.indexes[r.index]))).toEqual([0, 1, 2]);
+    expect(result.replies.flatMap(({ batch, reply }) => reply.inserted.map((local) => batch.indexes[local]))).toEqual([0, 1, 2]);
   });
 
   it('goes on after an error when unordered', async () => {
@@ -92,7 +92,7 @@ describe('running a write batch', () => {
       [1, 'DUPLICATE_KEY'],
       [3, 'BAD_VALUE'],
     ]);
-    expect(result.replies.flatMap(({ batch, reply }) => reply.insertedIds.map((r) => batch.indexes[r.index])).sort()).toEqual([0, 2]);
+    expect(result.replies.flatMap(({ batch, reply }) => reply.inserted.map((local) => batch.indexes[local])).sort()).toEqual([0, 2]);
   });
 
   it('reports a router error of an ordered batch only when nothing failed before it', async () => {

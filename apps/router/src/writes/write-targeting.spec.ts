@@ -1,17 +1,32 @@
 import { Long } from 'bson';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { RoutingTable, createInitialChunks, globalMaxKey, globalMinKey, parseShardKeyPattern } from '@tessera/core';
+import {
+  RoutingTable,
+  type ValueObject,
+  createInitialChunks,
+  extractShardKey,
+  fromExtendedJsonObject,
+  globalMaxKey,
+  globalMinKey,
+  parseShardKeyPattern,
+} from '@tessera/core';
 import { type WriteRouting, routeFilter, routeInsert, routeWrite } from './write-targeting.js';
 
 /** `{x: 1}` split at 100 and 200 over shards s0, s1, s2. */
 function sharded(): WriteRouting {
-  const pattern = parseShardKeyPattern({ x: 1 });
+  return shardedOn({ x: 1 }, [[Long.fromNumber(100)], [Long.fromNumber(200)]]);
+}
+
+/** `key` split at `splitPoints` over shards s0, s1, ... */
+function shardedOn(key: Record<string, 1 | 'hashed'>, splitPoints: unknown[][]): WriteRouting {
+  const pattern = parseShardKeyPattern(key);
   const at = { t: 1, i: 1 };
   const chunks = createInitialChunks({
     generation: { epoch: 'a'.repeat(24), timestamp: at },
     keySpace: { min: globalMinKey(pattern), max: globalMaxKey(pattern) },
-    splitPoints: [[Long.fromNumber(100)], [Long.fromNumber(200)]],
-    shards: ['s0', 's1', 's2'],
+    splitPoints: splitPoints as never,
+    shards: splitPoints.map((_, i) => `s${i}`).concat(`s${splitPoints.length}`),
     at,
   });
   return { kind: 'sharded', ns: 'db.c', table: RoutingTable.fromChunks(chunks), pattern };
@@ -26,6 +41,26 @@ describe('write targeting', () => {
       routeInsert({ _id: 1, x: 150 }, sharded()),
       routeInsert({ _id: 1 }, unsharded),
     ]).toEqual(['s0', 's1', 'p']);
+  });
+
+  it("reads an insert's shard key from the document as it came, as the shard reads it from the decoded one", () => {
+    const routings = [sharded(), shardedOn({ 'a.b': 1 }, [[150]]), shardedOn({ x: 'hashed' }, [[Long.fromNumber(0)]])];
+    const wire = fc.oneof(
+      fc.integer({ min: -50, max: 350 }),
+      fc.integer({ min: -50, max: 350 }).map((n) => ({ $numberLong: String(n) })),
+      fc.integer({ min: -50, max: 350 }).map((n) => ({ $numberInt: String(n) })),
+      fc.constantFrom(null, 'text', { $oid: '0123456789abcdef01234567' }, { $date: '2020-01-01T00:00:00Z' }),
+    );
+    const documents = fc.record({ x: wire, a: fc.oneof(wire, fc.record({ b: wire, c: wire })), y: wire }, { requiredKeys: [] });
+    fc.assert(
+      fc.property(documents, (document) => {
+        for (const routing of routings) {
+          if (routing.kind !== 'sharded') continue;
+          const decoded = fromExtendedJsonObject(document) as ValueObject;
+          expect(routeInsert(document, routing)).toBe(routing.table.shardFor(extractShardKey(routing.pattern, decoded)));
+        }
+      }),
+    );
   });
 
   it('refuses an insert whose shard key field holds an array', () => {

@@ -2,7 +2,8 @@
  * Which shards a write statement goes to (reference "Query Isolation"), from the routing of
  * its collection. Pure.
  *
- * - insert: the shard owning the document's shard key (`extractShardKey` + `chunkFor`).
+ * - insert: the shard owning the document's shard key (`extractShardKey` + `chunkFor`), read
+ *   from the document as it came.
  * - multi update / delete with `limit: 0`: every shard `targetShards` names for the filter.
  * - single update (`multi: false`), delete with `limit: 1`, findAndModify: they must reach
  *   exactly one shard, or two shards could each change "the one" document. The full shard key
@@ -17,8 +18,10 @@ import {
   type RoutingTable,
   type ShardKeyPattern,
   TesseraError,
+  type Value,
   type ValueObject,
   extractShardKey,
+  fromExtendedJsonObject,
   shardKeyFromEqualityQuery,
   shardKeyPatternToObject,
 } from '@tessera/core';
@@ -29,10 +32,21 @@ export type WriteRouting =
   | { readonly kind: 'sharded'; readonly ns: string; readonly table: RoutingTable; readonly pattern: ShardKeyPattern }
   | { readonly kind: 'unsharded'; readonly ns: string; readonly primaryShard: string };
 
-/** The shard an insert goes to. Throws `BAD_VALUE` when a shard key field holds an array or a regex. */
-export function routeInsert(document: ValueObject, routing: WriteRouting): string {
+/**
+ * The shard an insert goes to, from the document as it came (Extended JSON): only the top-level
+ * fields its shard key reads are decoded. A document decodes field by field, so this is the key
+ * the shard extracts from the whole decoded document. Throws `BAD_VALUE` when a shard key field
+ * holds an array or a regex, `FAILED_TO_PARSE` when it holds a malformed Extended JSON wrapper.
+ */
+export function routeInsert(document: Readonly<Record<string, unknown>>, routing: WriteRouting): string {
   if (routing.kind === 'unsharded') return routing.primaryShard;
-  return routing.table.shardFor(extractShardKey(routing.pattern, document));
+  const keyFields: Record<string, Value> = {};
+  for (const { path } of routing.pattern.fields) {
+    const dot = path.indexOf('.');
+    const top = dot === -1 ? path : path.slice(0, dot);
+    if (Object.hasOwn(document, top)) keyFields[top] = fromExtendedJsonObject(document[top]);
+  }
+  return routing.table.shardFor(extractShardKey(routing.pattern, keyFields));
 }
 
 /** The shards a filter reaches; used by multi-writes and reads. Throws `BAD_VALUE` for an invalid filter. */

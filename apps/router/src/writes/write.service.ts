@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { ObjectId } from 'bson';
 import { TesseraError, type Value, type ValueObject } from '@tessera/core';
 import type { FindAndModifyResult, InsertCommandResult, UpdateCommandResult, DeleteCommandResult } from '@tessera/protocol';
-import { isOperatorUpdate, prepareInsert } from '@tessera/query';
+import { checkInsertFields, isOperatorUpdate } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { type PublicWriteError, documentFromWire, fromWire, publicWriteError, toWire } from '../api/extended-json.js';
 import type { DeleteBody, FindAndModifyBody, InsertBody, UpdateBody } from '../api/request-schemas.js';
@@ -55,42 +55,50 @@ export class WriteService {
     this.inserts = new InsertCoalescer((shard, command) => this.cluster.shard(shard).then((client) => client.insert(command)));
   }
 
-  async insert(ns: string, body: InsertBody): Promise<InsertResponse> {
-    // Prepared here as on the shard: `_id` must exist before routing (it may be the shard key),
-    // and a bad document is refused without sending anything.
-    const sizes: number[] = [];
-    const prepared = body.documents.map((json, index): ValueObject | TesseraError => {
+  /**
+   * insertMany. Documents go to their shards as they came (Extended JSON): the router decodes no
+   * more than it checks and routes by, the `_id` (generated as an ObjectId, first, when missing)
+   * and the shard key's fields, and the shard validates and stores the whole document. The
+   * statement checks that name the user's index (top-level `$` names, the `_id`'s type) are made
+   * here, so a bad document is refused without sending anything; a document over 16 MiB is the
+   * shard's to refuse. `bodyBytes` (the request's length) sizes the coalesced commands.
+   */
+  async insert(ns: string, body: InsertBody, bodyBytes?: number): Promise<InsertResponse> {
+    const prepared = body.documents.map((json, index): WireInsert | TesseraError => {
       try {
-        const { document, size } = prepareInsert(documentFromWire(json), { generateId: () => new ObjectId() }, index);
-        sizes[index] = size;
-        return document;
+        return wireInsert(json, index);
       } catch (error) {
         if (error instanceof TesseraError) return error;
         throw error;
       }
     });
+    const bytesPerDocument = (bodyBytes ?? JSON.stringify(body.documents).length) / Math.max(1, body.documents.length);
     const execution = await this.execute<InsertCommandResult>(
       ns,
       prepared.length,
       body.ordered,
       (index, routing) => {
-        const document = prepared[index]!;
-        if (document instanceof TesseraError) throw document;
-        return [routeInsert(document, routing)];
+        const insert = prepared[index]!;
+        if (insert instanceof TesseraError) throw insert;
+        return [routeInsert(insert.document, routing)];
       },
       (batch, routing) =>
         this.inserts.insert(
           batch.shard,
           ns,
           routing.versioningFor(batch.shard),
-          batch.indexes.map((i) => toWire(prepared[i] as ValueObject)),
+          batch.indexes.map((i) => (prepared[i] as WireInsert).document),
           body.ordered,
-          batch.indexes.reduce((sum, i) => sum + (sizes[i] ?? 0), 0),
+          Math.ceil(bytesPerDocument * batch.indexes.length),
         ),
     );
     const insertedIds: Record<string, unknown> = {};
-    for (const { batch, reply } of execution.replies)
-      for (const { index, _id } of reply.insertedIds) insertedIds[String(batch.indexes[index])] = _id;
+    for (const { batch, reply } of execution.replies) {
+      for (const index of reply.inserted) {
+        const user = batch.indexes[index]!;
+        insertedIds[String(user)] = (prepared[user] as WireInsert).id;
+      }
+    }
     return {
       insertedCount: Object.keys(insertedIds).length,
       insertedIds: sortedByIndex(insertedIds),
@@ -251,4 +259,24 @@ function publicErrors(execution: WriteExecution<unknown>): PublicWriteError[] {
 
 function sortedByIndex(byIndex: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(byIndex).sort(([a], [b]) => Number(a) - Number(b)));
+}
+
+/** A document of an insert as it goes to its shard, and its `_id` as the reply shows it. */
+interface WireInsert {
+  /** As it came, or with a generated `_id` first. */
+  readonly document: Readonly<Record<string, unknown>>;
+  /** Relaxed Extended JSON. */
+  readonly id: unknown;
+}
+
+/** Checks statement `index` of an insert (see `checkInsertFields`) and gives it an `_id` when it has none. Throws `BAD_VALUE` or `FAILED_TO_PARSE`. */
+function wireInsert(json: Readonly<Record<string, unknown>>, index: number): WireInsert {
+  if (!Object.hasOwn(json, '_id')) {
+    checkInsertFields(json, undefined, index);
+    const id = { $oid: new ObjectId().toHexString() };
+    return { document: { _id: id, ...json }, id };
+  }
+  const id = fromWire(json['_id']);
+  checkInsertFields(json, id, index);
+  return { document: json, id: toWire(id) };
 }

@@ -39,7 +39,7 @@ async function stored(handle: CollectionHandle): Promise<unknown[]> {
 }
 
 describe('inserting documents', () => {
-  it('stores Extended JSON with the fields in the order written, _id first, and answers the ids', async () => {
+  it('stores Extended JSON with the fields in the order written, _id first, and answers the indexes inserted', async () => {
     const handle = await collection({ x: 1 });
     const result = await store.insert(
       handle,
@@ -51,7 +51,7 @@ describe('inserting documents', () => {
     );
     expect(result.insertedCount).toBe(2);
     expect(result.writeErrors).toEqual([]);
-    expect(result.insertedIds[1]).toEqual({ index: 1, _id: 7 });
+    expect(result.inserted).toEqual([0, 1]);
     const docs = await stored(handle);
     const first = docs.find((d) => (d as { x: unknown }).x === 1) as Record<string, unknown>;
     expect(Object.keys(first)).toEqual(['_id', 'x', 'name', 'z']);
@@ -88,7 +88,7 @@ describe('inserting documents', () => {
       ],
       { ordered: true, generateId },
     );
-    expect(result.insertedIds.map((i) => i._id)).toEqual([1]);
+    expect(result.inserted).toEqual([0]);
     expect(result.writeErrors).toHaveLength(1);
     expect(result.writeErrors[0]).toMatchObject({ index: 1, error: { code: 'DUPLICATE_KEY', details: { keyValue: { _id: 2 } } } });
     expect(result.writeErrors[0]!.error.message).toContain('dup key: { _id: 2 }');
@@ -101,7 +101,7 @@ describe('inserting documents', () => {
       ordered: false,
       generateId,
     });
-    expect(result.insertedIds.map((i) => i.index)).toEqual([0, 4]);
+    expect(result.inserted).toEqual([0, 4]);
     expect(result.writeErrors.map((e) => [e.index, e.error.code])).toEqual([
       [1, 'DUPLICATE_KEY'],
       [2, 'BAD_VALUE'],
@@ -166,7 +166,7 @@ describe('the one-statement insert and its fallback', () => {
       ],
       { ordered: true, generateId },
     );
-    expect(result.insertedIds.map((i) => i._id)).toEqual([1, 2]);
+    expect(result.inserted).toEqual([0, 1]);
     expect(result.writeErrors).toMatchObject([{ index: 2, error: { code: 'DUPLICATE_KEY', details: { keyValue: { _id: 1 } } } }]);
     expect(await stored(handle)).toEqual([
       { _id: 1, x: 1 },
@@ -186,7 +186,7 @@ describe('the one-statement insert and its fallback', () => {
       ],
       { ordered: false, generateId },
     );
-    expect(result.insertedIds.map((i) => i._id)).toEqual([1, 3]);
+    expect(result.inserted).toEqual([0, 2]);
     expect(result.writeErrors).toMatchObject([{ index: 1, error: { code: 'DUPLICATE_KEY' } }]);
     expect(await stored(handle)).toEqual([
       { _id: 1, x: 1 },

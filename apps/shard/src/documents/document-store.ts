@@ -38,7 +38,8 @@ export interface WriteError {
 
 export interface InsertResult {
   insertedCount: number;
-  insertedIds: Array<{ index: number; _id: unknown }>;
+  /** The indexes of the documents inserted, ascending. */
+  inserted: number[];
   writeErrors: WriteError[];
 }
 
@@ -102,8 +103,8 @@ export class DocumentStore {
         : ((await this.insertIfUnindexed(handle, rows)) ?? (await this.insertRows(handle, rows, options.ordered, writeErrors)));
     if (handle.onWrite !== undefined) for (const row of rows) if (inserted.has(`${row.index}`)) handle.onWrite(row.shardKey, row.size);
     writeErrors.sort((a, b) => a.index - b.index);
-    const insertedIds = rows.filter((r) => inserted.has(`${r.index}`)).map((r) => ({ index: r.index, _id: toExtendedJsonObject(r._id) }));
-    return { insertedCount: insertedIds.length, insertedIds, writeErrors };
+    const insertedIndexes = rows.filter((r) => inserted.has(`${r.index}`)).map((r) => r.index);
+    return { insertedCount: insertedIndexes.length, inserted: insertedIndexes, writeErrors };
   }
 
   private prepare(handle: CollectionHandle, input: unknown, index: number, generateId: () => ObjectId): PreparedRow {

@@ -156,14 +156,14 @@ describe('maintenance in every write', () => {
       ],
       false,
     );
-    expect(result.insertedIds.map((i) => i._id)).toEqual([10, 12]);
+    expect(result.inserted).toEqual([0, 2]);
     expect(result.writeErrors).toMatchObject([{ index: 1, error: { code: 'DUPLICATE_KEY', message: /index: sku_1_qty_1/ } }]);
     const ordered = await insert([
       { _id: 20, sku: 'q', qty: 1 },
       { _id: 21, sku: 'a', qty: 5 },
       { _id: 22, sku: 'r' },
     ]);
-    expect(ordered.insertedIds.map((i) => i._id)).toEqual([20]);
+    expect(ordered.inserted).toEqual([0]);
     expect(await entriesOf('sku_1_qty_1')).toHaveLength(6);
     expect((await entriesOf('tags_1')).filter((e) => (e as unknown[])[1] === 11 || (e as unknown[])[1] === 21)).toEqual([]);
   });

@@ -42,6 +42,34 @@ export function checkDocumentSize(document: ValueObject): number {
 }
 
 /**
+ * The checks of `prepareInsert` that read only a document's top-level field names and its `_id`,
+ * for a router that passes documents on as they came and decodes no more than it needs: `id`
+ * is the decoded value of `document._id` (ignored when the document has none). Throws
+ * `BAD_VALUE` as `prepareInsert`, with `index` named in the message when given.
+ */
+export function checkInsertFields(document: Readonly<Record<string, unknown>>, id: Value | undefined, index?: number): void {
+  const where = index === undefined ? '' : ` (statement ${index})`;
+  for (const field of Object.keys(document)) {
+    if (field.startsWith('$')) {
+      throw new TesseraError('BAD_VALUE', `The top-level field name '${field}'${where} cannot start with '$'.`, {
+        details: { field, index },
+      });
+    }
+  }
+  if (!Object.hasOwn(document, '_id')) return;
+  const type = id === undefined ? 'undefined' : typeBracketOf(id);
+  if (type === 'array' || type === 'regex' || type === 'undefined') {
+    throw new TesseraError(
+      'BAD_VALUE',
+      `The _id${where} cannot be ${type === 'array' ? 'an array' : type === 'regex' ? 'a regular expression' : 'undefined'}, got ${display(id)}.`,
+      {
+        details: { field: '_id', index },
+      },
+    );
+  }
+}
+
+/**
  * Validates an insert and returns the document with `_id` first (generated when missing) and
  * its size. `index` (the statement index in a batch) is named in messages when given.
  * Throws `BAD_VALUE` when the document is not a document, a top-level field name starts with
@@ -53,26 +81,9 @@ export function prepareInsert(document: unknown, options: PrepareInsertOptions, 
     throw new TesseraError('BAD_VALUE', `A document to insert must be a document${where}, got ${display(document)}.`, {
       details: { index },
     });
-  for (const field of Object.keys(document)) {
-    if (field.startsWith('$')) {
-      throw new TesseraError('BAD_VALUE', `The top-level field name '${field}'${where} cannot start with '$'.`, {
-        details: { field, index },
-      });
-    }
-  }
+  checkInsertFields(document, document['_id'], index);
   let prepared: ValueObject = document;
   if (Object.hasOwn(document, '_id')) {
-    const id = document['_id'] as Value;
-    const type = id === undefined ? 'undefined' : typeBracketOf(id);
-    if (type === 'array' || type === 'regex' || type === 'undefined') {
-      throw new TesseraError(
-        'BAD_VALUE',
-        `The _id${where} cannot be ${type === 'array' ? 'an array' : type === 'regex' ? 'a regular expression' : 'undefined'}, got ${display(id)}.`,
-        {
-          details: { field: '_id', index },
-        },
-      );
-    }
     if (Object.keys(document)[0] !== '_id') {
       const { _id, ...rest } = document;
       prepared = { _id: _id as Value, ...rest };
