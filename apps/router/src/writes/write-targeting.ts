@@ -19,7 +19,6 @@ import {
   type ShardKeyPattern,
   TesseraError,
   type Value,
-  type ValueObject,
   extractShardKey,
   fromExtendedJsonObject,
   shardKeyFromEqualityQuery,
