@@ -69,6 +69,22 @@ describe('encodeKey', () => {
     expect(encodedKeyToHex(encodeKey([-0]))).toBe(encodedKeyToHex(encodeKey([0])));
   });
 
+  it('encodes a Long, signed or unsigned, as the int64 it holds (from its halves, without a bigint)', () => {
+    const int64 = fc.oneof(
+      fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+      fc.constantFrom(0n, 1n, -1n, 2n ** 32n, -(2n ** 32n), 2n ** 31n, 2n ** 53n + 1n, -(2n ** 63n), 2n ** 63n - 1n),
+      fc.integer({ min: 0, max: 63 }).map((e) => -(2n ** BigInt(e))),
+    );
+    fc.assert(
+      fc.property(int64, (value) => {
+        expect(encodedKeyToHex(encodeKey([Long.fromBigInt(value)]))).toBe(encodedKeyToHex(encodeKey([value])));
+        const unsigned = BigInt.asUintN(64, value);
+        expect(encodedKeyToHex(encodeKey([Long.fromBigInt(unsigned, true)]))).toBe(encodedKeyToHex(encodeKey([unsigned])));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
   it('orders 2^53 + 1 as Long above 2^53 as double', () => {
     expect(compareBytes(encodeKey([Long.fromBigInt(2n ** 53n + 1n)]), encodeKey([2 ** 53]))).toBe(1);
   });

@@ -11,13 +11,13 @@
  *
  * No encoding is a proper prefix of a different one, so concatenation preserves tuple order.
  */
-import { Binary, BSONRegExp, MaxKey, MinKey, ObjectId, Timestamp } from 'bson';
+import { Binary, BSONRegExp, type Long, MaxKey, MinKey, ObjectId, Timestamp } from 'bson';
 import { TesseraError } from '../errors.js';
 import { binaryBytes, numericValueOf, regexParts, typeBracketOf } from '../values/value.js';
 import type { TypeBracket, Value, ValueArray, ValueObject } from '../values/value.js';
 import { decodeUtf8, encodeUtf8 } from '../values/utf8.js';
 import { ByteWriter, bytesToLatin1 } from './byte-writer.js';
-import { readNumber, writeNumber } from './number-encoding.js';
+import { readNumber, writeLong, writeNumber } from './number-encoding.js';
 
 /** Tag bytes: MongoDB's canonical type numbers, with MinKey moved from -1 to 1 (0 ends objects). */
 const TAG: Record<TypeBracket, number> = {
@@ -142,6 +142,7 @@ function writePayload(out: ByteWriter, bracket: TypeBracket, value: Value): void
     case 'null':
       return;
     case 'number':
+      if ((value as { _bsontype?: unknown })._bsontype === 'Long') return writeLong(out, value as Long);
       return writeNumber(out, numericValueOf(value));
     case 'string':
       return writeString(out, value as string);

@@ -58,6 +58,32 @@ export function writeNumber(out: ByteWriter, value: number | bigint): void {
   writeParts(out, negative, biased - 1023 + EXPONENT_BIAS, fractionHi, fractionLo);
 }
 
+/**
+ * Writes `writeNumber`'s encoding of a `Long` (signed or unsigned) from its 32-bit halves,
+ * without a bigint: hashed shard keys are Longs, and one is encoded for every routed document.
+ * The same bytes as `writeNumber` of its value. Throws nothing.
+ */
+export function writeLong(out: ByteWriter, value: Long): void {
+  let hi = value.high >>> 0;
+  let lo = value.low >>> 0;
+  if (hi === 0 && lo === 0) return out.byte(NUMBER_ZERO);
+  const negative = !value.unsigned && value.high < 0;
+  if (negative) {
+    // The magnitude, two's complement negated (2^63 for the minimum, which uint32 halves hold).
+    lo = (~lo + 1) >>> 0;
+    hi = (~hi + (lo === 0 ? 1 : 0)) >>> 0;
+  }
+  // The magnitude is 1.f x 2^E: the bits below its leading one, left-aligned in 64 bits.
+  if (hi !== 0) {
+    const shift = Math.clz32(hi) + 1;
+    const fractionHi = shift === 32 ? lo : ((hi << shift) | (lo >>> (32 - shift))) >>> 0;
+    const fractionLo = shift === 32 ? 0 : (lo << shift) >>> 0;
+    return writeParts(out, negative, 64 - shift + EXPONENT_BIAS, fractionHi, fractionLo);
+  }
+  const shift = Math.clz32(lo) + 1;
+  writeParts(out, negative, 32 - shift + EXPONENT_BIAS, shift === 32 ? 0 : (lo << shift) >>> 0, 0);
+}
+
 function writeParts(out: ByteWriter, negative: boolean, exponent: number, fractionHi: number, fractionLo: number): void {
   const flip = negative ? 0xff : 0;
   out.byte(negative ? NUMBER_NEGATIVE : NUMBER_POSITIVE);
