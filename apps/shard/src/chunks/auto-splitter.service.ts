@@ -24,6 +24,8 @@ interface Tracker {
   /** Bytes written to the chunk since it was last tested (MongoDB's ChunkWritesTracker). */
   bytes: number;
   splitting: boolean;
+  /** The chunk's size as its last test measured it, and which chunk that was (`chunkIdentity`). */
+  measured?: { bytes: number; chunk: string };
 }
 
 /**
@@ -35,6 +37,14 @@ interface Tracker {
  * land), the split point is the edge key itself, so the new edge chunk is small (the top-chunk
  * optimization), and the shard asks the balancer to move that small chunk off it (reason
  * `topChunk`). Split commits carry their reason (`autoSplit` or `topChunk`) to the changelog.
+ *
+ * A test reads every document of the chunk (splitVector's dataSize), so its cost grows with the
+ * chunk. The tracker keeps what the last test measured: that size plus the bytes written since
+ * bounds the chunk from above, and while the bound stays under the max chunk size the test is
+ * skipped, since it could only find the chunk under the max. A chunk filling up is then read
+ * about twice (at its first test and once the bound reaches the max) instead of at every fifth
+ * of the max. The bound holds for writes this shard notes (inserts, updates, upserts); one that
+ * a split, merge or migration changed is measured again.
  */
 @Injectable()
 export class AutoSplitter {
@@ -63,9 +73,17 @@ export class AutoSplitter {
     if (tracker === undefined) this.trackers.set(id, (tracker = { bytes: 0, splitting: false }));
     tracker.bytes += bytes;
     if (tracker.splitting || tracker.bytes < maxChunkSize / SPLIT_TEST_FACTOR) return;
+    // Its size when last measured plus everything written since bounds it from above: while that
+    // stays under the max, a test would find nothing to split and is skipped (see the class comment).
+    const identity = chunkIdentity(chunk);
+    if (tracker.measured?.chunk === identity && tracker.measured.bytes + tracker.bytes < maxChunkSize) return;
     tracker.splitting = true;
     const done = tracker;
+    const counted = tracker.bytes;
     void this.trySplit(ns, chunk, metadata)
+      .then((measured) => {
+        done.measured = measured === undefined ? undefined : { bytes: measured, chunk: identity };
+      })
       .catch((error: unknown) => {
         // A write noted under an older view can name a chunk that has been split or moved since.
         const changed = error instanceof TesseraError && ['BAD_VALUE', 'STALE_EPOCH', 'NAMESPACE_NOT_FOUND'].includes(error.code);
@@ -76,23 +94,28 @@ export class AutoSplitter {
       })
       .finally(() => {
         done.splitting = false;
-        done.bytes = 0;
+        // What was written while the test ran still counts (the measurement may not have seen it).
+        done.bytes = Math.max(0, done.bytes - counted);
       });
   }
 
-  private async trySplit(ns: string, chunk: Chunk, metadata: FilteringMetadata): Promise<void> {
-    if (metadata.info.kind !== 'sharded') return;
+  /** Tests the chunk; answers the bytes it holds when it was left as it was (not split, not jumbo). */
+  private async trySplit(ns: string, chunk: Chunk, metadata: FilteringMetadata): Promise<number | undefined> {
+    if (metadata.info.kind !== 'sharded') return undefined;
     const maxChunkSizeBytes = await this.maxChunkSize(ns);
     const range = chunkRangeToWire(chunk.range);
-    const { splitKeys, unsplittable } = await this.sizing.splitVector({ ns, range, maxChunkSizeBytes });
+    const {
+      result: { splitKeys, unsplittable },
+      size,
+    } = await this.sizing.splitVectorSized({ ns, range, maxChunkSizeBytes });
+    if (splitKeys.length === 0 && !unsplittable) return size.size;
     const config = await this.configClient();
     const table = metadata.info.table;
     const generation = { epoch: table.collectionVersion.epoch, timestamp: table.collectionVersion.timestamp };
     if (unsplittable) {
       await config.markJumbo({ ns, generation, range });
-      return;
+      return undefined;
     }
-    if (splitKeys.length === 0) return;
     const points = splitKeys.map((k, i) => shardKeyFromWire(k, `splitKeys[${i}]`));
     const edge = await this.edgeKey(ns, chunk);
     const splitsAtEdge = edge !== undefined && !points.some((p) => compareShardKeys(p, edge) === 0);
@@ -112,6 +135,7 @@ export class AutoSplitter {
     (await this.runtime.state()).invalidate(ns);
     this.logger.info({ ns, pieces: result.chunks.length }, `auto-split a chunk of ${ns} into ${result.chunks.length}`);
     if (splitsAtEdge) this.requestTopChunkMove(ns, chunk, result.chunks);
+    return undefined;
   }
 
   /**
@@ -177,6 +201,16 @@ export class AutoSplitter {
     this.chunkSizes.set(ns, { bytes, autoSplit: settings.autoSplit, readAt: Date.now() });
     return bytes;
   }
+}
+
+/**
+ * Which chunk a measurement was of: its upper bound and version (the tracker is keyed by its
+ * lower bound). A split, merge or migration gives the chunk a new version, so a measurement
+ * never outlives the range it measured.
+ */
+function chunkIdentity(chunk: Chunk): string {
+  const { epoch, timestamp, major, minor } = chunk.version;
+  return `${Buffer.from(encodeKey(chunk.range.max)).toString('hex')}|${epoch}|${timestamp.t}|${timestamp.i}|${major}|${minor}`;
 }
 
 function isTopChunk(chunk: Chunk): boolean {

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import type { z } from 'zod';
 import { type ChunkRange, compareShardKeys, decodeKey, encodeKey } from '@tessera/core';
 import {
   type DataSizeRequest,
@@ -78,9 +79,18 @@ export class ChunkSizingService {
    * be split (`unsplittable`, what makes a chunk jumbo).
    */
   async splitVector(input: SplitVectorRequest): Promise<SplitVectorResult> {
+    return (await this.splitVectorSized(input)).result;
+  }
+
+  /** `splitVector`, with the range's `dataSize` it measured on the way (the auto-splitter keeps it). */
+  async splitVectorSized(input: SplitVectorRequest): Promise<{ result: SplitVectorResult; size: DataSizeResult }> {
     const request = parseWith(splitVectorRequestSchema, input, 'splitVector request');
-    const range = chunkRangeFromWire(request.range);
     const size = await this.dataSize({ ns: request.ns, range: request.range });
+    return { result: await this.splitKeysOf(request, size), size };
+  }
+
+  private async splitKeysOf(request: z.output<typeof splitVectorRequestSchema>, size: DataSizeResult): Promise<SplitVectorResult> {
+    const range = chunkRangeFromWire(request.range);
     const table = await this.table(request.ns);
     if (table === undefined || size.size < request.maxChunkSizeBytes || size.numObjects < 2) return { splitKeys: [], unsplittable: false };
     const average = size.size / size.numObjects;
