@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeKey, parseShardKeyPattern } from '@tessera/core';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
@@ -120,6 +120,25 @@ describe('splitVector', () => {
       splitKeys: [],
       unsplittable: false,
     });
+  });
+
+  it('finds a large range under the max from a sample and a bounded count, without summing every document', async () => {
+    const ns = await collection(Array.from({ length: 5000 }, (_, i) => i));
+    const exact = await sizing.dataSize({ ns });
+    const query = vi.spyOn(db.dataSource, 'query');
+    try {
+      const under = await sizing.splitVectorSized({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: exact.size + 1 });
+      expect(under.result).toEqual({ splitKeys: [], unsplittable: false });
+      expect(under.size.numObjects).toBe(5000);
+      expect(Math.abs(under.size.size - exact.size) / exact.size).toBeLessThan(0.05);
+      expect(query.mock.calls.filter(([sql]) => /sum\(size\)/.test(String(sql)) && !/LIMIT/.test(String(sql)))).toEqual([]);
+      // At the max the exact size decides, and the range splits.
+      const over = await sizing.splitVectorSized({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: exact.size });
+      expect(over.size).toEqual(exact);
+      expect(over.result.splitKeys).toHaveLength(1);
+    } finally {
+      query.mockRestore();
+    }
   });
 
   it('finds no split point when every document has the same shard key: the chunk is unsplittable', async () => {
