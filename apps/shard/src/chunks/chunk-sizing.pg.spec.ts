@@ -122,7 +122,7 @@ describe('splitVector', () => {
     });
   });
 
-  it('finds a large range under the max from a sample and a bounded count, without summing every document', async () => {
+  it('finds a large range under the max from a sample and a count, without summing every document', async () => {
     const ns = await collection(Array.from({ length: 5000 }, (_, i) => i));
     const exact = await sizing.dataSize({ ns });
     const query = vi.spyOn(db.dataSource, 'query');
