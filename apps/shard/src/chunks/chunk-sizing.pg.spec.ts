@@ -141,6 +141,21 @@ describe('splitVector', () => {
     }
   });
 
+  it("takes a range well under the max from the planner's estimate once the table has statistics, reading no documents", async () => {
+    const ns = await collection(Array.from({ length: 5000 }, (_, i) => i));
+    await db.dataSource.query(`ANALYZE ${tableName((await storage.localCollection(ns))!.uuid)}`);
+    const exact = await sizing.dataSize({ ns });
+    const query = vi.spyOn(db.dataSource, 'query');
+    try {
+      const under = await sizing.splitVectorSized({ ns, range: { min: [1000], max: [3000] }, maxChunkSizeBytes: 4 * exact.size });
+      expect(under.result).toEqual({ splitKeys: [], unsplittable: false });
+      expect(Math.abs(under.size.numObjects - 2000) / 2000).toBeLessThan(0.2);
+      expect(query.mock.calls.filter(([sql]) => /count\(\*\)/.test(String(sql)) && !/LIMIT/.test(String(sql)))).toEqual([]);
+    } finally {
+      query.mockRestore();
+    }
+  });
+
   it('finds no split point when every document has the same shard key: the chunk is unsplittable', async () => {
     const ns = await collection(Array.from({ length: 200 }, () => 7));
     expect(await sizing.splitVector({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: 1000 })).toEqual({

@@ -91,8 +91,11 @@ export class ChunkSizingService {
    * whole table: Postgres scans it rather than half of it through the index). So, as MongoDB's
    * splitVector estimates from the average document size, the range is first measured
    * cheaply: the average size of its first `SIZE_SAMPLE` documents (in shard key order; hashed
-   * keys make that a random sample) times its count of documents. Under the max means no split
-   * points, and that estimate is its size; otherwise its exact `dataSize` decides, as before.
+   * keys make that a random sample) times its number of documents, as Postgres's planner
+   * estimates it from the table's statistics (free: no document is read) and, when that comes
+   * to half the max or more, as a count finds it. Under the max means no split points, and that
+   * estimate is its size; otherwise its exact `dataSize` decides, as before. Under a hashed key
+   * every chunk fills at the same pace, so all of them are tested at about the same moment.
    * Measured on a table of 300,000 documents, a count over half of it took 36-42 ms before and
    * after a vacuum, against 37-130 ms for the sum (and 13-140 ms for a count through the index
    * in key order, whose heap visits are random until a vacuum). Answers an exact size whenever
@@ -112,6 +115,9 @@ export class ChunkSizingService {
     const sampled = { size: Number(sample.bytes), numObjects: Number(sample.n) };
     if (sampled.numObjects < SIZE_SAMPLE && sampled.size < request.maxChunkSizeBytes) return { result: under, size: sampled };
     const average = sampled.size / sampled.numObjects;
+    const planned = await this.plannedRows(table, where, params);
+    if (planned !== undefined && planned * average < request.maxChunkSizeBytes / 2)
+      return { result: under, size: { size: Math.round(planned * average), numObjects: planned } };
     // Counting alone lets Postgres read the index only, where the visibility map allows.
     const [counted] = (await this.dataSource.query(`SELECT count(*) AS n FROM ${table} WHERE ${where}`, params)) as [{ n: string }];
     const numObjects = Number(counted.n);
@@ -119,6 +125,22 @@ export class ChunkSizingService {
     if (estimated < request.maxChunkSizeBytes) return { result: under, size: { size: estimated, numObjects } };
     const size = await this.dataSize({ ns: request.ns, range: request.range });
     return { result: await this.splitKeysOf(request, size), size };
+  }
+
+  /**
+   * Postgres's estimate of the rows `where` selects: ANALYZE's histogram of the shard keys,
+   * scaled to the table's current size. Undefined when the table was never analyzed.
+   */
+  private async plannedRows(table: string, where: string, params: unknown[]): Promise<number | undefined> {
+    const stats: unknown[] = await this.dataSource.query(
+      `SELECT 1 FROM pg_stats WHERE schemaname = current_schema() AND tablename = $1 AND attname = 'shard_key'`,
+      [table],
+    );
+    if (stats.length === 0) return undefined;
+    const [explained] = (await this.dataSource.query(`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${table} WHERE ${where}`, params)) as [
+      { 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> },
+    ];
+    return Math.round(explained['QUERY PLAN'][0]!.Plan['Plan Rows']);
   }
 
   private async splitKeysOf(request: z.output<typeof splitVectorRequestSchema>, size: DataSizeResult): Promise<SplitVectorResult> {
