@@ -155,6 +155,42 @@ describe('splitVector', () => {
     }
   });
 
+  it('splits a range its sample took in whole by that measure alone, whatever the planner would guess', async () => {
+    const ns = await collection(Array.from({ length: 500 }, (_, i) => i));
+    const { size } = await sizing.dataSize({ ns });
+    const query = vi.spyOn(db.dataSource, 'query');
+    try {
+      const over = await sizing.splitVectorSized({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: Math.ceil(size / 4) });
+      expect(over.size).toEqual({ size, numObjects: 500 });
+      expect(over.result.splitKeys.length).toBeGreaterThanOrEqual(6);
+      expect(query.mock.calls.filter(([sql]) => /EXPLAIN|ANALYZE|count\(\*\) AS n FROM c_/.test(String(sql)))).toEqual([]);
+    } finally {
+      query.mockRestore();
+    }
+  });
+
+  it("does not take the planner's word for rows written since the last ANALYZE: increasing keys past its histogram still split", async () => {
+    const ns = await collection(Array.from({ length: 2000 }, (_, i) => i));
+    const uuid = (await storage.localCollection(ns))!.uuid;
+    await db.dataSource.query(`ANALYZE ${tableName(uuid)}`);
+    const handle = { ns, table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true };
+    const later = Array.from({ length: 3000 }, (_, i) => ({ _id: 2000 + i, x: 2000 + i, pad: 'p'.repeat(100) }));
+    await new DocumentStore(db.dataSource).insert(handle, later, { ordered: true, generateId: () => new ObjectId() });
+    // The statistics count the writes once the inserting connection reports them (within a second or so).
+    for (let i = 0; i < 150; i++) {
+      const [{ n }] = (await db.dataSource.query(`SELECT n_mod_since_analyze AS n FROM pg_stat_user_tables WHERE relid = $1::regclass`, [
+        tableName(uuid),
+      ])) as [{ n: string }];
+      if (Number(n) >= 3000) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const range = { min: [2000], max: MAX };
+    const { size } = await sizing.dataSize({ ns, range });
+    const over = await sizing.splitVectorSized({ ns, range, maxChunkSizeBytes: size - 1 });
+    expect(over.size).toEqual({ size, numObjects: 3000 });
+    expect(over.result.splitKeys.length).toBeGreaterThanOrEqual(1);
+  });
+
   it('finds no split point when every document has the same shard key: the chunk is unsplittable', async () => {
     const ns = await collection(Array.from({ length: 200 }, () => 7));
     expect(await sizing.splitVector({ ns, range: { min: MIN, max: MAX }, maxChunkSizeBytes: 1000 })).toEqual({
