@@ -29,6 +29,9 @@ const SIZE_SAMPLE = 1_000;
 
 @Injectable()
 export class ChunkSizingService {
+  /** ANALYZEs under way, by table. */
+  private readonly analyzing = new Map<string, Promise<void>>();
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly storage: CollectionStorageService,
@@ -142,7 +145,7 @@ export class ChunkSizingService {
       `SELECT 1 FROM pg_stats WHERE schemaname = current_schema() AND tablename = $1 AND attname = 'shard_key'`,
       [table],
     );
-    if (stats.length === 0) await this.dataSource.query(`ANALYZE ${table} (shard_key)`);
+    if (stats.length === 0) await this.analyze(table);
     const [explained] = (await this.dataSource.query(`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${table} WHERE ${where}`, params)) as [
       { 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> },
     ];
@@ -151,6 +154,19 @@ export class ChunkSizingService {
       [table],
     )) as [{ n: string }];
     return Math.round(explained['QUERY PLAN'][0]!.Plan['Plan Rows']) + Number(changed.n);
+  }
+
+  /** ANALYZE of `table`'s shard keys, one at a time per table (a hashed collection's chunks are all tested at once). */
+  private analyze(table: string): Promise<void> {
+    let running = this.analyzing.get(table);
+    if (running === undefined) {
+      running = this.dataSource
+        .query(`ANALYZE ${table} (shard_key)`)
+        .then(() => undefined)
+        .finally(() => this.analyzing.delete(table));
+      this.analyzing.set(table, running);
+    }
+    return running;
   }
 
   private async splitKeysOf(request: z.output<typeof splitVectorRequestSchema>, size: DataSizeResult): Promise<SplitVectorResult> {
