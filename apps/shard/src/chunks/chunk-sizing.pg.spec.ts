@@ -100,6 +100,33 @@ describe('statsForBalancing', () => {
   });
 });
 
+describe('statsForBalancing of a large table', () => {
+  it('estimates a table from a sample of its pages within the tolerance asked, and sums it exactly when none is', async () => {
+    const ns = await collection([1]);
+    const table = tableName((await storage.localCollection(ns))!.uuid);
+    // About 70,000 rows of ~300 bytes: some 2,700 pages of 8 KiB.
+    await db.dataSource.query(
+      `INSERT INTO ${table} (id, shard_key, doc, size)
+       SELECT int4send(i), int4send(i), json_build_object('_id', i, 'pad', repeat('p', 250)), 200 + i % 100
+         FROM generate_series(1, 70000) i`,
+    );
+    const exact = (await sizing.dataSize({ ns })).size;
+    expect((await sizing.statsForBalancing({ namespaces: [ns] })).stats).toEqual([{ ns, collSize: exact }]);
+    const query = vi.spyOn(db.dataSource, 'query');
+    try {
+      const tolerance = Math.round(exact / 10);
+      const [{ collSize }] = (await sizing.statsForBalancing({ namespaces: [ns], tolerances: { [ns]: tolerance } })).stats as [
+        { collSize: number },
+      ];
+      expect(query.mock.calls.some(([sql]) => String(sql).includes('TABLESAMPLE'))).toBe(true);
+      // Measured here: errors of 0.3-4.5% over 30 estimates (a standard error of about 2.5%).
+      expect(Math.abs(collSize - exact)).toBeLessThan(3 * tolerance);
+    } finally {
+      query.mockRestore();
+    }
+  });
+});
+
 describe('splitVector', () => {
   it('cuts a range into pieces of about half the max chunk size', async () => {
     const ns = await collection(Array.from({ length: 1000 }, (_, i) => i));

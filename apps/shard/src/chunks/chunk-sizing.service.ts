@@ -24,6 +24,12 @@ import { CollectionStorageService, tableName } from '../collections/collection-s
  * (orphans included, as MongoDB's do); a collection this shard does not store is empty.
  * `statsForBalancing` leaves the orphans out.
  */
+/**
+ * statsForBalancing reads at least this many pages (8 MiB) of a table it samples. The balancer
+ * asks every round (10 s), and an exact sum reads the whole table: under bench:crud's loads
+ * that was the largest work Postgres did besides the inserts, and it grows with the data.
+ */
+const MIN_SAMPLED_PAGES = 1_024;
 /** Documents whose average size stands for a range's in `splitVectorSized`'s first measure. */
 const SIZE_SAMPLE = 1_000;
 
@@ -50,7 +56,8 @@ export class ChunkSizingService {
   }
 
   /**
-   * The bytes of each collection this shard owns: what it stores outside the ranges of its range
+   * The bytes of each collection this shard owns (estimated from a sample of a large table
+   * when the request allows an error, see `sampleFraction`): what it stores outside the ranges of its range
    * deletion tasks that hold orphans, which are the ready ones (a range given away, or a received
    * copy of an aborted migration) and the pending ones of ranges it is receiving (MongoDB
    * subtracts its `numOrphanDocs` the same way). A donor's pending task covers a range it still
@@ -64,17 +71,42 @@ export class ChunkSizingService {
       request.namespaces.map(async (ns) => {
         const local = await this.storage.localCollection(ns);
         if (local === undefined) return { ns, collSize: 0 };
+        const table = tableName(local.uuid);
+        const fraction = await this.sampleFraction(table, request.tolerances?.[ns]);
         const rows: Array<{ bytes: string }> = await this.dataSource.query(
-          `SELECT coalesce(sum(size), 0) AS bytes FROM ${tableName(local.uuid)} d
+          `SELECT coalesce(sum(size), 0) AS bytes FROM ${table} d ${fraction < 1 ? `TABLESAMPLE SYSTEM (${100 * fraction})` : ''}
             WHERE NOT EXISTS (SELECT 1 FROM range_deletions r
                                WHERE r.collection_uuid = $1 AND d.shard_key >= r.min AND d.shard_key < r.max
                                  AND (NOT r.pending OR EXISTS (SELECT 1 FROM migration_recipients m WHERE m.id = r.id)))`,
           [local.uuid],
         );
-        return { ns, collSize: Number(rows[0]!.bytes) };
+        return { ns, collSize: Math.round(Number(rows[0]!.bytes) / fraction) };
       }),
     );
     return { stats };
+  }
+
+  /**
+   * The fraction of `table`'s pages to read for a sum whose standard error stays within
+   * `tolerance` bytes: 1 (every page) without a tolerance, for a table of fewer than
+   * `MIN_SAMPLED_PAGES` pages, or when the sample would be half the table anyway. Postgres's
+   * `TABLESAMPLE SYSTEM` takes whole pages at random; scaling the sampled sum by the fraction
+   * estimates the whole with a standard error of about T·sqrt((1 − f)/(f·N)) for a table of N
+   * evenly filled pages holding T bytes (taken here as full 8 KiB pages, and the tolerance
+   * halved for unevenly filled ones).
+   */
+  private async sampleFraction(table: string, tolerance: number | undefined): Promise<number> {
+    if (tolerance === undefined || tolerance <= 0) return 1;
+    const [{ pages: text }] = (await this.dataSource.query(
+      `SELECT pg_relation_size($1::regclass) / current_setting('block_size')::int AS pages`,
+      [table],
+    )) as [{ pages: string }];
+    const pages = Number(text);
+    if (pages < MIN_SAMPLED_PAGES) return 1;
+    const bytes = pages * 8192;
+    const allowed = tolerance / 2;
+    const fraction = Math.max(MIN_SAMPLED_PAGES / pages, 1 / (1 + (pages * allowed * allowed) / (bytes * bytes)));
+    return fraction >= 0.5 ? 1 : fraction;
   }
 
   /**
