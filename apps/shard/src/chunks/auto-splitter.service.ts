@@ -38,12 +38,12 @@ interface Tracker {
  * optimization), and the shard asks the balancer to move that small chunk off it (reason
  * `topChunk`). Split commits carry their reason (`autoSplit` or `topChunk`) to the changelog.
  *
- * A test reads every document of the chunk (splitVector's dataSize), so its cost grows with the
- * chunk. The tracker keeps what the last test measured: that size plus the bytes written since
- * bounds the chunk from above, and while the bound stays under the max chunk size the test is
- * skipped, since it could only find the chunk under the max. A chunk filling up is then read
- * about twice (at its first test and once the bound reaches the max) instead of at every fifth
- * of the max. The bound holds for writes this shard notes (inserts, updates, upserts); one that
+ * A test's queries grow with the chunk (splitVector counts it when the statistics cannot rule a
+ * split out, and sums it when a split may be due). The tracker keeps what the last test
+ * measured: that size plus the bytes written since bounds the chunk from above, and while the
+ * bound stays under the max chunk size the test is skipped, since it could only find the chunk
+ * under the max. A chunk filling up is then tested about twice (at its first test and once the
+ * bound reaches the max) instead of at every fifth of the max. The bound holds for writes this shard notes (inserts, updates, upserts); one that
  * a split, merge or migration changed is measured again.
  */
 @Injectable()

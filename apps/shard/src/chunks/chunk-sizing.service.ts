@@ -19,12 +19,6 @@ import { parseWith } from '@tessera/platform';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 
 /**
- * MongoDB's `dataSize` and `splitVector` on this shard's copy of a collection: what the
- * auto-splitter and the balancer size chunks with. Both read the documents stored in the range
- * (orphans included, as MongoDB's do); a collection this shard does not store is empty.
- * `statsForBalancing` leaves the orphans out.
- */
-/**
  * statsForBalancing reads at least this many pages (8 MiB) of a table it samples. The balancer
  * asks every round (10 s), and an exact sum reads the whole table: under bench:crud's loads
  * that was the largest work Postgres did besides the inserts, and it grows with the data.
@@ -33,6 +27,12 @@ const MIN_SAMPLED_PAGES = 1_024;
 /** Documents whose average size stands for a range's in `splitVectorSized`'s first measure. */
 const SIZE_SAMPLE = 1_000;
 
+/**
+ * MongoDB's `dataSize` and `splitVector` on this shard's copy of a collection: what the
+ * auto-splitter and the balancer size chunks with. Both read the documents stored in the range
+ * (orphans included, as MongoDB's do); a collection this shard does not store is empty.
+ * `statsForBalancing` leaves the orphans out.
+ */
 @Injectable()
 export class ChunkSizingService {
   /** ANALYZEs under way, by table. */
@@ -48,6 +48,11 @@ export class ChunkSizingService {
     const table = await this.table(request.ns);
     if (table === undefined) return { size: 0, numObjects: 0 };
     const { where, params } = rangeCondition(request.range && chunkRangeFromWire(request.range));
+    return this.sizeOf(table, where, params);
+  }
+
+  /** The documents `where` selects in `table` and their bytes, summed. */
+  private async sizeOf(table: string, where: string, params: unknown[]): Promise<DataSizeResult> {
     const rows: Array<{ n: string; bytes: string }> = await this.dataSource.query(
       `SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM ${table} WHERE ${where}`,
       params,
@@ -56,9 +61,9 @@ export class ChunkSizingService {
   }
 
   /**
-   * The bytes of each collection this shard owns (estimated from a sample of a large table
-   * when the request allows an error, see `sampleFraction`): what it stores outside the ranges of its range
-   * deletion tasks that hold orphans, which are the ready ones (a range given away, or a received
+   * The bytes of each collection this shard owns (estimated from a sample of a large table when
+   * the request allows an error, see `sampleFraction`): what it stores outside the ranges of its
+   * range deletion tasks that hold orphans, which are the ready ones (a range given away, or a received
    * copy of an aborted migration) and the pending ones of ranges it is receiving (MongoDB
    * subtracts its `numOrphanDocs` the same way). A donor's pending task covers a range it still
    * owns until its migration commits, so that range counts. Without this, a donor would weigh
@@ -149,7 +154,7 @@ export class ChunkSizingService {
     )) as [{ n: string; bytes: string }];
     const sampled = { size: Number(sample.bytes), numObjects: Number(sample.n) };
     // A sample that took in the whole range measured it exactly.
-    if (sampled.numObjects < SIZE_SAMPLE) return { result: await this.splitKeysOf(request, sampled), size: sampled };
+    if (sampled.numObjects < SIZE_SAMPLE) return { result: await this.splitKeysOf(request, sampled, table, where, params), size: sampled };
     const average = sampled.size / sampled.numObjects;
     const planned = await this.plannedRows(table, where, params);
     if (planned * average < request.maxChunkSizeBytes / 2)
@@ -159,8 +164,8 @@ export class ChunkSizingService {
     const numObjects = Number(counted.n);
     const estimated = Math.round(numObjects * average);
     if (estimated < request.maxChunkSizeBytes) return { result: under, size: { size: estimated, numObjects } };
-    const size = await this.dataSize({ ns: request.ns, range: request.range });
-    return { result: await this.splitKeysOf(request, size), size };
+    const size = await this.sizeOf(table, where, params);
+    return { result: await this.splitKeysOf(request, size, table, where, params), size };
   }
 
   /**
@@ -201,13 +206,17 @@ export class ChunkSizingService {
     return running;
   }
 
-  private async splitKeysOf(request: z.output<typeof splitVectorRequestSchema>, size: DataSizeResult): Promise<SplitVectorResult> {
-    const range = chunkRangeFromWire(request.range);
-    const table = await this.table(request.ns);
-    if (table === undefined || size.size < request.maxChunkSizeBytes || size.numObjects < 2) return { splitKeys: [], unsplittable: false };
+  /** The split points of the range `where` selects in `table`, which holds `size` (see `splitVector`). */
+  private async splitKeysOf(
+    request: z.output<typeof splitVectorRequestSchema>,
+    size: DataSizeResult,
+    table: string,
+    where: string,
+    params: unknown[],
+  ): Promise<SplitVectorResult> {
+    if (size.size < request.maxChunkSizeBytes || size.numObjects < 2) return { splitKeys: [], unsplittable: false };
     const average = size.size / size.numObjects;
     const every = Math.max(1, Math.floor(request.maxChunkSizeBytes / 2 / average));
-    const { where, params } = rangeCondition(range);
     const limit = request.maxSplitPoints ?? 8192;
     const rows: Array<{ shard_key: Buffer }> = await this.dataSource.query(
       `SELECT shard_key FROM (SELECT shard_key, row_number() OVER (ORDER BY shard_key) AS n FROM ${table} WHERE ${where}) ranked
