@@ -124,6 +124,27 @@ describe('running a write batch', () => {
     ]);
   });
 
+  it('does not send a multi-shard statement again to a shard that ran it', async () => {
+    const shards = fakeShards({ staleOnce: 'B' });
+    const result = await executeWriteBatch(2, false, {
+      route: async (indexes) => ({
+        statements: [
+          { index: 0, shards: ['A', 'B'] },
+          { index: 1, shards: ['A'] },
+        ].filter((s) => indexes.includes(s.index)),
+        routerErrors: [],
+      }),
+      send: shards.send,
+      handleStale: (error) => error instanceof TesseraError && error.code === 'STALE_CONFIG',
+    });
+    expect(result.writeErrors).toEqual([]);
+    expect(shards.sent).toEqual([
+      { shard: 'A', indexes: [0, 1] },
+      { shard: 'B', indexes: [0] },
+      { shard: 'B', indexes: [0] },
+    ]);
+  });
+
   it('retries an ordered batch from the stale child batch on, keeping the order', async () => {
     const shards = fakeShards({ staleOnce: 'B' });
     const result = await executeWriteBatch(4, true, {

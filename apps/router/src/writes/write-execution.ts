@@ -52,17 +52,23 @@ export async function executeWriteBatch<R extends ShardWriteReply>(
 ): Promise<WriteExecution<R>> {
   const replies: Array<{ batch: ChildBatch; reply: R }> = [];
   const errors = new Map<number, ErrorEnvelope>();
+  /**
+   * The shards that already ran each statement sent to several. Only those need it: a statement
+   * sent to one shard is retried only when that shard refused it whole.
+   */
   const doneOn = new Map<number, Set<string>>();
+  const multiShard = new Set<number>();
   const record = (index: number, error: ErrorEnvelope) => {
     if (!errors.has(index)) errors.set(index, error);
   };
   let pending = Array.from({ length: count }, (_, i) => i);
   for (let round = 0; pending.length > 0; round++) {
     const routing = await ports.route(pending);
-    const statements = routing.statements.map((s) => ({
-      index: s.index,
-      shards: s.shards.filter((shard) => !doneOn.get(s.index)?.has(shard)),
-    }));
+    for (const s of routing.statements) if (s.shards.length > 1) multiShard.add(s.index);
+    const statements =
+      doneOn.size === 0
+        ? routing.statements
+        : routing.statements.map((s) => ({ index: s.index, shards: s.shards.filter((shard) => !doneOn.get(s.index)?.has(shard)) }));
     const plan = planWriteWaves(statements, routing.routerErrors, ordered);
     const retry = new Set<number>();
     let lastStale: unknown;
@@ -75,6 +81,7 @@ export async function executeWriteBatch<R extends ShardWriteReply>(
         if (outcome.status === 'fulfilled') {
           replies.push({ batch, reply: outcome.value });
           for (const index of batch.indexes) {
+            if (!multiShard.has(index)) continue;
             let shards = doneOn.get(index);
             if (shards === undefined) doneOn.set(index, (shards = new Set()));
             shards.add(batch.shard);

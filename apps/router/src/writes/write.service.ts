@@ -14,7 +14,10 @@ import { InsertCoalescer } from './insert-coalescer.js';
 
 export interface InsertResponse {
   insertedCount: number;
-  /** `_id` by the user's statement index, as the drivers' insertMany result. */
+  /**
+   * `_id` by the user's statement index, as the drivers' insertMany result. Ascending: the keys
+   * are array indexes, which JavaScript enumerates (and JSON prints) in numeric order.
+   */
   insertedIds: Record<string, unknown>;
   writeErrors: PublicWriteError[];
   ok: 1;
@@ -24,6 +27,7 @@ export interface UpdateResponse {
   matchedCount: number;
   modifiedCount: number;
   upsertedCount: number;
+  /** By statement index, ascending as `insertedIds`. */
   upsertedIds: Record<string, unknown>;
   writeErrors: PublicWriteError[];
   ok: 1;
@@ -101,7 +105,7 @@ export class WriteService {
     }
     return {
       insertedCount: Object.keys(insertedIds).length,
-      insertedIds: sortedByIndex(insertedIds),
+      insertedIds,
       writeErrors: publicErrors(execution),
       ok: 1,
     };
@@ -154,7 +158,7 @@ export class WriteService {
       matchedCount,
       modifiedCount,
       upsertedCount,
-      upsertedIds: sortedByIndex(upsertedIds),
+      upsertedIds,
       writeErrors: publicErrors(execution),
       ok: 1,
     };
@@ -255,10 +259,6 @@ function checkUpdateShape(statement: UpdateStatement): void {
 
 function publicErrors(execution: WriteExecution<unknown>): PublicWriteError[] {
   return execution.writeErrors.map(({ index, error }) => publicWriteError(index, error));
-}
-
-function sortedByIndex(byIndex: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(byIndex).sort(([a], [b]) => Number(a) - Number(b)));
 }
 
 /** A document of an insert as it goes to its shard, and its `_id` as the reply shows it. */

@@ -100,7 +100,12 @@ export function extractShardKey(pattern: ShardKeyPattern, document: ValueObject)
  */
 export function valueAtPath(document: ValueObject, path: string): Value | undefined {
   let current: Value = document;
-  for (const segment of path.split('.')) {
+  // Segment by segment without splitting: this runs for every document a router or shard routes.
+  for (let start = 0; start <= path.length; ) {
+    const dot = path.indexOf('.', start);
+    const end = dot === -1 ? path.length : dot;
+    const segment = start === 0 && end === path.length ? path : path.slice(start, end);
+    start = end + 1;
     if (Array.isArray(current)) throw arrayInKey(path);
     if (current === null || typeof current !== 'object' || typeBracketOf(current) !== 'object') return undefined;
     const object: ValueObject = current as ValueObject;
