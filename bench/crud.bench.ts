@@ -3,6 +3,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ObjectId } from 'bson';
 import pg from 'pg';
 import { Agent, request } from 'undici';
 import { encodeKey, extractShardKey, parseShardKeyPattern, toExtendedJsonObject } from '@tessera/core';
@@ -41,6 +42,12 @@ const WINDOW_SECONDS = 3;
  * warm; in the same cluster shape warmed 30 s, the p50 was 1.4-1.5 ms.
  */
 const READ_WARMUP_MIN_SECONDS = 30;
+/**
+ * Insert runs warm up at least this long too. The first run starts on a fresh cluster, and its
+ * rate climbs for 30 s: in one run its windows read 291, 545, 935, 855, 841, 857 docs/s and passed
+ * for steady at 18 s; in another they went on to 2,240 by 27 s.
+ */
+const INSERT_WARMUP_MIN_SECONDS = 30;
 /** Each run first goes unmeasured until its figure stops climbing (see steady-state.ts), for this long at the most. */
 const WARMUP_MAX_SECONDS = Number(process.env.BENCH_WARMUP_MAX_SECONDS ?? 90);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -49,6 +56,8 @@ const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const FLOOR_STORES = 3;
 const payload = 'x'.repeat(150);
 const documentFor = (k: number) => ({ k, n: k, payload });
+/** The benchmarked collections' shard key; the raw baseline and the floor's stores encode the same key. */
+const SHARD_KEY = { k: 'hashed' } as const;
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -77,6 +86,71 @@ async function settle(): Promise<{ seconds: number; rate: number; quiet: boolean
   }
 }
 
+/**
+ * What ran besides the load during a measured run: Postgres checkpoints and the cluster's
+ * changelog entries (splits, migrations, range deletions), balancer rounds left out.
+ *
+ * Checkpoints matter most. After one, the first change to each page writes the whole page to
+ * the WAL, and a hashed key's index inserts land on pages all over the index, so the seconds
+ * after a checkpoint are the slowest of a write load, and which 6-s run a timed checkpoint fell in
+ * decided the ratio: in two runs, raw batches of 100 gave 58k docs/s, then 45k with a checkpoint
+ * in its run; the router's gave 17k (Postgres spending twice its usual CPU per document), then
+ * 36k. So each insert run is measured from a checkpoint of its own, and any other is printed.
+ */
+class BackgroundWork {
+  private constructor(
+    private readonly postgres: pg.Client,
+    private readonly config: pg.Client,
+    private readonly checkpointsQuery: string,
+  ) {}
+
+  static async open(postgresUrl: string, configUrl: string): Promise<BackgroundWork> {
+    const postgres = new pg.Client({ connectionString: postgresUrl });
+    const config = new pg.Client({ connectionString: configUrl });
+    await postgres.connect();
+    await config.connect();
+    const { rows } = await postgres.query<{ version: number }>("SELECT current_setting('server_version_num')::int AS version");
+    // Postgres 17 moved the checkpoint counters from pg_stat_bgwriter to pg_stat_checkpointer.
+    const checkpointsQuery =
+      rows[0]!.version >= 170000
+        ? 'SELECT num_timed + num_requested AS n FROM pg_stat_checkpointer'
+        : 'SELECT checkpoints_timed + checkpoints_req AS n FROM pg_stat_bgwriter';
+    return new BackgroundWork(postgres, config, checkpointsQuery);
+  }
+
+  async snapshot(): Promise<{ checkpoints: number; changelogId: number }> {
+    const [{ rows: checkpoints }, { rows: changelog }] = await Promise.all([
+      this.postgres.query<{ n: string }>(this.checkpointsQuery),
+      this.config.query<{ id: string | null }>('SELECT max(id) AS id FROM changelog'),
+    ]);
+    return { checkpoints: Number(checkpoints[0]!.n), changelogId: Number(changelog[0]!.id ?? 0) };
+  }
+
+  /** Says what ran since `before`, e.g. "1 checkpoint; split x2, moveChunk.commit x1", or "none". */
+  async since(before: { checkpoints: number; changelogId: number }): Promise<string> {
+    const after = await this.snapshot();
+    const { rows } = await this.config.query<{ what: string; n: string }>(
+      `SELECT what, count(*) AS n FROM changelog WHERE id > $1 AND id <= $2 AND what <> 'balancer.round' GROUP BY what ORDER BY min(id)`,
+      [before.changelogId, after.changelogId],
+    );
+    const checkpoints = after.checkpoints - before.checkpoints;
+    const parts = [
+      ...(checkpoints > 0 ? [`${checkpoints} checkpoint${checkpoints === 1 ? '' : 's'}`] : []),
+      ...(rows.length > 0 ? [rows.map((r) => `${r.what} x${r.n}`).join(', ')] : []),
+    ];
+    return parts.length === 0 ? 'none' : parts.join('; ');
+  }
+
+  /** Has Postgres take a checkpoint now; answers when it is done. */
+  async checkpoint(): Promise<void> {
+    await this.postgres.query('CHECKPOINT');
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.postgres.end(), this.config.end()]);
+  }
+}
+
 /** How a run's warm-up went: its length and each window's figure, printed with the results. */
 interface Warmup {
   seconds: number;
@@ -92,14 +166,15 @@ function recordWarmup(what: string, started: number, scores: readonly number[], 
 
 /**
  * Runs `insert` from `CONCURRENCY` loops in windows of `WINDOW_SECONDS` until the rate is steady
- * (or `WARMUP_MAX_SECONDS` have passed), then calls `begin` and measures for `SECONDS`: answers
- * the documents written per second, and how many, from the inserts that completed after `begin`.
+ * and `INSERT_WARMUP_MIN_SECONDS` have passed (or `WARMUP_MAX_SECONDS`), then awaits `begin` (the load goes on meanwhile) and
+ * measures for `SECONDS`: answers the documents written per second, and how many, from the
+ * inserts that completed after `begin`.
  */
 async function throughput(
   what: string,
   batch: number,
   insert: (first: number, count: number) => Promise<void>,
-  begin: () => void,
+  begin: () => Promise<void>,
 ): Promise<{ rate: number; documents: number }> {
   let next = 0;
   let completed = 0;
@@ -122,14 +197,15 @@ async function throughput(
     const before = completed;
     await new Promise((resolve) => setTimeout(resolve, WINDOW_SECONDS * 1000));
     rates.push((completed - before) / ((performance.now() - windowStart) / 1000));
-    if (isSteady(rates) || performance.now() - started >= WARMUP_MAX_SECONDS * 1000) {
+    const elapsed = performance.now() - started;
+    if ((isSteady(rates) && elapsed >= INSERT_WARMUP_MIN_SECONDS * 1000) || elapsed >= WARMUP_MAX_SECONDS * 1000) {
       recordWarmup(
         what,
         started,
         rates,
         rates.map((r) => r.toFixed(0)),
       );
-      begin();
+      await begin();
       completed = 0;
       measuredFrom = performance.now();
       stopAt = measuredFrom + SECONDS * 1000;
@@ -194,20 +270,30 @@ try {
     config: pid('config'),
     postgres: ProcessCpu.postgres(join(dir, 'postgres', 'data')),
   });
-  const cpuRows: Array<{ what: string; per: string; spent: Map<string, number | undefined>; count: number }> = [];
-  /** Runs `work` and records the CPU each process group spent on it per unit of `count`, from the moment `work` calls `begin`. */
+  const cpuRows: Array<{ what: string; per: string; spent: Map<string, number | undefined>; count: number; meanwhile: string }> = [];
+  const background = await BackgroundWork.open(cluster.node('shard0').env.TESSERA_DATABASE_URL!, cluster.node('config').env.TESSERA_DATABASE_URL!);
+  /**
+   * Runs `work` and records the CPU each process group spent on it per unit of `count`, and the
+   * background work that ran meanwhile, from the moment `work`'s call of `begin` resolves.
+   * With `checkpointFirst`, `begin` first has Postgres take a checkpoint (see BackgroundWork).
+   */
   const measured = async <T>(
     what: string,
     per: string,
-    work: (begin: () => void) => Promise<T>,
+    work: (begin: () => Promise<void>) => Promise<T>,
     count: (result: T) => number,
     meter: ProcessCpu = cpu,
+    checkpointFirst = false,
   ): Promise<T> => {
     let before = meter.snapshot();
-    const result = await work(() => {
+    let backgroundBefore = await background.snapshot();
+    const result = await work(async () => {
+      if (checkpointFirst) await background.checkpoint();
       before = meter.snapshot();
+      backgroundBefore = await background.snapshot();
     });
-    cpuRows.push({ what, per, spent: meter.since(before), count: count(result) });
+    const spent = meter.since(before);
+    cpuRows.push({ what, per, spent, count: count(result), meanwhile: await background.since(backgroundBefore) });
     return result;
   };
 
@@ -218,7 +304,10 @@ try {
   await admin.query('CREATE DATABASE bench_raw');
   await admin.end();
   const raw = new pg.Pool({ connectionString: rawUrl, max: CONCURRENCY });
-  const pattern = parseShardKeyPattern({ k: 1 });
+  // The collections' own key: a hashed key spreads the index inserts over the whole btree, which
+  // costs Postgres more per row than a ranged key's appends at its right edge (measured here:
+  // 18-22 µs of Postgres CPU per row against 12-15), so a ranged key would not be the same rows.
+  const pattern = parseShardKeyPattern(SHARD_KEY);
 
   // The floor: a relay where the router is and stores where the shards are, over bench_raw.
   const stores = await Promise.all(Array.from({ length: FLOOR_STORES }, () => startFloorServer('store', rawUrl)));
@@ -232,8 +321,11 @@ try {
 
   for (const batch of [1, 100]) {
     const ns = `bench.docs${batch}`;
-    await config.shardCollection({ ns, key: { k: 'hashed' } });
-    /** Measures `insert` from `CONCURRENCY` loops after the warm-up, with the CPU `meter` saw meanwhile. */
+    await config.shardCollection({ ns, key: SHARD_KEY });
+    /**
+     * Measures `insert` from `CONCURRENCY` loops after the warm-up, with the CPU `meter` saw
+     * meanwhile. Each run is measured from a checkpoint, so every run starts with its pages clean.
+     */
     const insertRun = (what: string, insert: (first: number, count: number) => Promise<void>, meter: ProcessCpu = cpu) => {
       const label = `insert ${what}, batches of ${batch}`;
       return measured(
@@ -242,6 +334,7 @@ try {
         (begin) => throughput(label, batch, insert, begin),
         (r) => r.documents,
         meter,
+        true,
       );
     };
     const viaRouter = await insertRun('via router', async (first, count) => {
@@ -255,7 +348,8 @@ try {
     await raw.query(`CREATE INDEX ON ${table} (shard_key)`);
     const rawRate = await insertRun('raw pg', async (first, count) => {
       const rows = Array.from({ length: count }, (_, i) => {
-        const document = { _id: first + i, ...documentFor(first + i) };
+        // As the router does for a document without one: an ObjectId `_id`, first.
+        const document = { _id: new ObjectId(), ...documentFor(first + i) };
         const text = JSON.stringify(toExtendedJsonObject(document));
         return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
       });
@@ -337,7 +431,7 @@ try {
    * have passed), then calls `begin` and reads every key of `keys` one after the other; answers
    * each measured read's latency.
    */
-  const timed = async (what: string, read: (k: number) => Promise<void>, begin: () => void): Promise<number[]> => {
+  const timed = async (what: string, read: (k: number) => Promise<void>, begin: () => Promise<void>): Promise<number[]> => {
     const started = performance.now();
     const p50s: number[] = [];
     const speeds: number[] = [];
@@ -360,7 +454,7 @@ try {
       speeds,
       p50s.map((p50) => `${p50.toFixed(2)} ms`),
     );
-    begin();
+    await begin();
     return latenciesOf(read, keys);
   };
   /** Measures `read` over every key after the warm-up reads, with the CPU `meter` saw meanwhile. */
@@ -402,7 +496,7 @@ try {
     `\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run once its warm-up is steady, ~200 B documents, hashed shard key over 3 shards\n`,
   );
   console.log(
-    `warm-ups (windows of ${WINDOW_SECONDS} s, until none of the last 3 beat the best before by 3%; at most ${WARMUP_MAX_SECONDS} s):`,
+    `warm-ups (windows of ${WINDOW_SECONDS} s, until none of the last 3 beat the best before by 3%, at least ${INSERT_WARMUP_MIN_SECONDS} s for inserts and ${READ_WARMUP_MIN_SECONDS} s for reads; at most ${WARMUP_MAX_SECONDS} s):`,
   );
   for (const { what, warmup } of warmups) {
     console.log(
@@ -435,6 +529,9 @@ try {
     const cell = (ms: number | undefined) => (ms === undefined ? 'n/a' : (ms / row.count).toFixed(3)).padStart(9);
     console.log(`${`${row.what} (per ${row.per})`.padEnd(36)}${figures.map(cell).join('')}${cell(total)}`);
   }
+  console.log('\nbackground work during each measured run (Postgres checkpoints; the cluster changelog but balancer rounds):');
+  for (const row of cpuRows) console.log(`  ${row.what}: ${row.meanwhile}`);
+  await background.close();
 } finally {
   for (const child of floorProcesses) child.kill('SIGTERM');
   await cluster.stop();

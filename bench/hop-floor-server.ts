@@ -1,15 +1,18 @@
+import { ObjectId } from 'bson';
 import Fastify from 'fastify';
 import pg from 'pg';
 import { Agent, request } from 'undici';
+import { encodeKey, extractShardKey, parseShardKeyPattern } from '@tessera/core';
 
 /**
  * The server side of bench:crud's floor: the cluster's two HTTP hops with nothing else. A relay
  * (where the router sits) parses the request, splits the documents by `k` over the stores and
  * forwards them, group-committed per store as the router's insert coalescer does (while one
  * insert to a store is under way, the documents that arrive for it wait and go together); a
- * store (where a shard sits) writes its documents with the raw baseline's one statement. No
- * versions, no validation, no Extended JSON, no signatures: what any router and shard written
- * on Node's HTTP stack would pay on this machine before doing their work.
+ * store (where a shard sits) writes its documents with the raw baseline's one statement and keys
+ * (an ObjectId `_id`, the hashed key of `k`). No versions, no validation, no Extended JSON
+ * decoding, no signatures: what any router and shard written on Node's HTTP stack would pay on
+ * this machine before doing their work.
  *
  *   node hop-floor-server.js store <port> <database url>
  *   node hop-floor-server.js relay <port> <store url>,<store url>,...
@@ -23,6 +26,10 @@ interface Document {
   [field: string]: unknown;
 }
 
+/** The rows' keys are the raw baseline's: an ObjectId `_id` and the hashed shard key of `k`. */
+const pattern = parseShardKeyPattern({ k: 'hashed' });
+const keyOf = (k: number) => Buffer.from(encodeKey(extractShardKey(pattern, { k })));
+
 if (role === 'store') {
   const pool = new pg.Pool({ connectionString: target, max: 16 });
   const table = `floor_${port}`;
@@ -30,18 +37,20 @@ if (role === 'store') {
   await pool.query(`CREATE INDEX ON ${table} (shard_key)`);
   app.post('/insert', async (req) => {
     const { documents } = req.body as { documents: Document[] };
-    const keys = documents.map((d) => Buffer.from(String(d.k)));
-    const texts = documents.map((d) => JSON.stringify(d));
+    const _ids = documents.map(() => new ObjectId());
+    const ids = _ids.map((_id) => Buffer.from(encodeKey([_id])));
+    const keys = documents.map((d) => keyOf(d.k));
+    const texts = documents.map((d, i) => JSON.stringify({ _id: { $oid: _ids[i]!.toHexString() }, ...d }));
     await pool.query(
       `INSERT INTO ${table} (id, shard_key, doc, size)
        SELECT * FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
-      [keys, keys, `[${texts.join(',')}]`, texts.map((t) => t.length)],
+      [ids, keys, `[${texts.join(',')}]`, texts.map((t) => t.length)],
     );
     return { n: documents.length };
   });
   app.post('/find', async (req) => {
     const { k } = req.body as { k: number };
-    const { rows } = await pool.query(`SELECT doc FROM ${table} WHERE shard_key = $1`, [Buffer.from(String(k))]);
+    const { rows } = await pool.query(`SELECT doc FROM ${table} WHERE shard_key = $1`, [keyOf(k)]);
     return { documents: rows.map((r: { doc: unknown }) => r.doc) };
   });
 } else if (role === 'relay') {
