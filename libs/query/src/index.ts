@@ -5,5 +5,6 @@ export * from './targeting/target-shards.js';
 export * from './update/apply-update.js';
 export * from './update/upsert.js';
 export * from './insert/prepare-insert.js';
+export * from './insert/wire-insert.js';
 export * from './projection/projection.js';
 export * from './sort/sort.js';

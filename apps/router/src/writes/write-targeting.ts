@@ -18,9 +18,7 @@ import {
   type RoutingTable,
   type ShardKeyPattern,
   TesseraError,
-  type Value,
-  extractShardKey,
-  fromExtendedJsonObject,
+  extractShardKeyFromWire,
   shardKeyFromEqualityQuery,
   shardKeyPatternToObject,
 } from '@tessera/core';
@@ -39,13 +37,7 @@ export type WriteRouting =
  */
 export function routeInsert(document: Readonly<Record<string, unknown>>, routing: WriteRouting): string {
   if (routing.kind === 'unsharded') return routing.primaryShard;
-  const keyFields: Record<string, Value> = {};
-  for (const { path } of routing.pattern.fields) {
-    const dot = path.indexOf('.');
-    const top = dot === -1 ? path : path.slice(0, dot);
-    if (Object.hasOwn(document, top)) keyFields[top] = fromExtendedJsonObject(document[top]);
-  }
-  return routing.table.shardFor(extractShardKey(routing.pattern, keyFields));
+  return routing.table.shardFor(extractShardKeyFromWire(routing.pattern, document));
 }
 
 /** The shards a filter reaches; used by multi-writes and reads. Throws `BAD_VALUE` for an invalid filter. */

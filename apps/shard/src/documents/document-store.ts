@@ -8,11 +8,12 @@ import {
   type ValueObject,
   encodeKey,
   extractShardKey,
+  extractShardKeyFromWire,
   fromExtendedJsonObject,
   toExtendedJsonObject,
 } from '@tessera/core';
 import { databaseErrorCode, poolStatement } from '@tessera/platform';
-import { prepareInsert } from '@tessera/query';
+import { prepareInsert, prepareWireInsert } from '@tessera/query';
 import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
 /** One collection's table on this shard, with the ownership view a request was checked against. */
@@ -50,7 +51,8 @@ interface PreparedRow {
   doc: string;
   size: number;
   _id: Value;
-  document: ValueObject;
+  /** The stored document, decoded: only inserts into a collection with secondary indexes read it. */
+  document: () => ValueObject;
 }
 
 /**
@@ -108,10 +110,39 @@ export class DocumentStore {
   }
 
   private prepare(handle: CollectionHandle, input: unknown, index: number, generateId: () => ObjectId): PreparedRow {
+    const wire = prepareWireInsert(input, { generateId });
+    if (wire !== undefined) {
+      const key = encodeKey(extractShardKeyFromWire(handle.pattern, input as Record<string, unknown>, wire.generated ? wire.id : undefined));
+      this.checkOwned(handle, key, index);
+      return {
+        index,
+        id: Buffer.from(encodeKey([wire.id])),
+        shardKey: Buffer.from(key),
+        doc: wire.text,
+        size: wire.size,
+        _id: wire.id,
+        document: () => fromExtendedJsonObject(JSON.parse(wire.text)) as ValueObject,
+      };
+    }
     const document =
       input !== null && typeof input === 'object' && !Array.isArray(input) ? (fromExtendedJsonObject(input) as ValueObject) : input;
     const { document: prepared, size } = prepareInsert(document, { generateId }, index);
     const key = encodeKey(extractShardKey(handle.pattern, prepared));
+    this.checkOwned(handle, key, index);
+    const _id = prepared['_id'] as Value;
+    return {
+      index,
+      id: Buffer.from(encodeKey([_id])),
+      shardKey: Buffer.from(key),
+      doc: JSON.stringify(toExtendedJsonObject(prepared)),
+      size,
+      _id,
+      document: () => prepared,
+    };
+  }
+
+  /** Throws `STALE_CONFIG` when this shard does not own `key`: the sender's routing was stale. */
+  private checkOwned(handle: CollectionHandle, key: Uint8Array, index: number): void {
     if (!handle.owns(key)) {
       throw new TesseraError(
         'STALE_CONFIG',
@@ -121,16 +152,6 @@ export class DocumentStore {
         },
       );
     }
-    const _id = prepared['_id'] as Value;
-    return {
-      index,
-      id: Buffer.from(encodeKey([_id])),
-      shardKey: Buffer.from(key),
-      doc: JSON.stringify(toExtendedJsonObject(prepared)),
-      size,
-      _id,
-      document: prepared,
-    };
   }
 
   /**
@@ -255,7 +276,7 @@ export class DocumentStore {
     const kept: PreparedRow[] = [];
     for (const row of rows) {
       try {
-        entries.set(row, entriesOf(indexes, row.id, row.document));
+        entries.set(row, entriesOf(indexes, row.id, row.document()));
         kept.push(row);
       } catch (error) {
         writeErrors.push({ index: row.index, error: toEnvelope(error) });

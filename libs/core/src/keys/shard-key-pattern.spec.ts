@@ -1,10 +1,11 @@
-import { BSONRegExp, Long, MaxKey, MinKey } from 'bson';
+import { BSONRegExp, Long, MaxKey, MinKey, ObjectId } from 'bson';
 import { describe, expect, it } from 'vitest';
 import { TesseraError } from '../errors.js';
 import { hash64 } from '../hashing/hashed-value.js';
 import type { Value, ValueObject } from '../values/value.js';
 import {
   extractShardKey,
+  extractShardKeyFromWire,
   globalMaxKey,
   globalMinKey,
   isHashedShardKey,
@@ -80,6 +81,21 @@ describe('extractShardKey', () => {
     expect(region).toBe('eu');
     expect((uid as Long).toBigInt()).toBe(-944302157085130861n);
     expect((extractShardKey(hashed, { region: 'eu' })[1] as Long).toBigInt()).toBe(hash64(null));
+  });
+});
+
+describe('extractShardKeyFromWire', () => {
+  it('decodes only the key fields of a document as it came', () => {
+    const pattern = parseShardKeyPattern({ region: 1, 'user.id': 1 });
+    const wire = { region: 'eu', user: { id: { $numberLong: '7' } }, other: { $oid: 'not an ObjectId' } };
+    expect(extractShardKeyFromWire(pattern, wire)).toEqual(['eu', 7n]);
+  });
+
+  it('reads a generated _id the document lacks from `id`, and the _id it has otherwise', () => {
+    const pattern = parseShardKeyPattern({ _id: 'hashed' });
+    const id = new ObjectId('0102030405060708090a0b0c');
+    expect(extractShardKeyFromWire(pattern, { a: 1 }, id)).toEqual(extractShardKey(pattern, { _id: id, a: 1 }));
+    expect(extractShardKeyFromWire(pattern, { _id: 5 }, id)).toEqual(extractShardKey(pattern, { _id: 5 }));
   });
 });
 

@@ -9,6 +9,7 @@ import { TesseraError } from '../errors.js';
 import { hashShardKeyValue } from '../hashing/hashed-value.js';
 import type { Value, ValueObject } from '../values/value.js';
 import { typeBracketOf } from '../values/value.js';
+import { fromExtendedJsonObject } from '../values/extended-json.js';
 
 /** One field of a shard key pattern. */
 export interface ShardKeyField {
@@ -91,6 +92,23 @@ export function extractShardKey(pattern: ShardKeyPattern, document: ValueObject)
     }
     return field.hashed ? hashShardKeyValue(value) : value;
   });
+}
+
+/**
+ * `extractShardKey` for a document as it came (parsed Extended JSON), decoding only the
+ * top-level fields the key reads: a document decodes field by field, so this is the key of the
+ * whole decoded document. `id`, when given, stands for a `_id` the document lacks (a generated
+ * one). Throws as `extractShardKey`, and `FAILED_TO_PARSE` for a malformed wrapper in a key field.
+ */
+export function extractShardKeyFromWire(pattern: ShardKeyPattern, document: Readonly<Record<string, unknown>>, id?: Value): ShardKey {
+  const fields: Record<string, Value> = {};
+  for (const { path } of pattern.fields) {
+    const dot = path.indexOf('.');
+    const top = dot === -1 ? path : path.slice(0, dot);
+    if (Object.hasOwn(document, top)) fields[top] = fromExtendedJsonObject(document[top]);
+    else if (top === '_id' && id !== undefined) fields[top] = id;
+  }
+  return extractShardKey(pattern, fields);
 }
 
 /**
