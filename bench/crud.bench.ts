@@ -493,7 +493,9 @@ try {
   // first, and in three runs the shards spent 21-33% more CPU per read in the router's phase than
   // in their own, for the same one find each. Taking turns did not change that (first run so:
   // router p50 2.43 ms, shards 1.235 ms CPU per read against 0.98 straight), so the order was not
-  // the cause; what is, is not pinned down.
+  // the cause. Part of it is per second, not per read: idle, the three shards spend ~50 ms/s, which
+  // the router's slower reads share among fewer reads; the rest is not pinned down (the same find
+  // command, with the router's batch size and request id, costs a shard the same sent directly).
   for (const { what, read } of reads) await warmUp(`point read ${what}`, read);
   const sliceLength = Math.ceil(READS / READ_SLICES);
   const latencies = reads.map(() => [] as number[]);
