@@ -168,9 +168,9 @@ function recordWarmup(what: string, started: number, scores: readonly number[], 
 
 /**
  * Runs `insert` from `CONCURRENCY` loops in windows of `WINDOW_SECONDS` until the rate is steady
- * and `INSERT_WARMUP_MIN_SECONDS` have passed (or `WARMUP_MAX_SECONDS`), then awaits `begin` (the load goes on meanwhile) and
- * measures for `SECONDS`: answers the documents written per second, and how many, from the
- * inserts that completed after `begin`.
+ * and `INSERT_WARMUP_MIN_SECONDS` have passed (or `WARMUP_MAX_SECONDS`), then awaits `begin`
+ * (the load goes on meanwhile) and measures for `SECONDS`: answers the documents written per
+ * second, and how many, from the inserts that completed after `begin`.
  */
 async function throughput(
   what: string,
@@ -276,8 +276,8 @@ try {
   const background = await BackgroundWork.open(cluster.node('shard0').env.TESSERA_DATABASE_URL!, cluster.node('config').env.TESSERA_DATABASE_URL!);
   /**
    * Runs `work` and records the CPU each process group spent on it per unit of `count`, and the
-   * background work that ran meanwhile, from the moment `work`'s call of `begin` resolves.
-   * With `checkpointFirst`, `begin` first has Postgres take a checkpoint (see BackgroundWork).
+   * background work that ran meanwhile, from the moment `work`'s call of `begin` resolves:
+   * `begin` first has Postgres take a checkpoint (see BackgroundWork).
    */
   const measured = async <T>(
     what: string,
@@ -285,12 +285,11 @@ try {
     work: (begin: () => Promise<void>) => Promise<T>,
     count: (result: T) => number,
     meter: ProcessCpu = cpu,
-    checkpointFirst = false,
   ): Promise<T> => {
     let before = meter.snapshot();
     let backgroundBefore = await background.snapshot();
     const result = await work(async () => {
-      if (checkpointFirst) await background.checkpoint();
+      await background.checkpoint();
       before = meter.snapshot();
       backgroundBefore = await background.snapshot();
     });
@@ -336,7 +335,6 @@ try {
         (begin) => throughput(label, batch, insert, begin),
         (r) => r.documents,
         meter,
-        true,
       );
     };
     const viaRouter = await insertRun('via router', async (first, count) => {
