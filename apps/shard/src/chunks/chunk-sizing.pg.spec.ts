@@ -35,6 +35,25 @@ async function collection(xs: number[], pad = 100): Promise<string> {
   return ns;
 }
 
+/**
+ * Waits until Postgres' statistics count the `rows` inserted into `ns`: a backend reports its
+ * writes up to seconds after they commit, and a report that lands after an ANALYZE counts them
+ * again as changed since it (so the planner-based estimate would be 2,000 + 5,000 for 2,000).
+ */
+async function statisticsCaughtUp(ns: string, rows: number): Promise<void> {
+  const table = tableName((await storage.localCollection(ns))!.uuid);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const [{ n }] = (await db.dataSource.query(
+      `SELECT coalesce((SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = $1::regclass), 0) AS n`,
+      [table],
+    )) as [{ n: string }];
+    if (Number(n) >= rows) return;
+    if (Date.now() > deadline) throw new Error(`the statistics of ${table} still count ${n} inserted rows of ${rows}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 describe('dataSize', () => {
   it('sums the stored sizes and counts the documents of a range, or of the whole collection', async () => {
     const ns = await collection([1, 2, 3, 4, 5]);
@@ -169,6 +188,7 @@ describe('splitVector', () => {
 
   it("takes a range well under the max from the planner's estimate (analyzing a table without statistics), counting no documents", async () => {
     const ns = await collection(Array.from({ length: 5000 }, (_, i) => i));
+    await statisticsCaughtUp(ns, 5000);
     const exact = await sizing.dataSize({ ns });
     const query = vi.spyOn(db.dataSource, 'query');
     try {
