@@ -43,8 +43,9 @@ interface Tracker {
  * measured: that size plus the bytes written since bounds the chunk from above, and while the
  * bound stays under the max chunk size the test is skipped, since it could only find the chunk
  * under the max. A chunk filling up is then tested about twice (at its first test and once the
- * bound reaches the max) instead of at every fifth of the max. The bound holds for writes this shard notes (inserts, updates, upserts); one that
- * a split, merge or migration changed is measured again.
+ * bound reaches the max) instead of at every fifth of the max. The bound holds for writes this
+ * shard notes (inserts, updates, upserts); one that a split, merge or migration changed is
+ * measured again.
  */
 @Injectable()
 export class AutoSplitter {

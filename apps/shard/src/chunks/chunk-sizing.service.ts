@@ -63,8 +63,8 @@ export class ChunkSizingService {
   /**
    * The bytes of each collection this shard owns (estimated from a sample of a large table when
    * the request allows an error, see `sampleFraction`): what it stores outside the ranges of its
-   * range deletion tasks that hold orphans, which are the ready ones (a range given away, or a received
-   * copy of an aborted migration) and the pending ones of ranges it is receiving (MongoDB
+   * range deletion tasks that hold orphans, which are the ready ones (a range given away, or a
+   * received copy of an aborted migration) and the pending ones of ranges it is receiving (MongoDB
    * subtracts its `numOrphanDocs` the same way). A donor's pending task covers a range it still
    * owns until its migration commits, so that range counts. Without this, a donor would weigh
    * as much as before its migrations until their ranges are cleaned, and the balancer would move
@@ -97,18 +97,18 @@ export class ChunkSizingService {
    * `MIN_SAMPLED_PAGES` pages, or when the sample would be half the table anyway. Postgres's
    * `TABLESAMPLE SYSTEM` takes whole pages at random; scaling the sampled sum by the fraction
    * estimates the whole with a standard error of about T·sqrt((1 − f)/(f·N)) for a table of N
-   * evenly filled pages holding T bytes (taken here as full 8 KiB pages, and the tolerance
-   * halved for unevenly filled ones).
+   * evenly filled pages holding T bytes (taken here as full pages, and the tolerance halved for
+   * unevenly filled ones).
    */
   private async sampleFraction(table: string, tolerance: number | undefined): Promise<number> {
     if (tolerance === undefined || tolerance <= 0) return 1;
-    const [{ pages: text }] = (await this.dataSource.query(
-      `SELECT pg_relation_size($1::regclass) / current_setting('block_size')::int AS pages`,
+    const [relation] = (await this.dataSource.query(
+      `SELECT pg_relation_size($1::regclass) AS bytes, current_setting('block_size')::int AS block`,
       [table],
-    )) as [{ pages: string }];
-    const pages = Number(text);
+    )) as [{ bytes: string; block: number }];
+    const bytes = Number(relation.bytes);
+    const pages = bytes / relation.block;
     if (pages < MIN_SAMPLED_PAGES) return 1;
-    const bytes = pages * 8192;
     const allowed = tolerance / 2;
     const fraction = Math.max(MIN_SAMPLED_PAGES / pages, 1 / (1 + (pages * allowed * allowed) / (bytes * bytes)));
     return fraction >= 0.5 ? 1 : fraction;

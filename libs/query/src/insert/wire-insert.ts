@@ -33,9 +33,10 @@ const INT32_MAX = 2_147_483_647;
  * when the general path (`fromExtendedJsonObject`, `prepareInsert`, `toExtendedJsonObject`) must
  * take it: any `$` field name other than an ObjectId's `$oid` (including the top-level names
  * `prepareInsert` refuses), an ObjectId in upper-case hex, an `_id` that is not the first field
- * or is an array, a document without `_id` whose first field name is an array index, a value JSON cannot hold, a field named `__proto__` or holding a NUL byte, or
- * a size over the limit. Answers what the general path would give for every other document
- * (property-tested against it). Throws nothing: what it cannot vouch for, it leaves.
+ * or is an array, a document without `_id` whose first field name is an array index, a value
+ * JSON cannot hold, a field named `__proto__` or holding a NUL byte, or a size over the limit.
+ * Answers what the general path would give for every other document (property-tested against
+ * it). Throws nothing: what it cannot vouch for, it leaves.
  */
 export function prepareWireInsert(json: unknown, options: PrepareInsertOptions): PreparedWireInsert | undefined {
   if (!isPlainObject(json)) return undefined;
@@ -49,18 +50,18 @@ export function prepareWireInsert(json: unknown, options: PrepareInsertOptions):
     if (element === NOT_PLAIN) return undefined;
     size += element;
   }
-  const text = JSON.stringify(json);
   if (fields[0] === '_id') {
-    return size > MAX_DOCUMENT_SIZE ? undefined : { text, size, id: fromExtendedJsonObject(json['_id']), generated: false };
+    if (size > MAX_DOCUMENT_SIZE) return undefined;
+    return { text: JSON.stringify(json), size, id: fromExtendedJsonObject(json['_id']), generated: false };
   }
   // JavaScript objects list integer-like names (array indexes) first, so the general path's
   // `{ _id, ...document }` puts such fields before the generated `_id`: leave those to it.
   if (fields.length > 0 && ARRAY_INDEX.test(fields[0]!)) return undefined;
-  const id = options.generateId();
   size += 2 + 3 + 12;
   if (size > MAX_DOCUMENT_SIZE) return undefined;
+  const id = options.generateId();
   const idText = `{"_id":{"$oid":"${id.toHexString()}"}`;
-  return { text: fields.length === 0 ? `${idText}}` : `${idText},${text.slice(1)}`, size, id, generated: true };
+  return { text: fields.length === 0 ? `${idText}}` : `${idText},${JSON.stringify(json).slice(1)}`, size, id, generated: true };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
