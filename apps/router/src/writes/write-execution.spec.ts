@@ -61,14 +61,17 @@ function fakeShards(options: { failAt?: number[]; staleOnce?: string } = {}) {
       return {
         insertedCount: upTo,
         inserted: batch.indexes.slice(0, upTo).map((_, local) => local),
-        writeErrors: failing === -1 ? [] : [{ index: failing, error: new TesseraError('DUPLICATE_KEY', 'dup').toEnvelope() }],
+        writeErrors:
+          failing === -1
+            ? []
+            : [{ index: failing, error: new TesseraError('DUPLICATE_KEY', 'dup', { details: { index: failing } }).toEnvelope() }],
       };
     },
   };
 }
 
 describe('running a write batch', () => {
-  it('maps a shard batch error back to the user index and stops an ordered batch there', async () => {
+  it('maps a shard batch error back to the user index, in its details too, and stops an ordered batch there', async () => {
     const shards = fakeShards({ failAt: [3] });
     const statements = routed('A', 'B', 'B', 'B', 'A');
     const result = await executeWriteBatch(5, true, {
@@ -76,7 +79,7 @@ describe('running a write batch', () => {
       send: shards.send,
       handleStale: () => false,
     });
-    expect(result.writeErrors).toEqual([{ index: 3, error: expect.objectContaining({ code: 'DUPLICATE_KEY' }) }]);
+    expect(result.writeErrors).toEqual([{ index: 3, error: expect.objectContaining({ code: 'DUPLICATE_KEY', details: { index: 3 } }) }]);
     expect(shards.sent.map((b) => b.shard)).toEqual(['A', 'B']);
     expect(result.replies.flatMap(({ batch, reply }) => reply.inserted.map((local) => batch.indexes[local]))).toEqual([0, 1, 2]);
   });

@@ -89,7 +89,7 @@ export async function executeWriteBatch<R extends ShardWriteReply>(
           for (const entry of outcome.value.writeErrors) {
             const index = batch.indexes[entry.index];
             if (index === undefined) continue;
-            record(index, entry.error);
+            record(index, inUserIndexes(entry.error, index));
             failed = true;
           }
         } else if (ports.handleStale(outcome.reason)) {
@@ -130,4 +130,9 @@ export async function executeWriteBatch<R extends ShardWriteReply>(
 export function envelopeOf(error: unknown): ErrorEnvelope {
   if (error instanceof TesseraError) return error.toEnvelope();
   return new TesseraError('INTERNAL', `unexpected error: ${error instanceof Error ? error.message : String(error)}`).toEnvelope();
+}
+
+/** A shard's error for a statement of a child batch, its details' `index` (the child batch's) made the user's. */
+function inUserIndexes(error: ErrorEnvelope, index: number): ErrorEnvelope {
+  return error.details !== undefined && 'index' in error.details ? { ...error, details: { ...error.details, index } } : error;
 }

@@ -304,15 +304,15 @@ function isUniqueViolation(error: unknown): boolean {
 function duplicateKey(handle: CollectionHandle, row: PreparedRow, idTaken: boolean): ErrorEnvelope {
   const id = toExtendedJsonObject(row._id);
   const message = idTaken
-    ? `E11000 duplicate key error collection: ${handle.ns} dup key: { _id: ${JSON.stringify(id)} } (statement ${row.index})`
-    : `E11000 duplicate key error collection: ${handle.ns}: another document has the same unique shard key (statement ${row.index})`;
+    ? `E11000 duplicate key error collection: ${handle.ns} dup key: { _id: ${JSON.stringify(id)} }`
+    : `E11000 duplicate key error collection: ${handle.ns}: another document has the same unique shard key`;
   return new TesseraError('DUPLICATE_KEY', message, {
     details: { index: row.index, keyValue: idTaken ? { _id: id } : { shardKey: true } },
   }).toEnvelope();
 }
 
 function withStatement(error: TesseraError, index: number): ErrorEnvelope {
-  return new TesseraError(error.code, `${error.message} (statement ${index})`, { details: { ...error.details, index } }).toEnvelope();
+  return new TesseraError(error.code, error.message, { details: { ...error.details, index } }).toEnvelope();
 }
 
 function toEnvelope(error: unknown): ErrorEnvelope {

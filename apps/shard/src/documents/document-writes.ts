@@ -210,7 +210,7 @@ export class DocumentWrites {
     if (inserted.length === 0) {
       throw new TesseraError(
         'DUPLICATE_KEY',
-        `E11000 duplicate key error collection: ${handle.ns}: the upserted document's _id or unique shard key exists (statement ${index})`,
+        `E11000 duplicate key error collection: ${handle.ns}: the upserted document's _id or unique shard key exists`,
         {
           details: { index },
         },

@@ -45,13 +45,12 @@ export function checkDocumentSize(document: ValueObject): number {
  * The checks of `prepareInsert` that read only a document's top-level field names and its `_id`,
  * for a router that passes documents on as they came and decodes no more than it needs: `id`
  * is the decoded value of `document._id` (ignored when the document has none). Throws
- * `BAD_VALUE` as `prepareInsert`, with `index` named in the message when given.
+ * `BAD_VALUE` as `prepareInsert`, with `index` in its details when given.
  */
 export function checkInsertFields(document: Readonly<Record<string, unknown>>, id: Value | undefined, index?: number): void {
-  const where = index === undefined ? '' : ` (statement ${index})`;
   for (const field of Object.keys(document)) {
     if (field.startsWith('$')) {
-      throw new TesseraError('BAD_VALUE', `The top-level field name '${field}'${where} cannot start with '$'.`, {
+      throw new TesseraError('BAD_VALUE', `The top-level field name '${field}' cannot start with '$'.`, {
         details: { field, index },
       });
     }
@@ -61,7 +60,7 @@ export function checkInsertFields(document: Readonly<Record<string, unknown>>, i
   if (type === 'array' || type === 'regex' || type === 'undefined') {
     throw new TesseraError(
       'BAD_VALUE',
-      `The _id${where} cannot be ${type === 'array' ? 'an array' : type === 'regex' ? 'a regular expression' : 'undefined'}, got ${display(id)}.`,
+      `The _id cannot be ${type === 'array' ? 'an array' : type === 'regex' ? 'a regular expression' : 'undefined'}, got ${display(id)}.`,
       {
         details: { field: '_id', index },
       },
@@ -71,14 +70,15 @@ export function checkInsertFields(document: Readonly<Record<string, unknown>>, i
 
 /**
  * Validates an insert and returns the document with `_id` first (generated when missing) and
- * its size. `index` (the statement index in a batch) is named in messages when given.
+ * its size. `index` (the statement's index in its batch) goes in the errors' details when given:
+ * messages do not name it, since a shard's batch index is not the user's (the router maps the
+ * details' index back, and a write error carries the user's index beside its message).
  * Throws `BAD_VALUE` when the document is not a document, a top-level field name starts with
  * `$`, or `_id` is an array, a regex or undefined; `DOCUMENT_TOO_LARGE` over 16 MiB.
  */
 export function prepareInsert(document: unknown, options: PrepareInsertOptions, index?: number): PreparedInsert {
-  const where = index === undefined ? '' : ` (statement ${index})`;
   if (!isDocument(document))
-    throw new TesseraError('BAD_VALUE', `A document to insert must be a document${where}, got ${display(document)}.`, {
+    throw new TesseraError('BAD_VALUE', `A document to insert must be a document, got ${display(document)}.`, {
       details: { index },
     });
   checkInsertFields(document, document['_id'], index);
@@ -95,7 +95,7 @@ export function prepareInsert(document: unknown, options: PrepareInsertOptions, 
     return { document: prepared, size: checkDocumentSize(prepared) };
   } catch (error) {
     if (error instanceof TesseraError && index !== undefined) {
-      throw new TesseraError(error.code, `${error.message.slice(0, -1)}${where}.`, { details: { ...error.details, index } });
+      throw new TesseraError(error.code, error.message, { details: { ...error.details, index } });
     }
     throw error;
   }
