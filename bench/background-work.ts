@@ -9,8 +9,8 @@ import pg from 'pg';
  * after a checkpoint are the slowest of a write load, and which 6-s run a timed checkpoint fell in
  * decided the ratio: in two runs, raw batches of 100 gave 58k docs/s, then 45k with a checkpoint
  * in its run; the router's gave 17k (Postgres spending twice its usual CPU per document), then
- * 36k. So bench:crud measures each slice of inserts from a checkpoint of its own (`checkpoint`),
- * and prints any other.
+ * 36k. So bench:crud measures each insert run from a checkpoint of its own (`checkpoint`), and
+ * prints any other.
  */
 export class BackgroundWork {
   private constructor(

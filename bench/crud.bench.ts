@@ -11,7 +11,6 @@ import { ShardClient } from '@tessera/protocol';
 import { CatalogCache } from '@tessera/routing';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
 import { BackgroundWork } from './background-work.js';
-import { InsertLoad } from './insert-load.js';
 import { ProcessCpu, machineBusyMillis } from './process-cpu.js';
 import { isSteady } from './steady-state.js';
 
@@ -30,18 +29,7 @@ import { isSteady } from './steady-state.js';
  * Its ratio is what two HTTP hops on Node leave of the raw rate on this machine, before any
  * routing, versioning, validation or storage work: the most a router and shards can reach here.
  */
-/** Measured seconds per way: for inserts, in `INSERT_SLICES` slices; the reads count reads instead. */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
-/**
- * The measured inserts of each way come in this many slices, the three ways taking turns. The
- * machine's speed drifts over tens of seconds, everything at once: with a cluster under point
- * reads and nothing else changing, the p50 went 1.4-1.6 ms for half a minute, then 2.2-2.5, and
- * back, and the CPU per read of every process, the bench's own included, moved with it. Run one
- * after the other, the router's 6 s and raw pg's could fall in different phases: in one run the
- * router's batches of 100 gave 0.45 of raw with every process spending 35-60% more CPU per
- * document than in the runs before.
- */
-const INSERT_SLICES = 3;
 /**
  * Warm-up windows, of throughput and of point reads alike. Reads come one at a time, a few
  * hundred a second, so their code reaches the JIT's optimizing tier slowly (tens of seconds):
@@ -115,28 +103,54 @@ function recordWarmup(what: string, started: number, scores: readonly number[], 
 }
 
 /**
- * Runs `load` in windows of `WINDOW_SECONDS` until its rate is steady and
- * `INSERT_WARMUP_MIN_SECONDS` have passed (or `WARMUP_MAX_SECONDS`), recording the windows.
+ * Runs `insert` from `CONCURRENCY` loops in windows of `WINDOW_SECONDS` until the rate is steady
+ * and `INSERT_WARMUP_MIN_SECONDS` have passed (or `WARMUP_MAX_SECONDS`), then awaits `begin`
+ * (the load goes on meanwhile) and measures for `SECONDS`: answers the documents written per
+ * second, and how many, from the inserts that completed after `begin`.
  */
-async function warmUpInserts(what: string, load: InsertLoad): Promise<void> {
+async function throughput(
+  what: string,
+  batch: number,
+  insert: (first: number, count: number) => Promise<void>,
+  begin: () => Promise<void>,
+): Promise<{ rate: number; documents: number }> {
+  let next = 0;
+  let completed = 0;
+  let measuredFrom: number | undefined;
+  let stopAt = Infinity;
   const started = performance.now();
   const rates: number[] = [];
-  load.start();
-  for (;;) {
-    const windowStart = performance.now();
-    const before = load.completed;
-    await new Promise((resolve) => setTimeout(resolve, WINDOW_SECONDS * 1000));
-    rates.push((load.completed - before) / ((performance.now() - windowStart) / 1000));
-    const elapsed = performance.now() - started;
-    if ((isSteady(rates) && elapsed >= INSERT_WARMUP_MIN_SECONDS * 1000) || elapsed >= WARMUP_MAX_SECONDS * 1000) break;
-  }
-  await load.stop();
-  recordWarmup(
-    what,
-    started,
-    rates,
-    rates.map((r) => r.toFixed(0)),
+  const loops = Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < stopAt) {
+        const first = next;
+        next += batch;
+        await insert(first, batch);
+        completed += batch;
+      }
+    }),
   );
+  while (measuredFrom === undefined) {
+    const windowStart = performance.now();
+    const before = completed;
+    await new Promise((resolve) => setTimeout(resolve, WINDOW_SECONDS * 1000));
+    rates.push((completed - before) / ((performance.now() - windowStart) / 1000));
+    const elapsed = performance.now() - started;
+    if ((isSteady(rates) && elapsed >= INSERT_WARMUP_MIN_SECONDS * 1000) || elapsed >= WARMUP_MAX_SECONDS * 1000) {
+      recordWarmup(
+        what,
+        started,
+        rates,
+        rates.map((r) => r.toFixed(0)),
+      );
+      await begin();
+      completed = 0;
+      measuredFrom = performance.now();
+      stopAt = measuredFrom + SECONDS * 1000;
+    }
+  }
+  await loops;
+  return { rate: completed / ((performance.now() - measuredFrom) / 1000), documents: completed };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
@@ -195,10 +209,31 @@ try {
     postgres: ProcessCpu.postgres(join(dir, 'postgres', 'data')),
   });
   const cpuRows: Array<{ what: string; per: string; spent: Map<string, number | undefined>; count: number; meanwhile: string }> = [];
-  const background = await BackgroundWork.open(
-    cluster.node('shard0').env.TESSERA_DATABASE_URL!,
-    cluster.node('config').env.TESSERA_DATABASE_URL!,
-  );
+  const background = await BackgroundWork.open(cluster.node('shard0').env.TESSERA_DATABASE_URL!, cluster.node('config').env.TESSERA_DATABASE_URL!);
+  /**
+   * Runs `work` and records the CPU each process group spent on it per unit of `count`, and the
+   * background work that ran meanwhile, from the moment `work`'s call of `begin` resolves:
+   * `begin` first has Postgres take a checkpoint (see BackgroundWork).
+   */
+  const measured = async <T>(
+    what: string,
+    per: string,
+    work: (begin: () => Promise<void>) => Promise<T>,
+    count: (result: T) => number,
+    meter: ProcessCpu = cpu,
+  ): Promise<T> => {
+    let before = meter.snapshot();
+    let backgroundBefore = await background.snapshot();
+    const result = await work(async () => {
+      await background.checkpoint();
+      before = meter.snapshot();
+      backgroundBefore = await background.snapshot();
+    });
+    const spent = meter.since(before);
+    cpuRows.push({ what, per, spent, count: count(result), meanwhile: await background.since(backgroundBefore) });
+    return result;
+  };
+
   // Raw baseline: the same rows, shaped as a shard stores them, in one database of the same server.
   const rawUrl = cluster.node('shard0').env.TESSERA_DATABASE_URL!.replace(/\/[^/]+$/, '/bench_raw');
   const admin = new pg.Client({ connectionString: cluster.node('shard0').env.TESSERA_DATABASE_URL });
@@ -224,91 +259,62 @@ try {
   for (const batch of [1, 100]) {
     const ns = `bench.docs${batch}`;
     await config.shardCollection({ ns, key: SHARD_KEY });
+    /**
+     * Measures `insert` from `CONCURRENCY` loops after the warm-up, with the CPU `meter` saw
+     * meanwhile. Each run is measured from a checkpoint, so every run starts with its pages clean.
+     */
+    const insertRun = (what: string, insert: (first: number, count: number) => Promise<void>, meter: ProcessCpu = cpu) => {
+      const label = `insert ${what}, batches of ${batch}`;
+      return measured(
+        label,
+        'document',
+        (begin) => throughput(label, batch, insert, begin),
+        (r) => r.documents,
+        meter,
+      );
+    };
+    const viaRouter = await insertRun('via router', async (first, count) => {
+      const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
+      const answer = await postJson<{ insertedCount?: number }>(`${router}/v1/bench/docs${batch}/insert`, { documents, ordered: false });
+      if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+    });
+
     const table = `raw${batch}`;
     await raw.query(`CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`);
     await raw.query(`CREATE INDEX ON ${table} (shard_key)`);
-    // The floor's keys start past the router's, so the two runs' rows never share an id.
-    const keyBase = batch === 1 ? 1_000_000_000 : 0;
-    const ways = [
-      {
-        what: 'via router',
-        meter: cpu,
-        load: new InsertLoad(batch, CONCURRENCY, async (first, count) => {
-          const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
-          const answer = await postJson<{ insertedCount?: number }>(`${router}/v1/bench/docs${batch}/insert`, {
-            documents,
-            ordered: false,
-          });
-          if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
-        }),
-      },
-      {
-        what: 'raw pg',
-        meter: cpu,
-        load: new InsertLoad(batch, CONCURRENCY, async (first, count) => {
-          const rows = Array.from({ length: count }, (_, i) => {
-            // As the router does for a document without one: an ObjectId `_id`, first.
-            const document = { _id: new ObjectId(), ...documentFor(first + i) };
-            const text = JSON.stringify(toExtendedJsonObject(document));
-            return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
-          });
-          // The shard's statement: the documents as one JSON array, cut into rows by Postgres.
-          await raw.query(
-            `INSERT INTO ${table} (id, shard_key, doc, size)
-             SELECT * FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
-            [rows.map((row) => row[0]), rows.map((row) => row[1]), `[${rows.map((row) => row[2]).join(',')}]`, rows.map((row) => row[3])],
-          );
-        }),
-      },
-      {
-        what: 'via floor',
-        meter: floorCpu,
-        load: new InsertLoad(batch, CONCURRENCY, async (first, count) => {
-          const documents = Array.from({ length: count }, (_, i) => documentFor(keyBase + first + i));
-          const answer = await postJson<{ insertedCount?: number }>(`${relay.url}/insert`, { documents });
-          if (answer.insertedCount !== count) throw new Error(`floor insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
-        }),
-      },
-    ];
-    for (const { what, load } of ways) await warmUpInserts(`insert ${what}, batches of ${batch}`, load);
-    // Then the ways take turns, in `INSERT_SLICES` rounds, each slice from a checkpoint of its
-    // own, so that every page starts clean. The machine's speed drifts over tens of seconds (see
-    // INSERT_SLICES), which one run after the other would give to one way and not the others.
-    const measuredWays = ways.map(() => ({
-      documents: 0,
-      seconds: 0,
-      spent: new Map<string, number | undefined>(),
-      meanwhile: [] as string[],
-    }));
-    for (let round = 0; round < INSERT_SLICES; round++) {
-      for (let turn = 0; turn < ways.length; turn++) {
-        const i = (turn + round) % ways.length;
-        const { load, meter } = ways[i]!;
-        const totals = measuredWays[i]!;
-        await background.checkpoint();
-        const before = meter.snapshot();
-        const backgroundBefore = await background.snapshot();
-        const slice = await load.runFor(SECONDS / INSERT_SLICES);
-        totals.documents += slice.documents;
-        totals.seconds += slice.seconds;
-        for (const [group, ms] of meter.since(before))
-          totals.spent.set(group, ms === undefined ? undefined : (totals.spent.get(group) ?? 0) + ms);
-        const meanwhile = await background.since(backgroundBefore);
-        if (meanwhile !== 'none') totals.meanwhile.push(`slice ${round + 1}: ${meanwhile}`);
-      }
-    }
-    for (const [i, { what }] of ways.entries()) {
-      const { documents, spent, meanwhile } = measuredWays[i]!;
-      cpuRows.push({
-        what: `insert ${what}, batches of ${batch}`,
-        per: 'document',
-        spent,
-        count: documents,
-        meanwhile: meanwhile.join('; ') || 'none',
+    const rawRate = await insertRun('raw pg', async (first, count) => {
+      const rows = Array.from({ length: count }, (_, i) => {
+        // As the router does for a document without one: an ObjectId `_id`, first.
+        const document = { _id: new ObjectId(), ...documentFor(first + i) };
+        const text = JSON.stringify(toExtendedJsonObject(document));
+        return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
       });
-    }
-    const rate = (i: number) => measuredWays[i]!.documents / measuredWays[i]!.seconds;
-    results.push({ what: `insert, batches of ${batch}`, router: rate(0), raw: rate(1), floor: rate(2), goal: batch === 1 ? 0.3 : 0.5 });
+      // The shard's statement: the documents as one JSON array, cut into rows by Postgres.
+      await raw.query(
+        `INSERT INTO ${table} (id, shard_key, doc, size)
+         SELECT * FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
+        [rows.map((row) => row[0]), rows.map((row) => row[1]), `[${rows.map((row) => row[2]).join(',')}]`, rows.map((row) => row[3])],
+      );
+    });
+
+    // Its keys start past the other run's, so the two runs' rows never share an id.
+    const keyBase = batch === 1 ? 1_000_000_000 : 0;
+    const floor = await insertRun(
+      'via floor',
+      async (first, count) => {
+        const documents = Array.from({ length: count }, (_, i) => documentFor(keyBase + first + i));
+        const answer = await postJson<{ insertedCount?: number }>(`${relay.url}/insert`, { documents });
+        if (answer.insertedCount !== count) throw new Error(`floor insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+      },
+      floorCpu,
+    );
+    results.push({
+      what: `insert, batches of ${batch}`,
+      router: viaRouter.rate,
+      floor: floor.rate,
+      raw: rawRate.rate,
+      goal: batch === 1 ? 0.3 : 0.5,
+    });
   }
 
   // Point reads by shard key: through the router, and straight from the owning shard, once the
@@ -411,8 +417,7 @@ try {
       meter: floorCpu,
       read: async (k: number) => {
         const answer = await postJson<{ cursor: { firstBatch: unknown[] } }>(`${relay.url}/find`, { filter: { k } });
-        if (answer.cursor.firstBatch.length !== 1)
-          throw new Error(`floor read of k=${k} found ${answer.cursor.firstBatch.length} documents`);
+        if (answer.cursor.firstBatch.length !== 1) throw new Error(`floor read of k=${k} found ${answer.cursor.firstBatch.length} documents`);
       },
     },
   ];
@@ -444,7 +449,7 @@ try {
   await raw.end();
 
   console.log(
-    `\nbench:crud — ${CONCURRENCY} concurrent clients, ~200 B documents, hashed shard key over 3 shards; once each way's warm-up is steady, ${SECONDS} s of inserts per way in ${INSERT_SLICES} slices, the ways taking turns, each slice from a checkpoint\n`,
+    `\nbench:crud — ${CONCURRENCY} concurrent clients, ${SECONDS} s per run once its warm-up is steady, ~200 B documents, hashed shard key over 3 shards\n`,
   );
   console.log(
     `warm-ups (windows of ${WINDOW_SECONDS} s, until none of the last 3 beat the best before by 3%, at least ${INSERT_WARMUP_MIN_SECONDS} s for inserts and ${READ_WARMUP_MIN_SECONDS} s for reads; at most ${WARMUP_MAX_SECONDS} s):`,
@@ -481,9 +486,7 @@ try {
     const cell = (ms: number | undefined) => (ms === undefined ? 'n/a' : (ms / row.count).toFixed(3)).padStart(9);
     console.log(`${`${row.what} (per ${row.per})`.padEnd(36)}${figures.map(cell).join('')}${cell(total)}`);
   }
-  console.log(
-    '\nbackground work during the measured slices of each way, besides the checkpoint each insert slice starts from (Postgres checkpoints; the cluster changelog but balancer rounds):',
-  );
+  console.log('\nbackground work during each measured run (Postgres checkpoints; the cluster changelog but balancer rounds):');
   for (const row of cpuRows) console.log(`  ${row.what}: ${row.meanwhile}`);
   await background.close();
 } finally {
