@@ -14,4 +14,5 @@ await runNode({
   },
   module: (settings, logger) => ShardModule.forRoot(settings, logger),
   hotRoutes: (app) => dataHotRoutes(app.get(ShardDataService)),
+  wire: true,
 });

@@ -14,11 +14,14 @@ import { MetricsService } from './metrics.js';
 import { TesseraExceptionFilter } from './error.filter.js';
 import { SettingsError, advertisedUrl, loadSettings } from './settings.js';
 import { VectorClockService } from './vector-clock.service.js';
+import { serveWire } from './wire-server.js';
 
 /** sysexits.h EX_CONFIG: the process refused to start because of its configuration. */
 export const EXIT_BAD_CONFIG = 78;
 /** MongoDB's limit on one message (48 MiB) bounds request bodies too. */
 const MAX_BODY_BYTES = 48 * 1024 * 1024;
+/** Room in a wire frame for its head (the request's path and headers) beside the body. */
+const MAX_WIRE_HEAD_BYTES = 64 * 1024;
 
 export interface NodeDefinition<S extends z.ZodObject> {
   role: 'config' | 'shard' | 'router';
@@ -28,6 +31,8 @@ export interface NodeDefinition<S extends z.ZodObject> {
   module: (settings: Readonly<z.output<S>>, logger: Logger) => DynamicModule;
   /** The data path's routes that Fastify serves outside Nest's pipeline (see `HotRoute`). */
   hotRoutes?: (app: NestFastifyApplication) => readonly HotRoute[];
+  /** Serve the internal wire beside HTTP (see wire-server.ts): the shard does, for `ShardClient`. */
+  wire?: boolean;
 }
 
 export interface RunningNode {
@@ -86,7 +91,9 @@ export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<
     instrument(app, app.get(MetricsService));
     const clusterKey = (settings as unknown as { TESSERA_CLUSTER_KEY: string }).TESSERA_CLUSTER_KEY;
     guardInternalRoutes(app.getHttpAdapter().getInstance(), app.get(VectorClockService), clusterKey);
-    if (definition.hotRoutes !== undefined) serveHotRoutes(app, definition.hotRoutes(app), clusterKey, logger);
+    const hotRoutes = definition.hotRoutes?.(app) ?? [];
+    serveHotRoutes(app, hotRoutes, clusterKey, logger);
+    if (definition.wire === true) serveWire(app, hotRoutes, clusterKey, logger, MAX_BODY_BYTES + MAX_WIRE_HEAD_BYTES);
     await app.listen({ port: common.TESSERA_PORT, host: common.TESSERA_HOST });
     logger.info({ url, role: definition.role }, `tessera ${definition.role} listening on ${url}`);
     handleSignals(app, logger, common.TESSERA_SHUTDOWN_TIMEOUT_MS, common.TESSERA_STOP_ON_STDIN_CLOSE);

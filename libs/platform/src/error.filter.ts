@@ -24,15 +24,25 @@ export class TesseraExceptionFilter implements ExceptionFilter {
 
 /** Answers `exception` as the filter does, for routes served outside Nest too. */
 export function sendError(request: FastifyRequest, reply: FastifyReply, exception: unknown, logger: Logger): void {
+  const { status, body } = errorAnswer(exception, request, logger);
+  void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(body);
+}
+
+/** What a request the handler of which threw `exception` is answered: the status and the body. */
+export function errorAnswer(
+  exception: unknown,
+  request: { readonly id: string; readonly method: string; readonly url: string },
+  logger: Logger,
+): { status: number; body: unknown } {
   const error = toTesseraError(exception, request);
   const status = httpStatusFor(error.code);
   if (status >= 500 && error.code === 'INTERNAL') {
     logger.error({ reqId: request.id, err: exception, url: request.url }, 'unexpected error');
   }
-  void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(renderError(error.toEnvelope(), request.url));
+  return { status, body: renderError(error.toEnvelope(), request.url) };
 }
 
-function toTesseraError(exception: unknown, request: FastifyRequest): TesseraError {
+function toTesseraError(exception: unknown, request: { readonly id: string; readonly method: string; readonly url: string }): TesseraError {
   if (exception instanceof TesseraError) return exception;
   const status = statusOf(exception);
   const message = exception instanceof Error ? exception.message : String(exception);

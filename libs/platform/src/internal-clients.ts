@@ -1,28 +1,40 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { Dispatcher } from 'undici';
-import { ConfigClient, type InternalClientOptions, MigrationClient, ShardClient } from '@tessera/protocol';
+import { ConfigClient, type InternalClientOptions, MigrationClient, ShardClient, WireAgent } from '@tessera/protocol';
 import { INTERNAL_AGENT, SETTINGS } from './tokens.js';
 import { VectorClockService } from './vector-clock.service.js';
 
-/** Makes typed internal clients that sign with the cluster key, share the pool and gossip the clock. */
+/**
+ * Makes typed internal clients that sign with the cluster key, share the pool and gossip the
+ * clock. Shard clients travel over the process's wire connections unless
+ * `TESSERA_SHARD_TRANSPORT` is `http`.
+ */
 @Injectable()
-export class InternalClients {
+export class InternalClients implements OnApplicationShutdown {
+  private readonly wire: WireAgent | undefined;
+
   constructor(
-    @Inject(SETTINGS) private readonly settings: { TESSERA_CLUSTER_KEY: string },
+    @Inject(SETTINGS) private readonly settings: { TESSERA_CLUSTER_KEY: string; TESSERA_SHARD_TRANSPORT: 'wire' | 'http' },
     @Inject(INTERNAL_AGENT) private readonly agent: Dispatcher,
     private readonly clock: VectorClockService,
-  ) {}
+  ) {
+    this.wire = settings.TESSERA_SHARD_TRANSPORT === 'wire' ? new WireAgent({ clusterKey: settings.TESSERA_CLUSTER_KEY }) : undefined;
+  }
 
   config(url: string, timeoutMs?: number): ConfigClient {
     return new ConfigClient(url, this.options(timeoutMs));
   }
 
   shard(url: string, timeoutMs?: number): ShardClient {
-    return new ShardClient(url, this.options(timeoutMs));
+    return new ShardClient(url, { ...this.options(timeoutMs), ...(this.wire ? { wire: this.wire } : {}) });
   }
 
   migration(url: string, timeoutMs?: number): MigrationClient {
     return new MigrationClient(url, this.options(timeoutMs));
+  }
+
+  onApplicationShutdown(): void {
+    this.wire?.close();
   }
 
   private options(timeoutMs: number | undefined): InternalClientOptions {

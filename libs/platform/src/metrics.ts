@@ -15,7 +15,7 @@ export class MetricsService {
     collectDefaultMetrics({ register: this.registry, prefix: 'tessera_', eventLoopMonitoringPrecision: 100 });
     this.httpDuration = new Histogram({
       name: 'tessera_http_request_duration_seconds',
-      help: 'HTTP requests served, by method, route pattern and status',
+      help: 'Requests served, over HTTP or the internal wire, by method, route pattern and status',
       labelNames: ['method', 'route', 'status'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
       registers: [this.registry],

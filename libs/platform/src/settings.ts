@@ -30,6 +30,12 @@ export const commonSettingsShape = (defaultPort: number) => ({
   TESSERA_SHUTDOWN_TIMEOUT_MS: positiveMs(10_000),
   /** Shut down when standard input closes: set by the local launcher so no node outlives it. */
   TESSERA_STOP_ON_STDIN_CLOSE: z.stringbool().default(false),
+  /**
+   * How this node talks to shards: `wire`, framed messages over one kept connection per shard
+   * (see wire-client.ts), or `http`, a request per message from a keep-alive pool. Both carry
+   * the same signed messages.
+   */
+  TESSERA_SHARD_TRANSPORT: z.enum(['wire', 'http']).default('wire'),
   /** Test-only pauses, `name=ms,...` (see failpoints.ts). */
   TESSERA_FAILPOINTS: z
     .string()

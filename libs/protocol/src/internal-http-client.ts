@@ -2,6 +2,8 @@ import { Agent, type Dispatcher, errors as undiciErrors } from 'undici';
 import { TesseraError, isErrorEnvelope } from '@tessera/core';
 import { SIGNATURE_HEADER, SIGNED_HEADERS, signRequest, verifyResponse } from './cluster-auth.js';
 import { type ClockGossip, vectorTimeFromHeaders, vectorTimeHeaders } from './clock-gossip.js';
+import { hostUnreachable, networkTimeout } from './transport-errors.js';
+import type { WireAgent } from './wire-client.js';
 
 export interface InternalClientOptions {
   /** The shared cluster secret that signs every request. */
@@ -15,6 +17,8 @@ export interface InternalClientOptions {
   now?: () => number;
   /** The node's vector clock: sent on every request, advanced from every response. */
   gossip?: ClockGossip;
+  /** When given, requests to an `http:` node travel as frames over its wire connection (see wire-client.ts). */
+  wire?: WireAgent;
 }
 
 /** A keep-alive connection pool for internal traffic; close it at shutdown. */
@@ -25,6 +29,13 @@ export function createInternalAgent(options: { connectionsPerOrigin?: number } =
     keepAliveMaxTimeout: 600_000,
     connect: { timeout: 5_000 },
   });
+}
+
+/** A node's whole answer to one request. */
+interface Exchange {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
 }
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -69,34 +80,35 @@ export class InternalHttpClient {
     const requestId = this.options.requestId?.();
     if (requestId !== undefined) headers['x-request-id'] = requestId;
 
-    let response: Dispatcher.ResponseData;
+    const response = await this.exchange(method, path, headers, body === undefined ? undefined : payload);
+    this.advanceClock(headers[SIGNATURE_HEADER]!, response.text, response.headers);
+    if (response.status >= 200 && response.status < 300) return response.text;
+    const parsed: unknown = response.text === '' ? undefined : safeJsonParse(response.text);
+    const envelope = (parsed as { error?: unknown } | undefined)?.error;
+    if (isErrorEnvelope(envelope)) throw TesseraError.fromEnvelope(envelope);
+    throw new TesseraError('INTERNAL', `${method} ${this.baseUrl}${path} answered HTTP ${response.status} without an error envelope`, {
+      details: { status: response.status, body: response.text.slice(0, 500) },
+    });
+  }
+
+  /** One request and its whole answer, over the node's wire connection or else HTTP. */
+  private async exchange(method: string, path: string, headers: Record<string, string>, payload: string | undefined): Promise<Exchange> {
+    const wire = this.options.wire?.connectionTo(this.baseUrl);
+    if (wire !== undefined) return wire.request(method, path, headers, payload ?? '', this.timeoutMs);
     try {
-      response = await this.options.dispatcher.request({
+      const response = await this.options.dispatcher.request({
         origin: this.baseUrl,
         path,
-        method,
+        method: method as Dispatcher.HttpMethod,
         headers,
-        body: body === undefined ? undefined : payload,
+        body: payload,
         headersTimeout: this.timeoutMs,
         bodyTimeout: this.timeoutMs,
       });
+      return { status: response.statusCode, headers: response.headers, text: await response.body.text() };
     } catch (error) {
       throw this.transportError(method, path, error);
     }
-    let text: string;
-    try {
-      text = await response.body.text();
-    } catch (error) {
-      throw this.transportError(method, path, error);
-    }
-    this.advanceClock(headers[SIGNATURE_HEADER]!, text, response.headers);
-    if (response.statusCode >= 200 && response.statusCode < 300) return text;
-    const parsed: unknown = text === '' ? undefined : safeJsonParse(text);
-    const envelope = (parsed as { error?: unknown } | undefined)?.error;
-    if (isErrorEnvelope(envelope)) throw TesseraError.fromEnvelope(envelope);
-    throw new TesseraError('INTERNAL', `${method} ${this.baseUrl}${path} answered HTTP ${response.statusCode} without an error envelope`, {
-      details: { status: response.statusCode, body: text.slice(0, 500) },
-    });
   }
 
   /** Advances the vector clock from a response, only when the node signed it with the cluster key. */
@@ -116,13 +128,9 @@ export class InternalHttpClient {
     const code = (error as { code?: string }).code ?? '';
     const where = `${method} ${this.baseUrl}${path}`;
     if (TIMEOUT_CODES.has(code) || error instanceof undiciErrors.HeadersTimeoutError) {
-      return new TesseraError('NETWORK_TIMEOUT', `${where} timed out after ${this.timeoutMs} ms`, {
-        details: { url: this.baseUrl },
-        cause: error,
-      });
+      return networkTimeout(where, this.baseUrl, this.timeoutMs, error);
     }
-    const reason = UNREACHABLE_CODES.has(code) ? code : (error as Error).message;
-    return new TesseraError('HOST_UNREACHABLE', `${where} failed: ${reason}`, { details: { url: this.baseUrl, reason }, cause: error });
+    return hostUnreachable(where, this.baseUrl, UNREACHABLE_CODES.has(code) ? code : (error as Error).message, error);
   }
 }
 

@@ -1,0 +1,11 @@
+import { TesseraError } from '@tessera/core';
+
+/** A node could not be reached or dropped the connection: `where` is the request, `url` the node. */
+export function hostUnreachable(where: string, url: string, reason: string, cause?: unknown): TesseraError {
+  return new TesseraError('HOST_UNREACHABLE', `${where} failed: ${reason}`, { details: { url, reason }, cause });
+}
+
+/** A node did not answer `where` within `timeoutMs`. */
+export function networkTimeout(where: string, url: string, timeoutMs: number, cause?: unknown): TesseraError {
+  return new TesseraError('NETWORK_TIMEOUT', `${where} timed out after ${timeoutMs} ms`, { details: { url }, cause });
+}

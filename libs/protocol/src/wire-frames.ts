@@ -1,0 +1,104 @@
+/**
+ * The frames of the internal wire (see wire-client.ts): one message is
+ *
+ *   [u32 frame length][u32 head length][head: JSON][body: UTF-8 JSON text, as signed]
+ *
+ * lengths big-endian, each counting the bytes after it. The body travels as the bytes the
+ * sender signed, never re-encoded inside the head, so the receiver checks the HMAC over exactly
+ * what arrived and parses it once.
+ */
+export const WIRE_PROTOCOL = 'tessera-wire/1';
+/** The path a client asks to upgrade from HTTP; the request is signed as any internal request. */
+export const WIRE_PATH = '/internal/wire';
+
+/** What a request frame's head says besides its body: the HTTP request it stands for. */
+export interface WireRequestHead {
+  /** Chosen by the client, unique among its requests in flight on the connection. */
+  id: number;
+  method: string;
+  path: string;
+  /** The internal request's headers (signature, date, vector time, request id), by lower-case name. */
+  headers: Record<string, string>;
+}
+
+/** A response frame's head: the status and headers the HTTP route would have answered. */
+export interface WireResponseHead {
+  id: number;
+  status: number;
+  headers: Record<string, string>;
+}
+
+export interface Frame<Head> {
+  head: Head;
+  body: Buffer;
+}
+
+export class WireFrameError extends Error {
+  override readonly name = 'WireFrameError';
+}
+
+export function encodeFrame(head: WireRequestHead | WireResponseHead, body: string): Buffer {
+  const headText = JSON.stringify(head);
+  const headBytes = Buffer.byteLength(headText);
+  const bodyBytes = Buffer.byteLength(body);
+  const frame = Buffer.allocUnsafe(8 + headBytes + bodyBytes);
+  frame.writeUInt32BE(4 + headBytes + bodyBytes, 0);
+  frame.writeUInt32BE(headBytes, 4);
+  frame.write(headText, 8, 'utf8');
+  frame.write(body, 8 + headBytes, 'utf8');
+  return frame;
+}
+
+/**
+ * Cuts a byte stream into frames, whatever the chunking. A frame longer than `maxFrameBytes`,
+ * or one whose head is not a JSON object, throws `WireFrameError`: the stream cannot be trusted
+ * past it, and the connection should close.
+ */
+export class FrameReader<Head extends { id: number }> {
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  /** The bytes the next frame needs in all, once its length is known: until then, chunks wait uncopied. */
+  private needed = 4;
+
+  constructor(private readonly maxFrameBytes: number) {}
+
+  /** Takes the next chunk; answers the frames it completed, in order. */
+  push(chunk: Buffer): Array<Frame<Head>> {
+    this.pending.push(chunk);
+    this.pendingBytes += chunk.length;
+    if (this.pendingBytes < this.needed) return [];
+    const buffer = this.pending.length === 1 ? chunk : Buffer.concat(this.pending, this.pendingBytes);
+    const frames: Array<Frame<Head>> = [];
+    let offset = 0;
+    this.needed = 4;
+    while (buffer.length - offset >= 4) {
+      const length = buffer.readUInt32BE(offset);
+      if (length > this.maxFrameBytes) throw new WireFrameError(`frame of ${length} bytes is over the limit of ${this.maxFrameBytes}`);
+      if (buffer.length - offset - 4 < length) {
+        this.needed = 4 + length;
+        break;
+      }
+      frames.push(this.decode(buffer.subarray(offset + 4, offset + 4 + length)));
+      offset += 4 + length;
+    }
+    const rest = buffer.subarray(offset);
+    this.pending = rest.length === 0 ? [] : [rest];
+    this.pendingBytes = rest.length;
+    return frames;
+  }
+
+  private decode(frame: Buffer): Frame<Head> {
+    const headBytes = frame.length >= 4 ? frame.readUInt32BE(0) : Number.POSITIVE_INFINITY;
+    if (headBytes > frame.length - 4) throw new WireFrameError('frame head is longer than its frame');
+    let head: unknown;
+    try {
+      head = JSON.parse(frame.toString('utf8', 4, 4 + headBytes));
+    } catch {
+      throw new WireFrameError('frame head is not JSON');
+    }
+    if (typeof head !== 'object' || head === null || typeof (head as { id?: unknown }).id !== 'number') {
+      throw new WireFrameError('frame head has no numeric id');
+    }
+    return { head: head as Head, body: frame.subarray(4 + headBytes) };
+  }
+}
