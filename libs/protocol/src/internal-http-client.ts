@@ -42,7 +42,8 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 
 /**
- * Signed JSON over HTTP to one node. Errors come back as the node raised them: a
+ * Signed JSON over HTTP to one node, or over its wire connection when given a `WireAgent` (the
+ * same messages, framed). Errors come back as the node raised them: a
  * `TesseraError` rebuilt from the envelope, so codes, retryability and details survive hops.
  * Transport failures become `HOST_UNREACHABLE` or `NETWORK_TIMEOUT` naming the node.
  */
