@@ -36,12 +36,22 @@ export class ClusterAuthGuard implements CanActivate {
   }
 }
 
+/** What the check reads of a request, whether it came over HTTP or the internal wire. */
+export interface InternalRequest {
+  readonly method: string;
+  /** The path with its query. */
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The body as it came; none is an empty body. */
+  readonly rawBody?: Buffer | undefined;
+}
+
 /**
  * The guard's check, for routes served outside Nest too: throws `UNAUTHORIZED` unless the
  * request carries a valid HMAC of itself made with the cluster key; then advances the clock
  * from the request's vector time.
  */
-export function verifyInternalRequest(request: FastifyRequest & { rawBody?: Buffer }, clusterKey: string, clock: VectorClockService): void {
+export function verifyInternalRequest(request: InternalRequest, clusterKey: string, clock: VectorClockService): void {
   const header = (name: string) => {
     const value = request.headers[name];
     return Array.isArray(value) ? value[0] : value;

@@ -6,10 +6,8 @@ import type { Logger } from 'pino';
 import { TesseraError } from '@tessera/core';
 import {
   CONFIG_TIME_HEADER,
-  DATE_HEADER,
   FrameReader,
   SIGNATURE_HEADER,
-  SIGNED_HEADERS,
   TOPOLOGY_TIME_HEADER,
   WIRE_PATH,
   WIRE_PROTOCOL,
@@ -17,10 +15,9 @@ import {
   encodeFrame,
   httpStatusFor,
   signResponse,
-  vectorTimeFromHeaders,
   vectorTimeHeaders,
-  verifyRequest,
 } from '@tessera/protocol';
+import { verifyInternalRequest } from './cluster-auth.guard.js';
 import { errorAnswer, renderError } from './error.filter.js';
 import type { HotRoute } from './hot-routes.js';
 import { MetricsService } from './metrics.js';
@@ -46,7 +43,13 @@ interface Answer {
  * On shutdown, frames that arrive are answered `SHUTDOWN_IN_PROGRESS`; once those in flight
  * are answered, the sockets close, before the server does.
  */
-export function serveWire(app: NestFastifyApplication, routes: readonly HotRoute[], clusterKey: string, logger: Logger, maxFrameBytes: number): void {
+export function serveWire(
+  app: NestFastifyApplication,
+  routes: readonly HotRoute[],
+  clusterKey: string,
+  logger: Logger,
+  maxFrameBytes: number,
+): void {
   const fastify = app.getHttpAdapter().getInstance();
   const clock = app.get(VectorClockService);
   const metrics = app.get(MetricsService);
@@ -61,20 +64,7 @@ export function serveWire(app: NestFastifyApplication, routes: readonly HotRoute
     let status = 200;
     let result: unknown;
     try {
-      const verified = verifyRequest(
-        clusterKey,
-        {
-          method: request.method,
-          pathWithQuery: request.path,
-          body,
-          date: request.headers[DATE_HEADER],
-          signature: request.headers[SIGNATURE_HEADER],
-          signed: Object.fromEntries(SIGNED_HEADERS.map((name) => [name, request.headers[name]])),
-        },
-        Date.now(),
-      );
-      if (!verified.ok) throw new TesseraError('UNAUTHORIZED', `internal request refused: ${verified.reason}`);
-      clock.advance(vectorTimeFromHeaders(request.headers));
+      verifyInternalRequest({ method: request.method, url: request.path, headers: request.headers, rawBody: body }, clusterKey, clock);
       result = await route.handle(parseBody(body), {}, { bodyBytes: body.length });
     } catch (error) {
       const id = request.headers['x-request-id'] ?? randomUUID();
@@ -83,7 +73,11 @@ export function serveWire(app: NestFastifyApplication, routes: readonly HotRoute
     const text = result === undefined ? '' : JSON.stringify(result);
     const time = vectorTimeHeaders(clock.now());
     const signature = request.headers[SIGNATURE_HEADER];
-    return { status, text, headers: signature === undefined ? time : { ...time, [SIGNATURE_HEADER]: signResponse(clusterKey, signature, text, time) } };
+    return {
+      status,
+      text,
+      headers: signature === undefined ? time : { ...time, [SIGNATURE_HEADER]: signResponse(clusterKey, signature, text, time) },
+    };
   };
 
   /** Answers any other frame by injecting it into the app as the HTTP request it stands for. */
@@ -116,9 +110,13 @@ export function serveWire(app: NestFastifyApplication, routes: readonly HotRoute
         answered = { status, headers: {}, text: JSON.stringify(rendered) };
       }
       if (route !== undefined) {
-        metrics.httpDuration.observe({ method: request.method, route: request.path, status: String(answered.status) }, (performance.now() - started) / 1000);
+        metrics.httpDuration.observe(
+          { method: request.method, route: request.path, status: String(answered.status) },
+          (performance.now() - started) / 1000,
+        );
       }
-      if (!socket.destroyed) socket.write(encodeFrame({ id: request.id, status: answered.status, headers: answered.headers }, answered.text));
+      if (!socket.destroyed)
+        socket.write(encodeFrame({ id: request.id, status: answered.status, headers: answered.headers }, answered.text));
     } finally {
       inFlight -= 1;
       if (inFlight === 0) drained?.();
@@ -126,7 +124,7 @@ export function serveWire(app: NestFastifyApplication, routes: readonly HotRoute
   };
 
   fastify.server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) => {
-    const refusal = refuseUpgrade(request, clusterKey);
+    const refusal = refuseUpgrade(request, clusterKey, clock);
     if (refusal !== undefined || closing) {
       const error = refusal ?? new TesseraError('SHUTDOWN_IN_PROGRESS', 'the node is shutting down');
       const text = JSON.stringify(renderError(error.toEnvelope(), WIRE_PATH));
@@ -167,20 +165,19 @@ export function serveWire(app: NestFastifyApplication, routes: readonly HotRoute
 }
 
 /** Why an upgrade request may not become a wire connection, or undefined when it may. */
-function refuseUpgrade(request: IncomingMessage, clusterKey: string): TesseraError | undefined {
+function refuseUpgrade(request: IncomingMessage, clusterKey: string, clock: VectorClockService): TesseraError | undefined {
   if (request.url !== WIRE_PATH || request.headers.upgrade?.toLowerCase() !== WIRE_PROTOCOL) {
-    return new TesseraError('NOT_FOUND', `no upgrade to ${request.headers.upgrade ?? '(none)'} at ${request.url ?? ''}: only ${WIRE_PROTOCOL} at ${WIRE_PATH}`);
+    return new TesseraError(
+      'NOT_FOUND',
+      `no upgrade to ${request.headers.upgrade ?? '(none)'} at ${request.url ?? ''}: only ${WIRE_PROTOCOL} at ${WIRE_PATH}`,
+    );
   }
-  const header = (name: string) => {
-    const value = request.headers[name];
-    return Array.isArray(value) ? value[0] : value;
-  };
-  const verified = verifyRequest(
-    clusterKey,
-    { method: 'GET', pathWithQuery: WIRE_PATH, body: '', date: header(DATE_HEADER), signature: header(SIGNATURE_HEADER) },
-    Date.now(),
-  );
-  return verified.ok ? undefined : new TesseraError('UNAUTHORIZED', `internal request refused: ${verified.reason}`);
+  try {
+    verifyInternalRequest({ method: 'GET', url: WIRE_PATH, headers: request.headers }, clusterKey, clock);
+    return undefined;
+  } catch (error) {
+    return error as TesseraError;
+  }
 }
 
 function parseBody(body: Buffer): unknown {
