@@ -85,6 +85,7 @@ export class WireConnection {
   private link: Link | undefined;
   private opening: Promise<Link> | undefined;
   private nextId = 0;
+  private closing = false;
   private readonly now: () => number;
 
   constructor(
@@ -110,7 +111,9 @@ export class WireConnection {
     });
   }
 
+  /** Closes the connection for good, and one still opening as soon as it opens. */
   close(): void {
+    this.closing = true;
     this.link?.socket.destroy();
   }
 
@@ -128,7 +131,9 @@ export class WireConnection {
       const deadline = setTimeout(() => upgrade.destroy(networkTimeout(where, this.url.origin, timeoutMs)), timeoutMs);
       upgrade.on('upgrade', (_response, socket, head) => {
         clearTimeout(deadline);
-        resolve(this.attach(socket, head));
+        const link = this.attach(socket, head);
+        if (this.closing) socket.destroy();
+        resolve(link);
       });
       upgrade.on('response', (response) => {
         clearTimeout(deadline);
