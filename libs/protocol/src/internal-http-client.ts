@@ -1,8 +1,8 @@
 import { Agent, type Dispatcher, errors as undiciErrors } from 'undici';
-import { TesseraError, isErrorEnvelope } from '@tessera/core';
+import { TesseraError } from '@tessera/core';
 import { SIGNATURE_HEADER, SIGNED_HEADERS, signRequest, verifyResponse } from './cluster-auth.js';
 import { type ClockGossip, vectorTimeFromHeaders, vectorTimeHeaders } from './clock-gossip.js';
-import { hostUnreachable, networkTimeout } from './transport-errors.js';
+import { errorOfAnswer, hostUnreachable, networkTimeout } from './transport-errors.js';
 import type { WireAgent } from './wire-client.js';
 
 export interface InternalClientOptions {
@@ -84,9 +84,8 @@ export class InternalHttpClient {
     const response = await this.exchange(method, path, headers, body === undefined ? undefined : payload);
     this.advanceClock(headers[SIGNATURE_HEADER]!, response.text, response.headers);
     if (response.status >= 200 && response.status < 300) return response.text;
-    const parsed: unknown = response.text === '' ? undefined : safeJsonParse(response.text);
-    const envelope = (parsed as { error?: unknown } | undefined)?.error;
-    if (isErrorEnvelope(envelope)) throw TesseraError.fromEnvelope(envelope);
+    const error = errorOfAnswer(response.text);
+    if (error !== undefined) throw error;
     throw new TesseraError('INTERNAL', `${method} ${this.baseUrl}${path} answered HTTP ${response.status} without an error envelope`, {
       details: { status: response.status, body: response.text.slice(0, 500) },
     });

@@ -1,8 +1,8 @@
 import { request as httpRequest } from 'node:http';
 import type { Socket } from 'node:net';
-import { TesseraError, isErrorEnvelope } from '@tessera/core';
+import { TesseraError } from '@tessera/core';
 import { signRequest } from './cluster-auth.js';
-import { hostUnreachable, networkTimeout } from './transport-errors.js';
+import { errorOfAnswer, hostUnreachable, networkTimeout } from './transport-errors.js';
 import { FrameReader, WIRE_PATH, WIRE_PROTOCOL, type WireResponseHead, encodeFrame } from './wire-frames.js';
 
 /**
@@ -126,7 +126,11 @@ export class WireConnection {
         method: 'GET',
         path: WIRE_PATH,
         agent: false,
-        headers: { connection: 'Upgrade', upgrade: WIRE_PROTOCOL, ...signRequest(this.options.clusterKey, 'GET', WIRE_PATH, '', this.now()) },
+        headers: {
+          connection: 'Upgrade',
+          upgrade: WIRE_PROTOCOL,
+          ...signRequest(this.options.clusterKey, 'GET', WIRE_PATH, '', this.now()),
+        },
       });
       const deadline = setTimeout(() => upgrade.destroy(networkTimeout(where, this.url.origin, timeoutMs)), timeoutMs);
       upgrade.on('upgrade', (_response, socket, head) => {
@@ -195,15 +199,10 @@ export class WireConnection {
 
 /** The error a node's non-101 answer to the upgrade stands for. */
 function refusal(where: string, status: number, text: string): TesseraError {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = undefined;
-  }
-  const envelope = (parsed as { error?: unknown } | undefined)?.error;
-  if (isErrorEnvelope(envelope)) return TesseraError.fromEnvelope(envelope);
-  return new TesseraError('INTERNAL', `${where}: the node does not speak ${WIRE_PROTOCOL} (upgrade answered HTTP ${status})`, {
-    details: { status, body: text.slice(0, 500) },
-  });
+  return (
+    errorOfAnswer(text) ??
+    new TesseraError('INTERNAL', `${where}: the node does not speak ${WIRE_PROTOCOL} (upgrade answered HTTP ${status})`, {
+      details: { status, body: text.slice(0, 500) },
+    })
+  );
 }
