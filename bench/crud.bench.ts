@@ -504,7 +504,7 @@ try {
 } finally {
   for (const child of floorProcesses) child.kill('SIGTERM');
   await cluster.stop();
-  wire?.close();
+  await wire?.close();
   await agent.close();
   rmSync(dir, { recursive: true, force: true });
 }

@@ -20,8 +20,6 @@ import { serveWire } from './wire-server.js';
 export const EXIT_BAD_CONFIG = 78;
 /** MongoDB's limit on one message (48 MiB) bounds request bodies too. */
 const MAX_BODY_BYTES = 48 * 1024 * 1024;
-/** Room in a wire frame for its head (the request's path and headers) beside the body. */
-const MAX_WIRE_HEAD_BYTES = 64 * 1024;
 
 export interface NodeDefinition<S extends z.ZodObject> {
   role: 'config' | 'shard' | 'router';
@@ -93,7 +91,7 @@ export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<
     guardInternalRoutes(app.getHttpAdapter().getInstance(), app.get(VectorClockService), clusterKey);
     const hotRoutes = definition.hotRoutes?.(app) ?? [];
     serveHotRoutes(app, hotRoutes, clusterKey, logger);
-    if (definition.wire === true) serveWire(app, hotRoutes, clusterKey, logger, MAX_BODY_BYTES + MAX_WIRE_HEAD_BYTES);
+    if (definition.wire === true) serveWire(app, hotRoutes, { clusterKey, logger, maxBodyBytes: MAX_BODY_BYTES });
     await app.listen({ port: common.TESSERA_PORT, host: common.TESSERA_HOST });
     logger.info({ url, role: definition.role }, `tessera ${definition.role} listening on ${url}`);
     handleSignals(app, logger, common.TESSERA_SHUTDOWN_TIMEOUT_MS, common.TESSERA_STOP_ON_STDIN_CLOSE);

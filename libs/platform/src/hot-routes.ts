@@ -24,7 +24,7 @@ export interface HotRoute {
 
 /** What a hot route may know of its request besides the body and the path's parameters. */
 export interface HotRequest {
-  /** The body's length in bytes, from `content-length` (undefined when the header is absent). */
+  /** The body's length in bytes: over HTTP from `content-length` (undefined when absent), over the wire the frame's. */
   readonly bodyBytes: number | undefined;
 }
 

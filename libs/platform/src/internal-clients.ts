@@ -1,8 +1,12 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { ConfigClient, type InternalClientOptions, MigrationClient, ShardClient, WireAgent } from '@tessera/protocol';
-import { INTERNAL_AGENT, SETTINGS } from './tokens.js';
+import { INTERNAL_AGENT, LOGGER, SETTINGS } from './tokens.js';
 import { VectorClockService } from './vector-clock.service.js';
+
+/** How long shutdown waits for the wire's requests in flight: the default request timeout. */
+const WIRE_CLOSE_GRACE_MS = 10_000;
 
 /**
  * Makes typed internal clients that sign with the cluster key, share the pool and gossip the
@@ -17,8 +21,16 @@ export class InternalClients implements OnApplicationShutdown {
     @Inject(SETTINGS) private readonly settings: { TESSERA_CLUSTER_KEY: string; TESSERA_SHARD_TRANSPORT: 'wire' | 'http' },
     @Inject(INTERNAL_AGENT) private readonly agent: Dispatcher,
     private readonly clock: VectorClockService,
+    @Inject(LOGGER) logger: Logger,
   ) {
-    this.wire = settings.TESSERA_SHARD_TRANSPORT === 'wire' ? new WireAgent({ clusterKey: settings.TESSERA_CLUSTER_KEY }) : undefined;
+    this.wire =
+      settings.TESSERA_SHARD_TRANSPORT === 'wire'
+        ? new WireAgent({
+            clusterKey: settings.TESSERA_CLUSTER_KEY,
+            onFallback: (origin, reason) =>
+              logger.warn({ url: origin, reason }, `${origin} is sent its requests over HTTP for a minute: ${reason}`),
+          })
+        : undefined;
   }
 
   config(url: string, timeoutMs?: number): ConfigClient {
@@ -33,8 +45,8 @@ export class InternalClients implements OnApplicationShutdown {
     return new MigrationClient(url, this.options(timeoutMs));
   }
 
-  onApplicationShutdown(): void {
-    this.wire?.close();
+  async onApplicationShutdown(): Promise<void> {
+    await this.wire?.close(WIRE_CLOSE_GRACE_MS);
   }
 
   private options(timeoutMs: number | undefined): InternalClientOptions {

@@ -93,8 +93,8 @@ export class InternalHttpClient {
 
   /** One request and its whole answer, over the node's wire connection or else HTTP. */
   private async exchange(method: string, path: string, headers: Record<string, string>, payload: string | undefined): Promise<Exchange> {
-    const wire = this.options.wire?.connectionTo(this.baseUrl);
-    if (wire !== undefined) return wire.request(method, path, headers, payload ?? '', this.timeoutMs);
+    const answered = await this.options.wire?.connectionTo(this.baseUrl)?.request(method, path, headers, payload ?? '', this.timeoutMs);
+    if (answered !== undefined) return answered;
     try {
       const response = await this.options.dispatcher.request({
         origin: this.baseUrl,

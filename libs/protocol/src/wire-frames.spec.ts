@@ -1,7 +1,18 @@
 import { describe, expect, it, vi } from 'vitest';
-import { FrameReader, WireFrameError, type WireRequestHead, encodeFrame } from './wire-frames.js';
+import {
+  type Frame,
+  FrameReader,
+  MAX_HEAD_BYTES,
+  type OversizedFrame,
+  WireFrameError,
+  type WireRequestHead,
+  encodeFrame,
+} from './wire-frames.js';
 
 const head = (id: number): WireRequestHead => ({ id, method: 'POST', path: '/internal/data/find', headers: { 'x-tessera-date': '1' } });
+/** A frame's body as text, or how many bytes it had when it was dropped as too large. */
+const bodyOf = (frame: Frame<WireRequestHead> | OversizedFrame<WireRequestHead>) =>
+  'body' in frame ? frame.body.toString('utf8') : frame.oversizedBytes;
 
 describe('wire frames', () => {
   it('reads back what was encoded, the body as the bytes sent (multi-byte characters too)', () => {
@@ -9,7 +20,7 @@ describe('wire frames', () => {
     const [frame, ...rest] = reader.push(encodeFrame(head(1), '{"filter":{"k":"é€😀"}}'));
     expect(rest).toEqual([]);
     expect(frame!.head).toEqual(head(1));
-    expect(frame!.body.toString('utf8')).toBe('{"filter":{"k":"é€😀"}}');
+    expect(bodyOf(frame!)).toBe('{"filter":{"k":"é€😀"}}');
   });
 
   it('cuts frames out of a stream however it is chunked: several in one chunk, one over many', () => {
@@ -18,7 +29,7 @@ describe('wire frames', () => {
       const reader = new FrameReader<WireRequestHead>(1024);
       const frames = [];
       for (let at = 0; at < stream.length; at += size) frames.push(...reader.push(stream.subarray(at, at + size)));
-      expect(frames.map((f) => [f.head.id, f.body.toString('utf8')])).toEqual([
+      expect(frames.map((f) => [f.head.id, bodyOf(f)])).toEqual([
         [1, '{"a":1}'],
         [2, ''],
         [3, '"ü"'.repeat(50)],
@@ -39,13 +50,32 @@ describe('wire frames', () => {
     } finally {
       concat.mockRestore();
     }
-    expect(frames.map((f) => f.body.toString('utf8') === body)).toEqual([true]);
+    expect(frames.map((f) => bodyOf(f) === body)).toEqual([true]);
   });
 
-  it('refuses a frame over the limit as soon as its length is read, before its bytes arrive', () => {
-    const reader = new FrameReader<WireRequestHead>(100);
-    const frame = encodeFrame(head(1), 'x'.repeat(200));
-    expect(() => reader.push(frame.subarray(0, 4))).toThrow(new WireFrameError(`frame of ${frame.length - 4} bytes is over the limit of 100`));
+  it('gives a frame over the limit its head alone and drops its body as it comes, so the frames after it are read', () => {
+    const big = encodeFrame(head(2), 'x'.repeat(5000));
+    const stream = Buffer.concat([encodeFrame(head(1), '"a"'), big, encodeFrame(head(3), '"b"')]);
+    for (const size of [1, 5, 100, 4096, stream.length]) {
+      const reader = new FrameReader<WireRequestHead>(1024);
+      const frames = [];
+      for (let at = 0; at < stream.length; at += size) frames.push(...reader.push(stream.subarray(at, at + size)));
+      expect(frames.map((f) => [f.head, bodyOf(f)])).toEqual([
+        [head(1), '"a"'],
+        [head(2), big.length - 4],
+        [head(3), '"b"'],
+      ]);
+    }
+  });
+
+  it('keeps no more than the bytes after the last whole frame, not the buffer they were cut from', () => {
+    const reader = new FrameReader<WireRequestHead>(4 * 1024 * 1024);
+    const next = encodeFrame(head(2), '"after"');
+    const [frame] = reader.push(Buffer.concat([encodeFrame(head(1), `"${'x'.repeat(2 * 1024 * 1024)}"`), next.subarray(0, 10)]));
+    expect(frame!.head.id).toBe(1);
+    const kept = (reader as unknown as { pending: Buffer[] }).pending;
+    expect(kept.map((b) => b.buffer.byteLength < 1024 * 1024)).toEqual([true]);
+    expect(reader.push(next.subarray(10)).map(bodyOf)).toEqual(['"after"']);
   });
 
   it('refuses garbage: a head that is not JSON, has no id, or overruns its frame', () => {
@@ -59,5 +89,11 @@ describe('wire frames', () => {
     expect(() => new FrameReader(1024).push(raw('{nope'))).toThrow('frame head is not JSON');
     expect(() => new FrameReader(1024).push(raw('{"method":"GET"}'))).toThrow('frame head has no numeric id');
     expect(() => new FrameReader(1024).push(raw('{"id":1}', 99))).toThrow('frame head is longer than its frame');
+    const oversized = Buffer.alloc(8);
+    oversized.writeUInt32BE(1_000_000, 0);
+    oversized.writeUInt32BE(MAX_HEAD_BYTES + 1, 4);
+    expect(() => new FrameReader(1024).push(oversized)).toThrow(
+      new WireFrameError(`frame head of ${MAX_HEAD_BYTES + 1} bytes is over the limit of ${MAX_HEAD_BYTES}`),
+    );
   });
 });
