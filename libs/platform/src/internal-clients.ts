@@ -5,9 +5,6 @@ import { ConfigClient, type InternalClientOptions, MigrationClient, ShardClient,
 import { INTERNAL_AGENT, LOGGER, SETTINGS } from './tokens.js';
 import { VectorClockService } from './vector-clock.service.js';
 
-/** How long shutdown waits for the wire's requests in flight: the default request timeout. */
-const WIRE_CLOSE_GRACE_MS = 10_000;
-
 /**
  * Makes typed internal clients that sign with the cluster key, share the pool and gossip the
  * clock. Shard clients travel over the process's wire connections unless
@@ -18,7 +15,12 @@ export class InternalClients implements OnApplicationShutdown {
   private readonly wire: WireAgent | undefined;
 
   constructor(
-    @Inject(SETTINGS) private readonly settings: { TESSERA_CLUSTER_KEY: string; TESSERA_SHARD_TRANSPORT: 'wire' | 'http' },
+    @Inject(SETTINGS)
+    private readonly settings: {
+      TESSERA_CLUSTER_KEY: string;
+      TESSERA_SHARD_TRANSPORT: 'wire' | 'http';
+      TESSERA_SHUTDOWN_TIMEOUT_MS: number;
+    },
     @Inject(INTERNAL_AGENT) private readonly agent: Dispatcher,
     private readonly clock: VectorClockService,
     @Inject(LOGGER) logger: Logger,
@@ -45,8 +47,9 @@ export class InternalClients implements OnApplicationShutdown {
     return new MigrationClient(url, this.options(timeoutMs));
   }
 
+  /** Waits for the wire's requests in flight for half the shutdown's time, leaving the rest to fail them cleanly. */
   async onApplicationShutdown(): Promise<void> {
-    await this.wire?.close(WIRE_CLOSE_GRACE_MS);
+    await this.wire?.close(this.settings.TESSERA_SHUTDOWN_TIMEOUT_MS / 2);
   }
 
   private options(timeoutMs: number | undefined): InternalClientOptions {

@@ -172,10 +172,17 @@ describe('the internal wire (frames over an upgraded connection)', () => {
   it('answers a frame whose head is malformed BAD_VALUE, and a ping at once, on the same connection', async () => {
     const wire = await rawWire(url);
     try {
-      wire.socket.write(encodeFrame({ id: 7, method: 5, headers: [] } as unknown as WireRequestHead, ''));
-      const bad = await wire.next();
-      expect(bad.head).toMatchObject({ id: 7, status: 400 });
-      expect(JSON.parse(bad.body)).toMatchObject({ error: { code: 'BAD_VALUE', message: expect.stringContaining('bad wire frame') } });
+      const heads = [
+        { id: 5, method: 5, headers: [] },
+        { id: 6, method: { toString: 1 }, path: '/internal/echo', headers: {} },
+        { id: 7, method: 'BREW', path: '/internal/echo', headers: {} },
+      ];
+      for (const head of heads) {
+        wire.socket.write(encodeFrame(head as unknown as WireRequestHead, ''));
+        const bad = await wire.next();
+        expect(bad.head).toMatchObject({ id: head.id, status: 400 });
+        expect(JSON.parse(bad.body)).toMatchObject({ error: { code: 'BAD_VALUE', message: expect.stringContaining('bad wire frame') } });
+      }
       wire.socket.write(encodeFrame({ id: 8, method: PING, path: WIRE_PATH, headers: {} }, ''));
       expect(await wire.next()).toEqual({ head: { id: 8, status: 200, headers: {} }, body: '' });
     } finally {
@@ -274,6 +281,28 @@ describe('the internal wire (frames over an upgraded connection)', () => {
     } finally {
       accepted.forEach((socket) => socket.destroy());
       silent.close();
+    }
+  });
+
+  it('gives up opening a connection whose refusal never ends, within the connect timeout', async () => {
+    const accepted: Socket[] = [];
+    const stalling = createServer((socket) => {
+      accepted.push(socket);
+      socket.once('data', () => socket.write('HTTP/1.1 404 Not Found\r\ncontent-length: 100\r\n\r\n{"error":'));
+      socket.on('error', () => undefined);
+    });
+    stalling.listen(0, '127.0.0.1');
+    await once(stalling, 'listening');
+    try {
+      const node = `http://127.0.0.1:${(stalling.address() as { port: number }).port}`;
+      const wire = client({ url: node, wire: { connectTimeoutMs: 100 } });
+      await expect(wire.call('POST', '/internal/echo', {})).rejects.toMatchObject({
+        code: 'NETWORK_TIMEOUT',
+        message: expect.stringContaining('POST http://127.0.0.1:'),
+      });
+    } finally {
+      accepted.forEach((socket) => socket.destroy());
+      stalling.close();
     }
   });
 

@@ -166,6 +166,11 @@ class WireServer {
     this.inFlight += 1;
     try {
       send(socket, await this.answer(request, body), done);
+    } catch (error) {
+      // answer() answers every error; one it could not is this connection's end.
+      this.options.logger.error({ err: error, remote: socket.remoteAddress }, 'closing a wire connection: a frame could not be answered');
+      socket.destroy();
+      done();
     } finally {
       this.inFlight -= 1;
       if (this.inFlight === 0) this.drained?.();
@@ -178,7 +183,7 @@ class WireServer {
     const route = valid && request.method === 'POST' ? this.direct.get(request.path) : undefined;
     let answer: Answer;
     try {
-      if (!valid) throw new TesseraError('BAD_VALUE', 'bad wire frame: its head needs a method, a path and string headers');
+      if (!valid) throw new TesseraError('BAD_VALUE', 'bad wire frame: its head needs an HTTP method, a path and string headers');
       if (this.closing) throw new TesseraError('SHUTDOWN_IN_PROGRESS', 'the node is shutting down');
       const bytes = typeof body === 'number' ? body : body.length;
       if (bytes > this.options.maxBodyBytes) {
@@ -193,7 +198,7 @@ class WireServer {
       const id = (valid ? request.headers['x-request-id'] : undefined) ?? randomUUID();
       const { status, body: rendered } = errorAnswer(
         error,
-        { id, method: String(request.method), url: valid ? request.path : WIRE_PATH },
+        { id, method: valid ? request.method : '(invalid)', url: valid ? request.path : WIRE_PATH },
         this.options.logger,
       );
       answer = { status, headers: {}, text: JSON.stringify(rendered) };
@@ -261,10 +266,14 @@ function linger(socket: Socket): void {
   setTimeout(() => socket.destroy(), LINGER_MS).unref();
 }
 
+/** The methods of internal routes. */
+const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+
 function isRequestHead(head: WireRequestHead): boolean {
   const { method, path, headers } = head as Partial<WireRequestHead>;
   return (
     typeof method === 'string' &&
+    METHODS.has(method) &&
     typeof path === 'string' &&
     path.startsWith('/') &&
     typeof headers === 'object' &&

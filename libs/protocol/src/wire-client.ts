@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer';
 import { request as httpRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import { TesseraError } from '@tessera/core';
@@ -48,7 +49,7 @@ export interface WireAgentOptions {
 }
 
 /** No answer longer than V8's longest string could be read, whatever the transport. */
-const DEFAULT_MAX_FRAME_BYTES = 2 ** 29 - 24;
+const DEFAULT_MAX_FRAME_BYTES = bufferConstants.MAX_STRING_LENGTH;
 /** How long a node that refused the upgrade is sent its requests over HTTP before it is asked again. */
 const HTTP_FALLBACK_MS = 60_000;
 
@@ -148,6 +149,7 @@ export class WireConnection {
     const { link } = opened;
     if (link.socket.destroyed) throw hostUnreachable(where, this.url.origin, link.failure);
     const id = this.newId();
+    const frame = encodeFrame({ id, method, path, headers }, body);
     return new Promise<WireExchange>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.settled(link, id);
@@ -155,7 +157,7 @@ export class WireConnection {
         this.ping(link);
       }, timeoutMs);
       link.inFlight.set(id, { resolve, reject, timer, where });
-      link.socket.write(encodeFrame({ id, method, path, headers }, body));
+      link.socket.write(frame);
     });
   }
 
@@ -210,6 +212,7 @@ export class WireConnection {
       this.options.onFallback?.(origin, reason);
       return { fallback: reason };
     };
+    let deadline: NodeJS.Timeout | undefined;
     return new Promise<Opened>((resolve) => {
       const upgrade = httpRequest({
         // An IPv6 literal's brackets belong to the URL, not to the address.
@@ -224,12 +227,12 @@ export class WireConnection {
           ...signRequest(this.options.clusterKey, 'GET', WIRE_PATH, '', this.now()),
         },
       });
-      const deadline = setTimeout(() => {
+      // Until the opening settles: a refusal's body that never ends must not hold it either.
+      deadline = setTimeout(() => {
         upgrade.destroy();
         resolve({ error: (where) => networkTimeout(where, origin, timeoutMs) });
       }, timeoutMs);
       upgrade.on('upgrade', (response, socket, head) => {
-        clearTimeout(deadline);
         if (response.headers.upgrade?.toLowerCase() !== WIRE_PROTOCOL) {
           socket.destroy();
           resolve(fallback(`the upgrade was answered with ${response.headers.upgrade ?? 'no protocol'}, not ${WIRE_PROTOCOL}`));
@@ -240,14 +243,14 @@ export class WireConnection {
         resolve({ link });
       });
       upgrade.on('response', (response) => {
-        clearTimeout(deadline);
         const chunks: Buffer[] = [];
         response.on('data', (chunk: Buffer) => chunks.push(chunk));
         response.on('end', () => {
           const error = errorOfAnswer(Buffer.concat(chunks).toString('utf8'));
           // A node shutting down refuses its wire as it refuses HTTP requests; any other refusal
           // says the node does not take the wire, and HTTP will get the request's own answer.
-          if (error?.code === 'SHUTDOWN_IN_PROGRESS') resolve({ error: () => error });
+          if (error?.code === 'SHUTDOWN_IN_PROGRESS')
+            resolve({ error: (where) => new TesseraError(error.code, `${where}: ${error.message}`) });
           else
             resolve(
               fallback(`the upgrade to ${WIRE_PROTOCOL} was answered HTTP ${response.statusCode ?? 0}${error ? `: ${error.message}` : ''}`),
@@ -256,11 +259,11 @@ export class WireConnection {
         response.on('error', (error) => resolve({ error: (where) => hostUnreachable(where, origin, error.message, error) }));
       });
       upgrade.on('error', (error: Error & { code?: string }) => {
-        clearTimeout(deadline);
         resolve({ error: (where) => hostUnreachable(where, origin, error.code ?? error.message, error) });
       });
       upgrade.end();
     }).finally(() => {
+      clearTimeout(deadline);
       this.opening = undefined;
     });
   }

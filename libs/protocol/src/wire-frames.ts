@@ -43,6 +43,7 @@ export interface Frame<Head> {
 /** A frame over the reader's limit: its head was read, its body dropped unread. */
 export interface OversizedFrame<Head> {
   head: Head;
+  /** The length of the body dropped. */
   oversizedBytes: number;
 }
 
@@ -89,6 +90,7 @@ export class FrameReader<Head extends { id: number }> {
     if (this.skipping > 0) {
       const dropped = Math.min(this.skipping, chunk.length);
       this.skipping -= dropped;
+      if (dropped === chunk.length) return [];
       chunk = chunk.subarray(dropped);
     }
     this.pending.push(chunk);
@@ -113,8 +115,8 @@ export class FrameReader<Head extends { id: number }> {
           this.needed = 8 + headBytes;
           break;
         }
-        frames.push({ head: this.decodeHead(buffer, offset + 8, headBytes), oversizedBytes: length });
         const bodyBytes = length - 4 - headBytes;
+        frames.push({ head: this.decodeHead(buffer, offset + 8, headBytes), oversizedBytes: bodyBytes });
         const arrived = Math.min(bodyBytes, available - 4 - headBytes);
         offset += 8 + headBytes + arrived;
         this.skipping = bodyBytes - arrived;
