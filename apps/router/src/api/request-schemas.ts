@@ -35,11 +35,17 @@ export const findBodySchema = z.strictObject({
   projection: documentSchema.optional(),
   limit: count.optional().meta({ description: 'At most this many documents in all; 0 means no limit.' }),
   skip: count.optional(),
-  batchSize: count.optional().meta({ description: 'Documents in the first batch (default 101).' }),
+  batchSize: count
+    .optional()
+    .meta({
+      description: 'Documents in the first batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.',
+    }),
 });
 
 export const nextBodySchema = z.strictObject({
-  batchSize: count.optional().meta({ description: 'Documents in this batch (default 101).' }),
+  batchSize: count
+    .optional()
+    .meta({ description: 'Documents in this batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.' }),
 });
 
 export const updateStatementBodySchema = z.strictObject({

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ValueObject } from '@tessera/core';
-import { compileSort } from '@tessera/query';
+import { bsonSize, compileProjection, compileSort } from '@tessera/query';
 import { RouterCursor, type ShardBatch, type ShardCursorPort } from './router-cursor.js';
 import { planShardFind } from './find-plan.js';
 
@@ -100,6 +100,49 @@ describe('the router cursor', () => {
     const { port, first } = fakeShards([[{ a: 2, b: 0 }], [{ a: 1, b: 0 }]], 1);
     const cursor = new RouterCursor('db.c', first, { compare: byA, project: (d) => ({ b: d['b']! }) }, port);
     expect(await drain(cursor, 5)).toEqual([{ b: 0 }, { b: 0 }]);
+  });
+});
+
+describe("the router cursor's batches by size", () => {
+  it('end before the document that would take them past maxBatchBytes, hold one however large, and lose none', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(fc.record({ a: fc.integer({ min: -5, max: 5 }), pad: fc.string({ maxLength: 40 }) }), { maxLength: 12 }), {
+          minLength: 1,
+          maxLength: 4,
+        }),
+        fc.integer({ min: 1, max: 200 }),
+        fc.boolean(),
+        async (shards, maxBatchBytes, sorted) => {
+          const compare = compileSort({ a: 1, pad: 1 });
+          const perShard = sorted ? shards.map((docs) => [...docs].sort(compare)) : shards;
+          const { port, first } = fakeShards(perShard, 3);
+          const cursor = new RouterCursor('db.c', first, { ...(sorted ? { compare } : {}), maxBatchBytes }, port);
+          const all: ValueObject[] = [];
+          for (let i = 0; i < 1_000 && !cursor.isExhausted; i++) {
+            const batch = await cursor.nextBatch(101);
+            if (batch.length > 1) expect(batch.reduce((sum, d) => sum + bsonSize(d), 0)).toBeLessThanOrEqual(maxBatchBytes);
+            if (!cursor.isExhausted) expect(batch.length).toBeGreaterThan(0);
+            all.push(...batch);
+          }
+          expect(all).toEqual(sorted ? perShard.flat().sort(compare) : perShard.flat());
+        },
+      ),
+    );
+  });
+
+  it("size the documents as returned, after the router's projection", async () => {
+    const { port, first } = fakeShards(
+      [
+        [
+          { a: 1, pad: 'x'.repeat(100) },
+          { a: 2, pad: 'y'.repeat(100) },
+        ],
+      ],
+      2,
+    );
+    const cursor = new RouterCursor('db.c', first, { project: compileProjection({ pad: 0 }), maxBatchBytes: 40 }, port);
+    expect(await cursor.nextBatch(101)).toEqual([{ a: 1 }, { a: 2 }]);
   });
 });
 

@@ -5,13 +5,15 @@
  * must hold at least one document of every shard not yet exhausted, fetching more with
  * getMore as a shard's buffer empties. Without a sort it drains the shards one after another.
  * Skip and limit apply after the merge (each shard was asked for `skip + limit` documents
- * from its start, as the router cannot know where the first `skip` come from).
+ * from its start, as the router cannot know where the first `skip` come from). A batch ends,
+ * as the shards' do, before the document that would take it past `maxBatchBytes` (16 MiB of
+ * BSON by default), and always holds one document when any is left.
  *
  * Pure apart from the `ShardCursorPort`; not safe for concurrent `nextBatch` calls (the
  * cursor registry serialises them).
  */
 import type { ValueObject } from '@tessera/core';
-import type { DocumentComparator, Projector } from '@tessera/query';
+import { type DocumentComparator, MAX_BATCH_BYTES, type Projector, bsonSize } from '@tessera/query';
 
 /** One shard's answer: documents and the shard cursor to read more from (null when exhausted). */
 export interface ShardBatch {
@@ -34,6 +36,8 @@ export interface RouterCursorOptions {
   readonly limit?: number;
   /** Applied to each document returned, when the shards were asked for whole documents. */
   readonly project?: Projector;
+  /** The most a batch holds but for its first document, in BSON bytes. Default 16 MiB. */
+  readonly maxBatchBytes?: number;
 }
 
 interface ShardStream {
@@ -65,19 +69,34 @@ export class RouterCursor {
     return this.closed || this.limitLeft === 0 || this.streams.every(isDrained);
   }
 
-  /** Returns up to `batchSize` more documents, fetching from shards as needed; closes the shard cursors once exhausted. */
+  /**
+   * Returns up to `batchSize` more documents, no more than `maxBatchBytes` of them but for the
+   * first, fetching from shards as needed; closes the shard cursors once exhausted.
+   */
   async nextBatch(batchSize: number): Promise<ValueObject[]> {
+    const maxBytes = this.options.maxBatchBytes ?? MAX_BATCH_BYTES;
     const out: ValueObject[] = [];
+    // Sized from the second document on: a batch of one (a point read) is never sized.
+    let bytes = 0;
     while (!this.closed && out.length < batchSize && this.limitLeft > 0) {
       const need = Math.max(1, Math.min(batchSize - out.length + this.skipLeft, this.limitLeft + this.skipLeft));
       const stream = await this.nextStream(need);
       if (stream === undefined) break;
-      const document = stream.buffer[stream.position++]!;
+      const document = stream.buffer[stream.position]!;
       if (this.skipLeft > 0) {
+        stream.position++;
         this.skipLeft--;
         continue;
       }
-      out.push(this.options.project ? this.options.project(document) : document);
+      const returned = this.options.project ? this.options.project(document) : document;
+      if (out.length > 0) {
+        if (out.length === 1) bytes = bsonSize(out[0]!);
+        const size = bsonSize(returned);
+        if (bytes + size > maxBytes) break; // it heads the next batch
+        bytes += size;
+      }
+      stream.position++;
+      out.push(returned);
       this.limitLeft--;
     }
     if (this.isExhausted) await this.close();

@@ -89,6 +89,36 @@ describe('finding documents', () => {
     expect(xs(found).sort((a, b) => a - b)).toEqual(Array.from({ length: 10 }, (_, i) => 990 + i));
   });
 
+  it('ends a batch before the document that would take it past the byte limit (16 MiB, as MongoDB), with or without a sort', async () => {
+    const sizes = (await db.dataSource.query(`SELECT DISTINCT size FROM ${handle.table}`)) as Array<{ size: number }>;
+    expect(sizes).toHaveLength(1); // every document has the same BSON size
+    const bounded = new CursorManager(db.dataSource, () => clock, 10.5 * sizes[0]!.size);
+    for (const sort of [undefined, { x: -1 }]) {
+      for (const skip of [0, 15]) {
+        let batch = await bounded.find(handle, { filter: { x: { $lt: 200 } }, batchSize: 101, skip, ...(sort ? { sort } : {}) });
+        const found: unknown[] = [];
+        const lengths: number[] = [];
+        for (;;) {
+          found.push(...batch.documents);
+          lengths.push(batch.documents.length);
+          if (batch.cursorId === null) break;
+          batch = await bounded.getMore(batch.cursorId, 101);
+        }
+        // 10 documents a batch, the last one the rest.
+        const whole = Math.floor((200 - skip) / 10);
+        expect(lengths).toEqual([...Array<number>(whole).fill(10), ...((200 - skip) % 10 > 0 ? [(200 - skip) % 10] : [])]);
+        if (sort) expect(xs(found)).toEqual(Array.from({ length: 200 - skip }, (_, i) => 199 - skip - i));
+        else expect(new Set(xs(found)).size).toBe(200 - skip);
+      }
+    }
+    // A document larger than the limit comes alone.
+    const tiny = new CursorManager(db.dataSource, () => clock, 1);
+    const first = await tiny.find(handle, { filter: { x: { $lt: 3 } }, batchSize: 101 });
+    expect(first.documents).toHaveLength(1);
+    expect((await tiny.getMore(first.cursorId!, 101)).documents).toHaveLength(1);
+    tiny.kill([first.cursorId!]);
+  });
+
   it('refuses an unknown cursor, and closes idle ones after the timeout', async () => {
     await expect(cursors.getMore('12345')).rejects.toMatchObject({ code: 'CURSOR_NOT_FOUND' });
     const open = await cursors.find(handle, { batchSize: 1 });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
 import { poolQuery, poolStatement } from '@tessera/platform';
-import { compileProjection, compileSort, parseFilter } from '@tessera/query';
+import { MAX_BATCH_BYTES, compileProjection, compileSort, parseFilter } from '@tessera/query';
 import { scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
 
@@ -30,6 +30,7 @@ const PAGE_ROWS = 1_000;
 export const CURSOR_IDLE_TIMEOUT_MS = 600_000;
 
 interface Cursor {
+  /** Up to `count` documents, and no more than `maxBatchBytes` of them but for the first. */
   next(count: number): Promise<{ documents: unknown[]; exhausted: boolean }>;
   lastUsed: number;
   /** Called once when the cursor ends: exhausted, killed or reaped. */
@@ -42,7 +43,9 @@ interface Cursor {
  * columns; the filter itself, the ownership view taken when the query started (orphans are
  * never returned) and the projection are applied to each row. Without a sort, a cursor streams
  * the table in `_id` order, a page at a time; with a sort, the matching documents are sorted in
- * memory first.
+ * memory first. A batch ends at `batchSize` documents, or before the document that would take
+ * it past `maxBatchBytes` (16 MiB, as MongoDB's, counted in the documents' stored BSON sizes),
+ * whichever comes first; it always holds at least one document when any is left.
  */
 export class CursorManager {
   private readonly cursors = new Map<string, Cursor>();
@@ -50,6 +53,7 @@ export class CursorManager {
   constructor(
     private readonly dataSource: DataSource,
     private readonly now: () => number = Date.now,
+    private readonly maxBatchBytes = MAX_BATCH_BYTES,
   ) {}
 
   /**
@@ -65,7 +69,7 @@ export class CursorManager {
     const skip = nonNegative(request.skip, 'skip') ?? 0;
     const limit = nonNegative(request.limit, 'limit') || undefined;
     const where = scanConditions(handle, compiled.filter);
-    const accept = (row: { shard_key: Buffer; doc: unknown }): ValueObject | undefined => {
+    const accept = (row: StoredRow): ValueObject | undefined => {
       if (!handle.owns(row.shard_key)) return undefined;
       const document = fromExtendedJsonObject(row.doc) as ValueObject;
       return compiled.matches(document) ? document : undefined;
@@ -141,7 +145,7 @@ export class CursorManager {
   private streamingCursor(
     handle: CollectionHandle,
     where: { sql: string; params: unknown[]; pointQuery: boolean },
-    accept: (row: { shard_key: Buffer; doc: unknown }) => ValueObject | undefined,
+    accept: (row: StoredRow) => ValueObject | undefined,
     skip: number,
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
@@ -150,12 +154,14 @@ export class CursorManager {
     let toSkip = skip;
     let remaining = limit ?? Infinity;
     let done = false;
-    const dataSource = this.dataSource;
+    const { dataSource, maxBatchBytes } = this;
     return {
       lastUsed: this.now(),
       async next(count) {
         const documents: unknown[] = [];
-        while (!done && documents.length < count && remaining > 0) {
+        let bytes = 0;
+        let full = false;
+        while (!done && !full && documents.length < count && remaining > 0) {
           // The first page has no lower bound on `id`: an `id > ''` condition would make Postgres
           // read the whole primary key index alongside a narrow shard key range.
           const params = after === null ? where.params : [...where.params, after];
@@ -163,28 +169,32 @@ export class CursorManager {
           // A point query's first page is a named statement, parsed and planned once per connection.
           // Its LIMIT is written out: with a parameter there, the plan made for any key assumes a
           // limit of a tenth of the table and can walk the whole primary key in `id` order.
-          const { rows } = await poolStatement<{ id: Buffer; shard_key: Buffer; doc: unknown }>(dataSource, {
+          const { rows } = await poolStatement<StoredRow & { id: Buffer }>(dataSource, {
             ...(where.pointQuery && after === null ? { name: `find_${handle.table}` } : {}),
-            text: `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}`,
+            text: `SELECT id, shard_key, doc, size FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}`,
             values: params,
           });
-          if (rows.length < PAGE_ROWS) done = true;
+          // Rows after the last one taken are read again by the next page, which starts after it.
+          let taken = 0;
           for (const row of rows) {
-            after = row.id;
             const document = accept(row);
-            if (document === undefined) continue;
-            if (toSkip > 0) {
-              toSkip--;
+            const returned = document !== undefined && toSkip === 0;
+            if (returned && documents.length > 0 && bytes + row.size > maxBatchBytes) {
+              full = true;
+              break;
+            }
+            after = row.id;
+            taken++;
+            if (!returned) {
+              if (document !== undefined) toSkip--;
               continue;
             }
             documents.push(toExtendedJsonObject(project(document)));
+            bytes += row.size;
             remaining--;
-            if (documents.length >= count || remaining <= 0) {
-              // Rows after this one are read again by the next page, which starts after it.
-              done = done && row === rows[rows.length - 1];
-              break;
-            }
+            if (documents.length >= count || remaining <= 0) break;
           }
+          done = rows.length < PAGE_ROWS && taken === rows.length;
         }
         return { documents, exhausted: done || remaining <= 0 };
       },
@@ -194,30 +204,47 @@ export class CursorManager {
   private async sortedCursor(
     handle: CollectionHandle,
     where: { sql: string; params: unknown[] },
-    accept: (row: { shard_key: Buffer; doc: unknown }) => ValueObject | undefined,
+    accept: (row: StoredRow) => ValueObject | undefined,
     sort: (a: ValueObject, b: ValueObject) => number,
     skip: number,
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
   ): Promise<Cursor> {
-    const rows = await poolQuery<{ shard_key: Buffer; doc: unknown }>(
+    const rows = await poolQuery<StoredRow>(
       this.dataSource,
-      `SELECT shard_key, doc FROM ${handle.table} WHERE ${where.sql}`,
+      `SELECT shard_key, doc, size FROM ${handle.table} WHERE ${where.sql}`,
       where.params,
     );
-    const matching = rows.map(accept).filter((d): d is ValueObject => d !== undefined);
-    matching.sort(sort);
+    const matching = rows.flatMap((row) => {
+      const document = accept(row);
+      return document === undefined ? [] : [{ document, size: row.size }];
+    });
+    matching.sort((a, b) => sort(a.document, b.document));
     const results = matching.slice(skip, limit === undefined ? undefined : skip + limit);
+    const { maxBatchBytes } = this;
     let position = 0;
     return {
       lastUsed: this.now(),
       async next(count) {
-        const documents = results.slice(position, position + count).map((d) => toExtendedJsonObject(project(d)));
-        position += documents.length;
+        const documents: unknown[] = [];
+        let bytes = 0;
+        for (; position < results.length && documents.length < count; position++) {
+          const { document, size } = results[position]!;
+          if (documents.length > 0 && bytes + size > maxBatchBytes) break;
+          documents.push(toExtendedJsonObject(project(document)));
+          bytes += size;
+        }
         return { documents, exhausted: position >= results.length };
       },
     };
   }
+}
+
+/** A document's row as a find reads it: its encoded shard key, the document and its BSON size. */
+interface StoredRow {
+  shard_key: Buffer;
+  doc: unknown;
+  size: number;
 }
 
 function nonNegative(value: number | undefined, name: string): number | undefined {

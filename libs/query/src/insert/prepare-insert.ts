@@ -2,10 +2,10 @@
  * Insert validation: what a document must be before a shard stores it. `_id` comes first and
  * is generated when missing (the generator is injected: no randomness here).
  */
-import { calculateObjectSize } from 'bson';
 import type { ObjectId } from 'bson';
 import { TesseraError, typeBracketOf } from '@tessera/core';
 import type { Value, ValueObject } from '@tessera/core';
+import { bsonSize } from '../cursor/batch-bytes.js';
 import { display, isDocument } from '../values.js';
 
 /** MongoDB's maximum document size: 16 MiB of BSON. */
@@ -28,7 +28,7 @@ export interface PreparedInsert {
  * the `_id`) when it exceeds 16 MiB.
  */
 export function checkDocumentSize(document: ValueObject): number {
-  const size = calculateObjectSize(document as Record<string, unknown>);
+  const size = bsonSize(document);
   if (size > MAX_DOCUMENT_SIZE) {
     throw new TesseraError(
       'DOCUMENT_TOO_LARGE',
