@@ -113,19 +113,25 @@ describe("the router cursor's batches by size", () => {
         }),
         fc.integer({ min: 1, max: 200 }),
         fc.boolean(),
-        async (shards, maxBatchBytes, sorted) => {
+        fc.integer({ min: 0, max: 5 }),
+        fc.integer({ min: 0, max: 20 }),
+        async (shards, maxBatchBytes, sorted, skip, limit) => {
           const compare = compileSort({ a: 1, pad: 1 });
           const perShard = sorted ? shards.map((docs) => [...docs].sort(compare)) : shards;
           const { port, first } = fakeShards(perShard, 3);
-          const cursor = new RouterCursor('db.c', first, { ...(sorted ? { compare } : {}), maxBatchBytes }, port);
+          const cursor = new RouterCursor('db.c', first, { ...(sorted ? { compare } : {}), maxBatchBytes, skip, limit }, port);
+          const merged = sorted ? perShard.flat().sort(compare) : perShard.flat();
+          const expected = merged.slice(skip, limit > 0 ? skip + limit : undefined);
           const all: ValueObject[] = [];
           for (let i = 0; i < 1_000 && !cursor.isExhausted; i++) {
             const batch = await cursor.nextBatch(101);
-            if (batch.length > 1) expect(batch.reduce((sum, d) => sum + bsonSize(d), 0)).toBeLessThanOrEqual(maxBatchBytes);
-            if (!cursor.isExhausted) expect(batch.length).toBeGreaterThan(0);
+            const bytes = batch.reduce((sum, d) => sum + bsonSize(d), 0);
+            if (batch.length > 1) expect(bytes).toBeLessThanOrEqual(maxBatchBytes);
             all.push(...batch);
+            // A batch cut short ends just before the document that would not fit.
+            if (batch.length < 101 && !cursor.isExhausted) expect(bytes + bsonSize(expected[all.length]!)).toBeGreaterThan(maxBatchBytes);
           }
-          expect(all).toEqual(sorted ? perShard.flat().sort(compare) : perShard.flat());
+          expect(all).toEqual(expected);
         },
       ),
     );

@@ -92,25 +92,37 @@ describe('finding documents', () => {
   it('ends a batch before the document that would take it past the byte limit (16 MiB, as MongoDB), with or without a sort', async () => {
     const sizes = (await db.dataSource.query(`SELECT DISTINCT size FROM ${handle.table}`)) as Array<{ size: number }>;
     expect(sizes).toHaveLength(1); // every document has the same BSON size
-    const bounded = new CursorManager(db.dataSource, () => clock, 10.5 * sizes[0]!.size);
+    const bounded = new CursorManager(db.dataSource, () => clock, 10 * sizes[0]!.size);
+    const drainBounded = async (request: Parameters<CursorManager['find']>[1]) => {
+      let batch = await bounded.find(handle, { batchSize: 101, ...request });
+      const found: unknown[] = [];
+      const lengths: number[] = [];
+      for (;;) {
+        found.push(...batch.documents);
+        lengths.push(batch.documents.length);
+        if (batch.cursorId === null) return { found, lengths };
+        batch = await bounded.getMore(batch.cursorId, 101);
+      }
+    };
+    /** Batches of 10 documents, the last one the rest. */
+    const tens = (n: number) => [...Array<number>(Math.floor(n / 10)).fill(10), ...(n % 10 > 0 ? [n % 10] : [])];
+    // Even x below 600, among rows the filter rejects: 300 documents.
+    const filter = { x: { $lt: 600 }, even: true };
     for (const sort of [undefined, { x: -1 }]) {
-      for (const skip of [0, 15]) {
-        let batch = await bounded.find(handle, { filter: { x: { $lt: 200 } }, batchSize: 101, skip, ...(sort ? { sort } : {}) });
-        const found: unknown[] = [];
-        const lengths: number[] = [];
-        for (;;) {
-          found.push(...batch.documents);
-          lengths.push(batch.documents.length);
-          if (batch.cursorId === null) break;
-          batch = await bounded.getMore(batch.cursorId, 101);
-        }
-        // 10 documents a batch, the last one the rest.
-        const whole = Math.floor((200 - skip) / 10);
-        expect(lengths).toEqual([...Array<number>(whole).fill(10), ...((200 - skip) % 10 > 0 ? [(200 - skip) % 10] : [])]);
-        if (sort) expect(xs(found)).toEqual(Array.from({ length: 200 - skip }, (_, i) => 199 - skip - i));
-        else expect(new Set(xs(found)).size).toBe(200 - skip);
+      for (const [skip, limit] of [
+        [0, 0],
+        [15, 0],
+        [3, 44],
+      ] as const) {
+        const { found, lengths } = await drainBounded({ filter, skip, limit, ...(sort ? { sort } : {}) });
+        const expected = Array.from({ length: 300 }, (_, i) => 2 * i).slice(skip, limit > 0 ? skip + limit : undefined);
+        expect(lengths).toEqual(tens(expected.length));
+        expect(sort ? xs(found) : xs(found).sort((a, b) => a - b)).toEqual(sort ? expected.map((x) => 598 - x) : expected);
       }
     }
+    // Sized as projected: a tenth of a document's size holds a few small projections.
+    const { lengths } = await drainBounded({ filter: { x: { $lt: 100 } }, projection: { x: 1, _id: 0 } });
+    expect(lengths.length).toBeLessThan(10);
     // A document larger than the limit comes alone.
     const tiny = new CursorManager(db.dataSource, () => clock, 1);
     const first = await tiny.find(handle, { filter: { x: { $lt: 3 } }, batchSize: 101 });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
 import { poolQuery, poolStatement } from '@tessera/platform';
-import { MAX_BATCH_BYTES, compileProjection, compileSort, parseFilter } from '@tessera/query';
+import { MAX_BATCH_BYTES, bsonSize, compileProjection, compileSort, parseFilter } from '@tessera/query';
 import { scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
 
@@ -30,7 +30,7 @@ const PAGE_ROWS = 1_000;
 export const CURSOR_IDLE_TIMEOUT_MS = 600_000;
 
 interface Cursor {
-  /** Up to `count` documents, and no more than `maxBatchBytes` of them but for the first. */
+  /** Up to `count` documents, of `maxBatchBytes` at most unless there is only one. */
   next(count: number): Promise<{ documents: unknown[]; exhausted: boolean }>;
   lastUsed: number;
   /** Called once when the cursor ends: exhausted, killed or reaped. */
@@ -44,8 +44,8 @@ interface Cursor {
  * never returned) and the projection are applied to each row. Without a sort, a cursor streams
  * the table in `_id` order, a page at a time; with a sort, the matching documents are sorted in
  * memory first. A batch ends at `batchSize` documents, or before the document that would take
- * it past `maxBatchBytes` (16 MiB, as MongoDB's, counted in the documents' stored BSON sizes),
- * whichever comes first; it always holds at least one document when any is left.
+ * it past `maxBatchBytes` (16 MiB, as MongoDB's, in BSON bytes: the documents' sizes as stored,
+ * or as projected), whichever comes first; it always holds one document when any is left.
  */
 export class CursorManager {
   private readonly cursors = new Map<string, Cursor>();
@@ -74,9 +74,12 @@ export class CursorManager {
       const document = fromExtendedJsonObject(row.doc) as ValueObject;
       return compiled.matches(document) ? document : undefined;
     };
+    // A batch is sized by its documents as stored, or as projected when projected.
+    const sizeOf: SizeOf =
+      request.projection === undefined || Object.keys(request.projection).length === 0 ? (_projected, stored) => stored : bsonSize;
     const cursor = sort
-      ? await this.sortedCursor(handle, where, accept, sort, skip, limit, project)
-      : this.streamingCursor(handle, where, accept, skip, limit, project);
+      ? await this.sortedCursor(handle, where, accept, sort, skip, limit, project, sizeOf)
+      : this.streamingCursor(handle, where, accept, skip, limit, project, sizeOf);
     if (onClose !== undefined) cursor.close = onClose;
     return this.batchFrom(cursor, undefined, nonNegative(request.batchSize, 'batchSize') || DEFAULT_BATCH_SIZE);
   }
@@ -149,6 +152,7 @@ export class CursorManager {
     skip: number,
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
+    sizeOf: SizeOf,
   ): Cursor {
     let after: Buffer | null = null;
     let toSkip = skip;
@@ -169,9 +173,15 @@ export class CursorManager {
           // A point query's first page is a named statement, parsed and planned once per connection.
           // Its LIMIT is written out: with a parameter there, the plan made for any key assumes a
           // limit of a tenth of the table and can walk the whole primary key in `id` order.
-          const { rows } = await poolStatement<StoredRow & { id: Buffer }>(dataSource, {
+          // A page ends too after the row that reaches a batch's bytes, so that large documents
+          // past it are not read (nor their TOASTed text fetched) only to be read again.
+          const { rows } = await poolStatement<StoredRow & { id: Buffer; page_rows: string }>(dataSource, {
             ...(where.pointQuery && after === null ? { name: `find_${handle.table}` } : {}),
-            text: `SELECT id, shard_key, doc, size FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}`,
+            text:
+              `SELECT id, shard_key, doc, size, page_rows FROM (` +
+              `SELECT *, sum(size) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - size AS before, count(*) OVER () AS page_rows FROM (` +
+              `SELECT id, shard_key, doc, size FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}` +
+              `) AS page) AS sized WHERE before < ${maxBatchBytes} ORDER BY id`,
             values: params,
           });
           // Rows after the last one taken are read again by the next page, which starts after it.
@@ -179,22 +189,25 @@ export class CursorManager {
           for (const row of rows) {
             const document = accept(row);
             const returned = document !== undefined && toSkip === 0;
-            if (returned && documents.length > 0 && bytes + row.size > maxBatchBytes) {
+            const projected = returned ? project(document) : undefined;
+            const size = projected === undefined ? 0 : sizeOf(projected, row.size);
+            if (returned && documents.length > 0 && bytes + size > maxBatchBytes) {
               full = true;
               break;
             }
             after = row.id;
             taken++;
-            if (!returned) {
+            if (projected === undefined) {
               if (document !== undefined) toSkip--;
               continue;
             }
-            documents.push(toExtendedJsonObject(project(document)));
-            bytes += row.size;
+            documents.push(toExtendedJsonObject(projected));
+            bytes += size;
             remaining--;
             if (documents.length >= count || remaining <= 0) break;
           }
-          done = rows.length < PAGE_ROWS && taken === rows.length;
+          const pageRows = rows.length === 0 ? 0 : Number(rows[0]!.page_rows);
+          done = pageRows < PAGE_ROWS && rows.length === pageRows && taken === rows.length;
         }
         return { documents, exhausted: done || remaining <= 0 };
       },
@@ -209,6 +222,7 @@ export class CursorManager {
     skip: number,
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
+    sizeOf: SizeOf,
   ): Promise<Cursor> {
     const rows = await poolQuery<StoredRow>(
       this.dataSource,
@@ -229,9 +243,11 @@ export class CursorManager {
         const documents: unknown[] = [];
         let bytes = 0;
         for (; position < results.length && documents.length < count; position++) {
-          const { document, size } = results[position]!;
+          const { document, size: stored } = results[position]!;
+          const projected = project(document);
+          const size = sizeOf(projected, stored);
           if (documents.length > 0 && bytes + size > maxBatchBytes) break;
-          documents.push(toExtendedJsonObject(project(document)));
+          documents.push(toExtendedJsonObject(projected));
           bytes += size;
         }
         return { documents, exhausted: position >= results.length };
@@ -239,6 +255,9 @@ export class CursorManager {
     };
   }
 }
+
+/** The BSON size of a document returned, from the document as returned or its size as stored. */
+type SizeOf = (projected: ValueObject, stored: number) => number;
 
 /** A document's row as a find reads it: its encoded shard key, the document and its BSON size. */
 interface StoredRow {
