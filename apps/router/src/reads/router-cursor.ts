@@ -36,7 +36,7 @@ export interface RouterCursorOptions {
   readonly limit?: number;
   /** Applied to each document returned, when the shards were asked for whole documents. */
   readonly project?: Projector;
-  /** The most a batch holds but for its first document, in BSON bytes. Default 16 MiB. */
+  /** The most a batch of more than one document holds, in BSON bytes. Default 16 MiB. */
   readonly maxBatchBytes?: number;
 }
 
@@ -70,8 +70,8 @@ export class RouterCursor {
   }
 
   /**
-   * Returns up to `batchSize` more documents, no more than `maxBatchBytes` of them but for the
-   * first, fetching from shards as needed; closes the shard cursors once exhausted.
+   * Returns up to `batchSize` more documents, of `maxBatchBytes` at most unless there is only
+   * one, fetching from shards as needed; closes the shard cursors once exhausted.
    */
   async nextBatch(batchSize: number): Promise<ValueObject[]> {
     const maxBytes = this.options.maxBatchBytes ?? MAX_BATCH_BYTES;

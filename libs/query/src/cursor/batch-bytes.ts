@@ -6,7 +6,7 @@
 import { calculateObjectSize } from 'bson';
 import type { ValueObject } from '@tessera/core';
 
-/** The most a batch holds but for its first document: 16 MiB of BSON, as MongoDB's. */
+/** The most a batch of more than one document holds: 16 MiB of BSON, as MongoDB's. */
 export const MAX_BATCH_BYTES = 16 * 1024 * 1024;
 
 /** A document's size in BSON bytes. */
