@@ -193,7 +193,10 @@ class WireServer {
         );
       }
       const content = body as Buffer;
-      answer = route === undefined ? await this.answerByInjection(request, content) : await this.answerDirectly(route, request, content);
+      answer =
+        route === undefined
+          ? await this.answerByInjection(request, content)
+          : this.signed(request, 200, await this.answerDirectly(route, request, content));
     } catch (error) {
       const id = (valid ? request.headers['x-request-id'] : undefined) ?? randomUUID();
       const { status, body: rendered } = errorAnswer(
@@ -201,7 +204,7 @@ class WireServer {
         { id, method: valid ? request.method : '(invalid)', url: valid ? request.path : WIRE_PATH },
         this.options.logger,
       );
-      answer = { status, headers: {}, text: JSON.stringify(rendered) };
+      answer = valid ? this.signed(request, status, rendered) : { status, headers: {}, text: JSON.stringify(rendered) };
     }
     if (route !== undefined) {
       this.metrics.httpDuration.observe(
@@ -212,25 +215,26 @@ class WireServer {
     return { id: request.id, ...answer };
   }
 
-  /** Answers a frame for a hot route, as the route's HTTP handler and the app's hooks would. */
-  private async answerDirectly(route: HotRoute, request: WireRequestHead, body: Buffer): Promise<Answer> {
-    const { clusterKey, logger } = this.options;
-    let status = 200;
-    let result: unknown;
-    try {
-      verifyInternalRequest({ method: request.method, url: request.path, headers: request.headers, rawBody: body }, clusterKey, this.clock);
-      result = await route.handle(parseBody(body), {}, { bodyBytes: body.length });
-    } catch (error) {
-      const id = request.headers['x-request-id'] ?? randomUUID();
-      ({ status, body: result } = errorAnswer(error, { id, method: request.method, url: request.path }, logger));
-    }
+  /** Answers a frame for a hot route, as the route's HTTP handler would: verified, then handled. */
+  private async answerDirectly(route: HotRoute, request: WireRequestHead, body: Buffer): Promise<unknown> {
+    verifyInternalRequest(
+      { method: request.method, url: request.path, headers: request.headers, rawBody: body },
+      this.options.clusterKey,
+      this.clock,
+    );
+    return route.handle(parseBody(body), {}, { bodyBytes: body.length });
+  }
+
+  /** `result` as the answer to `request`, with the vector time and signature the app's hooks put on an HTTP answer. */
+  private signed(request: WireRequestHead, status: number, result: unknown): Answer {
     const text = result === undefined ? '' : JSON.stringify(result);
     const time = vectorTimeHeaders(this.clock.now());
     const signature = request.headers[SIGNATURE_HEADER];
     return {
       status,
       text,
-      headers: signature === undefined ? time : { ...time, [SIGNATURE_HEADER]: signResponse(clusterKey, signature, text, time) },
+      headers:
+        signature === undefined ? time : { ...time, [SIGNATURE_HEADER]: signResponse(this.options.clusterKey, signature, text, time) },
     };
   }
 
