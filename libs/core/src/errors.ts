@@ -64,6 +64,14 @@ export class TesseraError extends Error {
   readonly code: ErrorCode;
   readonly retryable: boolean;
   readonly details: ErrorDetails | undefined;
+  /**
+   * The node whose answer carried this error, set by the client that rebuilt it from the
+   * envelope; undefined for an error raised in this process, a transport failure included. So a
+   * caller tells "the node answered that it failed" (it ran and ended) from "the node could not
+   * be reached" (it may still be running), whatever the code: a node relays its peers' errors
+   * with their codes, `HOST_UNREACHABLE` included. Not part of the envelope: it names one hop.
+   */
+  readonly answeredBy: string | undefined;
 
   /**
    * @param code one of `ERROR_CODES`.
@@ -71,12 +79,17 @@ export class TesseraError extends Error {
    * @param options `details` for structured context; `retryable` to override the code's default.
    * Throws nothing.
    */
-  constructor(code: ErrorCode, message: string, options: { details?: ErrorDetails; retryable?: boolean; cause?: unknown } = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { details?: ErrorDetails; retryable?: boolean; cause?: unknown; answeredBy?: string } = {},
+  ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'TesseraError';
     this.code = code;
     this.retryable = options.retryable ?? ERROR_CODES[code].retryable;
     this.details = options.details;
+    this.answeredBy = options.answeredBy;
   }
 
   /** Returns the wire envelope of this error. Throws nothing. */
@@ -91,12 +104,12 @@ export class TesseraError extends Error {
 
   /**
    * Rebuilds an error from its wire envelope, so that an error raised on one node is the same
-   * error on the node that called it. An envelope with an unknown code becomes `INTERNAL`.
-   * Throws nothing.
+   * error on the node that called it; `answeredBy` names the node that answered it. An envelope
+   * with an unknown code becomes `INTERNAL`. Throws nothing.
    */
-  static fromEnvelope(envelope: ErrorEnvelope): TesseraError {
+  static fromEnvelope(envelope: ErrorEnvelope, answeredBy?: string): TesseraError {
     const code: ErrorCode = isErrorCode(envelope.code) ? envelope.code : 'INTERNAL';
-    return new TesseraError(code, envelope.message, { details: envelope.details, retryable: envelope.retryable });
+    return new TesseraError(code, envelope.message, { details: envelope.details, retryable: envelope.retryable, answeredBy });
   }
 }
 

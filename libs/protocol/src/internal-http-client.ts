@@ -84,7 +84,7 @@ export class InternalHttpClient {
     const response = await this.exchange(method, path, headers, body === undefined ? undefined : payload);
     this.advanceClock(headers[SIGNATURE_HEADER]!, response.text, response.headers);
     if (response.status >= 200 && response.status < 300) return response.text;
-    const error = errorOfAnswer(response.text);
+    const error = errorOfAnswer(response.text, this.baseUrl);
     if (error !== undefined) throw error;
     throw new TesseraError('INTERNAL', `${method} ${this.baseUrl}${path} answered HTTP ${response.status} without an error envelope`, {
       details: { status: response.status, body: response.text.slice(0, 500) },

@@ -10,8 +10,11 @@ export function networkTimeout(where: string, url: string, timeoutMs: number, ca
   return new TesseraError('NETWORK_TIMEOUT', `${where} timed out after ${timeoutMs} ms`, { details: { url }, cause });
 }
 
-/** The error a node's answer carries as `{ error: envelope }`, rebuilt; undefined when the text is no such envelope. */
-export function errorOfAnswer(text: string): TesseraError | undefined {
+/**
+ * The error a node's answer carries as `{ error: envelope }`, rebuilt and marked as answered by
+ * `node` (its URL); undefined when the text is no such envelope.
+ */
+export function errorOfAnswer(text: string, node: string): TesseraError | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -19,5 +22,5 @@ export function errorOfAnswer(text: string): TesseraError | undefined {
     return undefined;
   }
   const envelope = (parsed as { error?: unknown } | null)?.error;
-  return isErrorEnvelope(envelope) ? TesseraError.fromEnvelope(envelope) : undefined;
+  return isErrorEnvelope(envelope) ? TesseraError.fromEnvelope(envelope, node) : undefined;
 }

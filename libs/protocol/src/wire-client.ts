@@ -246,11 +246,11 @@ export class WireConnection {
         const chunks: Buffer[] = [];
         response.on('data', (chunk: Buffer) => chunks.push(chunk));
         response.on('end', () => {
-          const error = errorOfAnswer(Buffer.concat(chunks).toString('utf8'));
+          const error = errorOfAnswer(Buffer.concat(chunks).toString('utf8'), origin);
           // A node shutting down refuses its wire as it refuses HTTP requests; any other refusal
           // says the node does not take the wire, and HTTP will get the request's own answer.
           if (error?.code === 'SHUTDOWN_IN_PROGRESS')
-            resolve({ error: (where) => new TesseraError(error.code, `${where}: ${error.message}`) });
+            resolve({ error: (where) => new TesseraError(error.code, `${where}: ${error.message}`, { answeredBy: origin }) });
           else
             resolve(
               fallback(`the upgrade to ${WIRE_PROTOCOL} was answered HTTP ${response.statusCode ?? 0}${error ? `: ${error.message}` : ''}`),
