@@ -171,11 +171,19 @@ export class LocalCluster {
     for (const log of this.logs.values()) log.end();
   }
 
-  /** Sends a signal to one node (SIGKILL for a crash) and resolves when it has exited. */
+  /**
+   * Sends a signal to one node (SIGKILL for a crash). A signal that ends a process resolves when
+   * it has exited; SIGSTOP and SIGCONT (pausing a node, as a long GC pause or a hung host would)
+   * resolve once sent, since a paused process never exits.
+   */
   async kill(name: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     const node = this.node(name);
     const child = node.process;
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    if (signal === 'SIGSTOP' || signal === 'SIGCONT') {
+      child.kill(signal);
+      return;
+    }
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill(signal);
     await exited;
@@ -188,6 +196,8 @@ export class LocalCluster {
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     const force = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    // A paused node handles SIGTERM only once it runs again.
+    child.kill('SIGCONT');
     child.kill('SIGTERM');
     await exited;
     clearTimeout(force);
