@@ -65,17 +65,26 @@ export class LeaderService implements OnApplicationBootstrap, OnApplicationShutd
     return this.currentTerm !== undefined && this.startedTerm === this.currentTerm && Date.now() < this.leaseValidUntil;
   }
 
-  /** The term of this process's lease; throws `NOT_LEADER` naming the leader when it holds none. */
+  /**
+   * The term of this process's lease; throws `NOT_LEADER` naming the leader when it holds none.
+   * Just elected, it waits for its leader-only services to start rather than name itself: a
+   * caller told that the leader is the process it asked would ask it again, without end.
+   */
   async assertLeader(): Promise<number> {
     if (this.isLeader) return this.currentTerm!;
+    if (this.currentTerm !== undefined) {
+      await this.transition;
+      if (this.isLeader) return this.currentTerm;
+    }
     const leader = await this.leader();
-    throw new TesseraError(
-      'NOT_LEADER',
-      `this config server is not the leader${leader ? `; the leader is ${leader.url}` : ' and no leader is elected yet'}`,
-      {
-        details: { leader: leader?.url ?? null },
-      },
-    );
+    if (leader === undefined || leader.holder === this.id) {
+      throw new TesseraError('NOT_LEADER', 'this config server is not the leader and no leader is elected yet; retry shortly', {
+        details: { leader: null },
+      });
+    }
+    throw new TesseraError('NOT_LEADER', `this config server is not the leader; the leader is ${leader.url}`, {
+      details: { leader: leader.url },
+    });
   }
 
   async leader(): Promise<LeaderInfo | undefined> {
