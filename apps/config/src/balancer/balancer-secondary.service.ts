@@ -203,7 +203,10 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
     } catch (error) {
       const retryable = error instanceof TesseraError && error.retryable;
       outcome = { ok: false, retryable, error: (error as Error).message };
-      this.logger.info({ err: error, ns: row.ns }, `defragmentation ${action.kind} of ${row.ns} failed: ${(error as Error).message}`);
+      this.logger.info(
+        { err: error, ns: row.ns, migrationId: migrationHolding(error) },
+        `defragmentation ${action.kind} of ${row.ns} failed: ${(error as Error).message}`,
+      );
     }
     const state = this.store.current(row.ns);
     if (state !== undefined) await this.store.save(onDefragmentationOutcome(state, action, outcome));
@@ -270,7 +273,14 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
     const maxBytes = this.statistics.maxChunkSizeBytes(row, settings);
     let merged = 0;
     for (const run of findMergeableRuns(chunks, nowSeconds, this.autoMerger, action.shard, zones)) {
-      if (migrating.some((m) => rangesOverlap(m, run.range))) continue;
+      const holding = migrating.find((m) => rangesOverlap(m.range, run.range));
+      if (holding !== undefined) {
+        this.logger.info(
+          { ns: row.ns, migrationId: holding.id },
+          `auto-merge of ${row.ns} on ${action.shard} waits for migration ${holding.id}, which holds part of the run; the next pass tries again`,
+        );
+        continue;
+      }
       try {
         const sizes = new Map<Chunk, number>();
         for (const chunk of run.chunks) {
@@ -285,19 +295,22 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
           merged++;
         }
       } catch (error) {
-        this.logger.info({ err: error, ns: row.ns }, `auto-merge of ${row.ns} on ${action.shard} failed: ${(error as Error).message}`);
+        this.logger.info(
+          { err: error, ns: row.ns, migrationId: migrationHolding(error) },
+          `auto-merge of ${row.ns} on ${action.shard} failed: ${(error as Error).message}`,
+        );
       }
     }
     return merged;
   }
 
   /** Ranges of `row` being migrated now: a merge must not take a chunk from under its migration. */
-  private async migratingRanges(row: CollectionRow): Promise<ChunkRange[]> {
-    const rows: Array<{ min: Buffer; max: Buffer }> = await this.dataSource.query(
-      'SELECT min, max FROM active_migrations WHERE collection_uuid = $1',
+  private async migratingRanges(row: CollectionRow): Promise<Array<{ id: string; range: ChunkRange }>> {
+    const rows: Array<{ id: string; min: Buffer; max: Buffer }> = await this.dataSource.query(
+      'SELECT id, min, max FROM active_migrations WHERE collection_uuid = $1',
       [row.uuid],
     );
-    return rows.map((r) => ({ min: decodeKey(r.min), max: decodeKey(r.max) }));
+    return rows.map((r) => ({ id: r.id, range: { min: decodeKey(r.min), max: decodeKey(r.max) } }));
   }
 
   /** `commitMerge` on the collection version read just before; a lost compare-and-set reads it again. */
@@ -308,9 +321,16 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
         await this.commits.commitMerge({ ns: row.ns, expectedCollectionVersion: version, shard, range: chunkRangeToWire(range), reason });
         return;
       } catch (error) {
+        // A lost compare-and-set is tried again at once; a range in migration waits for a later pass.
         const conflict = error instanceof TesseraError && error.code === 'CONFLICTING_OPERATION';
-        if (!conflict || attempt >= MERGE_ATTEMPTS) throw error;
+        if (!conflict || migrationHolding(error) !== undefined || attempt >= MERGE_ATTEMPTS) throw error;
       }
     }
   }
+}
+
+/** The migration whose range refused a split or merge (`CONFLICTING_OPERATION`, problem `migrating`). */
+function migrationHolding(error: unknown): string | undefined {
+  if (!(error instanceof TesseraError) || error.details?.problem !== 'migrating') return undefined;
+  return typeof error.details.migrationId === 'string' ? error.details.migrationId : undefined;
 }

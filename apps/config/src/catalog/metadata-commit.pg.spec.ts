@@ -250,6 +250,16 @@ describe('commitMerge', () => {
     expect((await changelogOf(ns))[0]).toMatchObject({ what: 'merge', details: { reason: 'autoMerge', count: 2 } });
   });
 
+  it('refuses to merge a run holding a chunk being migrated, naming the migration, so the migration can still commit', async () => {
+    const { ns, uuid, cv } = await collection();
+    const migrationId = await activeMigration(ns, uuid, 20, 30, 'balancerRound');
+    const error = await refused(uuid, () => commits.commitMerge({ ns, shard: 'a', range: range(10, 30), expectedCollectionVersion: cv }));
+    expect(error).toMatchObject({ code: 'CONFLICTING_OPERATION', details: { ns, problem: 'migrating', migrationId } });
+    // Once the migration's record is gone, the same merge goes through.
+    await db.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [migrationId]);
+    await commits.commitMerge({ ns, shard: 'a', range: range(10, 30), expectedCollectionVersion: cv });
+  });
+
   it('refuses non-contiguous chunks (a gap in the catalog) and changes nothing', async () => {
     const { ns, uuid, cv } = await collection([0, 10, 20, 30], ['a', 'a', 'a', 'a', 'a']);
     await db.dataSource.query('DELETE FROM chunks WHERE collection_uuid = $1 AND min_ejson = \'{"x":10}\'', [uuid]);

@@ -91,21 +91,7 @@ export class MetadataCommitService {
       points.forEach((p, i) => checkKey(c.ns, c.pattern, p, `splitPoints[${i}]`));
       const { chunk, id } = await this.exactChunk(c, range, input.shard);
       checkSplitPoints(c.ns, chunk, points);
-      // A chunk being migrated is not split (MongoDB: the migration holds the collection's lock),
-      // or the migration's commit would find its range gone.
-      const migrating: Array<{ id: string }> = await c.manager.query(
-        'SELECT id FROM active_migrations WHERE collection_uuid = $1 AND min < $3 AND max > $2 LIMIT 1',
-        [c.row.uuid, bytes(range.min), bytes(range.max)],
-      );
-      if (migrating.length > 0) {
-        throw new TesseraError(
-          'CONFLICTING_OPERATION',
-          `${chunkRangeToString(range)} of ${c.ns} is being migrated; it cannot be split now.`,
-          {
-            details: { ns: c.ns, problem: 'migrating', migrationId: migrating[0]!.id },
-          },
-        );
-      }
+      await this.checkNotMigrating(c, range, 'split');
       const pieces = splitChunk(chunk, points, c.cv).map(({ jumbo: _jumbo, ...piece }): Chunk => piece);
       const configTime = await this.tick(c);
       await c.manager.query('DELETE FROM chunks WHERE id = $1', [id]);
@@ -129,7 +115,8 @@ export class MetadataCommitService {
   /**
    * Merges the contiguous chunks of `shard` that exactly cover `range` into one chunk
    * <Mcv, mcv + 1> with a fresh history. Throws `BAD_VALUE` naming the chunk that breaks the run
-   * (a bound inside a chunk, a gap, a chunk on another shard, a single chunk), and as `commitSplit`.
+   * (a bound inside a chunk, a gap, a chunk on another shard, a single chunk), `CONFLICTING_OPERATION`
+   * while the range is being migrated, and as `commitSplit`.
    */
   async commitMerge(request: CommitMergeRequest): Promise<CommitResult> {
     const input = parseWith(commitMergeRequestSchema, request, 'commitMerge request');
@@ -145,6 +132,7 @@ export class MetadataCommitService {
       );
       const chunks = rows.map((r) => chunkFromRow(r, c.generation));
       checkMergeRun(c.ns, range, input.shard, chunks);
+      await this.checkNotMigrating(c, range, 'merged');
       const configTime = await this.tick(c);
       const merged = mergeChunks(chunks, c.cv, configTime);
       await c.manager.query('DELETE FROM chunks WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
@@ -323,6 +311,28 @@ export class MetadataCommitService {
       await manager.query('UPDATE chunks SET estimated_size_bytes = $2 WHERE id = $1', [id, input.estimatedSizeBytes]);
       return { ok: 1 as const };
     });
+  }
+
+  /**
+   * Refuses a split or merge of a range that overlaps a migration's (MongoDB: the migration holds
+   * the collection's lock): the migration's commit would find its chunk gone, after cloning and
+   * holding its critical section for nothing. `CONFLICTING_OPERATION` with `problem: 'migrating'`
+   * and the migration's id; the caller tries again once it has ended.
+   */
+  private async checkNotMigrating(c: LockedCollection, range: ChunkRange, verb: 'split' | 'merged'): Promise<void> {
+    const migrating: Array<{ id: string }> = await c.manager.query(
+      'SELECT id FROM active_migrations WHERE collection_uuid = $1 AND min < $3 AND max > $2 LIMIT 1',
+      [c.row.uuid, bytes(range.min), bytes(range.max)],
+    );
+    if (migrating.length > 0) {
+      throw new TesseraError(
+        'CONFLICTING_OPERATION',
+        `${chunkRangeToString(range)} of ${c.ns} is being migrated; it cannot be ${verb} now.`,
+        {
+          details: { ns: c.ns, problem: 'migrating', migrationId: migrating[0]!.id },
+        },
+      );
+    }
   }
 
   /**
