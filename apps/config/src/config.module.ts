@@ -30,7 +30,9 @@ import { GraphiqlController } from './control-plane/graphiql.controller.js';
 import { EventsGateway } from './control-plane/events.gateway.js';
 import { graphqlOptions } from './control-plane/graphql-options.js';
 import { LeaderService } from './leader/leader.service.js';
+import { ActiveMigrationStore } from './migration/active-migration.store.js';
 import { MigrationManagerService } from './migration/migration-manager.service.js';
+import { MigrationRecordsService } from './migration/migration-records.service.js';
 import { MigrationsController } from './migration/migrations.controller.js';
 import { DistLockService } from './locks/dist-lock.service.js';
 import { ZonesService } from './zones/zones.service.js';
@@ -88,7 +90,9 @@ export class ConfigServerModule {
         ZonesService,
         CatalogReadService,
         MetadataCommitService,
+        ActiveMigrationStore,
         MigrationManagerService,
+        MigrationRecordsService,
         ClusterSettingsService,
         ClusterStatisticsService,
         DefragmentationStore,

@@ -29,6 +29,10 @@ export const configSettingsSchema = z.object({
   TESSERA_BALANCER_ROUND_INTERVAL_MS: millisecondsSetting(10_000),
   /** MongoDB's balancerMigrationsThrottlingMs: least time between the migrations of two rounds (1 s; 0: none). */
   TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS: nonNegativeInteger(1_000),
+  /** How often the leader looks for migration records that no shard runs (see MigrationRecordsService). */
+  TESSERA_MIGRATION_RECONCILE_INTERVAL_MS: millisecondsSetting(10_000),
+  /** A migration record is checked against its shards only once this old: its donor may not have been called yet. */
+  TESSERA_MIGRATION_RECORD_GRACE_MS: millisecondsSetting(10_000),
   /** MongoDB's autoMergerIntervalSecs: delay between two auto-merger scans (1 hour). */
   TESSERA_AUTO_MERGER_INTERVAL_SECS: nonNegativeInteger(3_600),
   /** MongoDB's autoMergerThrottlingMS: least delay between two batches of auto-merge actions (15 s). */

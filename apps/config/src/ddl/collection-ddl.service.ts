@@ -34,7 +34,7 @@ import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { CollectionDropper } from './collection-dropper.js';
 import { DatabaseDdlService } from './database-ddl.service.js';
-import { MigrationManagerService } from '../migration/migration-manager.service.js';
+import { MigrationRecordsService } from '../migration/migration-records.service.js';
 import type { FencedTransaction } from './ddl-coordinator.js';
 import { DdlCoordinatorService } from './ddl-coordinator.service.js';
 
@@ -74,7 +74,7 @@ export class CollectionDdlService implements OnModuleInit {
     private readonly clock: ConfigClockService,
     private readonly changelog: ChangelogService,
     private readonly clients: InternalClients,
-    private readonly migrations: MigrationManagerService,
+    private readonly migrationRecords: MigrationRecordsService,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
@@ -319,7 +319,7 @@ export class CollectionDdlService implements OnModuleInit {
         }
         // No chunk may move while documents are re-keyed: a moved chunk could land on a shard
         // that was never re-keyed. Migrations in flight are waited for.
-        await this.migrations.stopMigrations(row.uuid, inFencedTransaction);
+        await this.migrationRecords.stopMigrations(row.uuid, inFencedTransaction);
         const owners: Array<{ shard: string }> = await this.dataSource.query(
           'SELECT DISTINCT shard FROM chunks WHERE collection_uuid = $1 ORDER BY shard',
           [row.uuid],

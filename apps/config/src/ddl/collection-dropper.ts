@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import { InternalClients, queryRows } from '@tessera/platform';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
-import { MigrationManagerService } from '../migration/migration-manager.service.js';
+import { MigrationRecordsService } from '../migration/migration-records.service.js';
 import type { FencedTransaction } from './ddl-coordinator.js';
 
 /**
@@ -20,7 +20,7 @@ export class CollectionDropper {
     private readonly clock: ConfigClockService,
     private readonly changelog: ChangelogService,
     private readonly clients: InternalClients,
-    private readonly migrations: MigrationManagerService,
+    private readonly migrationRecords: MigrationRecordsService,
   ) {}
 
   /** Returns whether the collection existed. The caller holds the database and collection locks. */
@@ -28,7 +28,7 @@ export class CollectionDropper {
     const rows: Array<{ uuid: string }> = await this.dataSource.query('SELECT uuid FROM collections WHERE ns = $1', [ns]);
     const uuid = rows[0]?.uuid;
     if (uuid === undefined) return this.dropUnsharded(ns, inFencedTransaction);
-    await this.migrations.stopMigrations(uuid, inFencedTransaction);
+    await this.migrationRecords.stopMigrations(uuid, inFencedTransaction);
     const shards: Array<{ url: string }> = await this.dataSource.query('SELECT url FROM shards');
     await Promise.all(shards.map((s) => this.clients.shard(s.url).dropCollection(uuid)));
     await inFencedTransaction(async (manager) => {

@@ -1,7 +1,5 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { Logger } from 'pino';
 import { DataSource, type EntityManager } from 'typeorm';
 import {
   type Chunk,
@@ -19,30 +17,24 @@ import {
   shardKeyFromObject,
 } from '@tessera/core';
 import {
-  type MigrationDecision,
   type MoveChunkRequest,
   type MoveRangeRequest,
   type MoveRangeResult,
   chunkRangeToWire,
-  decideMigrationRequestSchema,
   moveChunkRequestSchema,
   moveRangeRequestSchema,
   shardKeyToWire,
 } from '@tessera/protocol';
-import { InternalClients, LOGGER, parseWith } from '@tessera/platform';
+import { InternalClients, parseWith } from '@tessera/platform';
 import { findCollection, readCollectionVersion } from '../catalog/catalog-read.service.js';
 import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
 import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
-import type { FencedTransaction } from '../ddl/ddl-coordinator.js';
 import { ClusterSettingsService } from '../settings/cluster-settings.service.js';
+import { ActiveMigrationStore } from './active-migration.store.js';
+import { MigrationRecordsService } from './migration-records.service.js';
 
 /** How long the config server waits for a donor to finish a migration. */
 const MIGRATION_TIMEOUT_MS = 3_600_000;
-/** A registered migration its donor does not run is stale only when older than this (the donor may not have been called yet). */
-const STALE_AFTER_MS = 5_000;
-/** How often a DDL waiting for a collection's migrations to end looks again, and how often it says it is still waiting. */
-const DRAIN_POLL_MS = 100;
-const DRAIN_LOG_MS = 10_000;
 
 interface Target {
   ns: string;
@@ -58,16 +50,18 @@ interface Target {
  * The config server's side of migrations: moveRange and moveChunk find the chunk (splitting
  * first when asked to move a sub-range), check the recipient, record the migration in
  * `active_migrations` (one per chunk, so a retry joins it and another is refused), and hand it
- * to the donor, which runs the protocol and commits. `decide` answers a recovering donor.
+ * to the donor, which runs the protocol and commits. The record goes when the donor answers;
+ * MigrationRecordsService ends those whose donor never does.
  */
 @Injectable()
 export class MigrationManagerService {
   constructor(
     private readonly dataSource: DataSource,
+    private readonly store: ActiveMigrationStore,
+    private readonly records: MigrationRecordsService,
     private readonly commits: MetadataCommitService,
     private readonly settings: ClusterSettingsService,
     private readonly clients: InternalClients,
-    @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
   /**
@@ -132,19 +126,6 @@ export class MigrationManagerService {
     return this.migrate(target, request.to, request.forceJumbo, request.waitForDelete);
   }
 
-  /** The decision of a migration; records `aborted` when none was made (see migration_decisions). */
-  async decide(input: unknown): Promise<{ decision: MigrationDecision }> {
-    const { migrationId } = parseWith(decideMigrationRequestSchema, input, 'decideMigration request');
-    await this.dataSource.query(`INSERT INTO migration_decisions (id, decision) VALUES ($1, 'aborted') ON CONFLICT (id) DO NOTHING`, [
-      migrationId,
-    ]);
-    const rows: Array<{ decision: MigrationDecision }> = await this.dataSource.query(
-      'SELECT decision FROM migration_decisions WHERE id = $1',
-      [migrationId],
-    );
-    return { decision: rows[0]!.decision };
-  }
-
   private async target(
     ns: string,
     toShard: string,
@@ -200,9 +181,9 @@ export class MigrationManagerService {
     const range = await this.splitOff(target);
     const migrationId = await this.register(target, range, toShard, forceJumbo, waitForDelete, reason);
     const donor = this.clients.migration(target.donorUrl, MIGRATION_TIMEOUT_MS);
-    let settled = true;
+    let result: MoveRangeResult;
     try {
-      return await donor.moveRange({
+      result = await donor.moveRange({
         migrationId,
         ns: target.ns,
         collectionUuid: target.uuid,
@@ -214,50 +195,14 @@ export class MigrationManagerService {
         maxChunkSizeBytes: target.maxChunkSizeBytes,
       });
     } catch (error) {
-      // Unreachable: the donor may still be running it; its registration stays until it ends.
-      settled = !(error instanceof TesseraError && (error.code === 'HOST_UNREACHABLE' || error.code === 'NETWORK_TIMEOUT'));
+      // An error the donor answered, whatever its code (it relays its recipient's unreachability
+      // as its own), says the migration ended there. Without an answer the donor may still run
+      // it: the record stays until MigrationRecordsService settles it.
+      if (error instanceof TesseraError && error.answeredBy !== undefined) await this.store.remove(migrationId);
       throw error;
-    } finally {
-      if (settled) {
-        await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [migrationId]);
-        await this.dataSource.query('DELETE FROM migration_decisions WHERE id = $1', [migrationId]);
-      }
     }
-  }
-
-  /**
-   * For a DDL that must not run beside a migration of the collection (dropCollection,
-   * refineCollectionShardKey; MongoDB's DDL coordinators stop and drain migrations the same way):
-   * turns `allow_migrations` off in `inFencedTransaction`, then waits until every migration
-   * registered for the collection has ended. None can start meanwhile (register checks the flag),
-   * and one in flight cannot commit (commitMigration checks it), so the wait is about as long as
-   * the migrations' remaining cloning. A record whose donor does not run it is dropped as stale;
-   * an unreachable donor is waited for, as its recovery decides the migration.
-   */
-  async stopMigrations(uuid: string, inFencedTransaction: FencedTransaction): Promise<void> {
-    await inFencedTransaction((manager) =>
-      manager.query('UPDATE collections SET allow_migrations = false, updated_at = now() WHERE uuid = $1', [uuid]),
-    );
-    const started = Date.now();
-    let logged = started;
-    for (;;) {
-      const rows: Array<{ id: string; ns: string; donor_url: string; stale: boolean }> = await this.dataSource.query(
-        `SELECT a.id, a.ns, s.url AS donor_url, a.started_at < now() - make_interval(secs => $2) AS stale
-           FROM active_migrations a JOIN shards s ON s.name = a.donor WHERE a.collection_uuid = $1`,
-        [uuid, STALE_AFTER_MS / 1000],
-      );
-      if (rows.length === 0) return;
-      // An unreachable donor keeps its record: its recovery decides the migration.
-      for (const row of rows.filter((r) => r.stale)) await this.dropIfStale(row.id, row.donor_url).catch(() => false);
-      if (Date.now() - logged >= DRAIN_LOG_MS) {
-        logged = Date.now();
-        this.logger.info(
-          { migrations: rows.map((r) => r.id) },
-          `${rows[0]!.ns}: waiting ${Math.round((logged - started) / 1000)} s for ${rows.length} migration(s) to end before the DDL operation goes on`,
-        );
-      }
-      await sleep(DRAIN_POLL_MS);
-    }
+    await this.store.forget(migrationId);
+    return result;
   }
 
   /** For a sub-range, splits the chunk at the range's ends first (MongoDB's moveRange does the same). */
@@ -283,8 +228,8 @@ export class MigrationManagerService {
 
   /**
    * Records the migration in active_migrations. The same chunk asked to move to the same shard
-   * joins the registered migration; to another shard, it is refused while the donor still runs
-   * the registered one, and the record is dropped as stale when the donor does not.
+   * joins the recorded migration; to another shard, it is refused while the recorded one runs,
+   * and the record is settled when neither of its shards runs it.
    */
   private async register(
     target: Target,
@@ -294,42 +239,29 @@ export class MigrationManagerService {
     waitForDelete: boolean,
     reason: string | undefined,
   ): Promise<string> {
+    const min = Buffer.from(encodeKey(range.min));
     for (;;) {
       const migrationId = randomUUID();
-      // Only while the collection allows migrations: FOR SHARE makes a DDL that turns them off
-      // (stopMigrations) wait for this insert, and this insert see the DDL's change.
-      const inserted: unknown[] = await this.dataSource.query(
-        `INSERT INTO active_migrations (id, ns, collection_uuid, min, max, min_ejson, max_ejson, donor, recipient, force_jumbo, wait_for_delete, reason)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM collections WHERE uuid = $3 AND allow_migrations FOR SHARE
-         ON CONFLICT DO NOTHING RETURNING id`,
-        [
-          migrationId,
-          target.ns,
-          target.uuid,
-          Buffer.from(encodeKey(range.min)),
-          Buffer.from(encodeKey(range.max)),
-          JSON.stringify(shardKeyToWire(range.min)),
-          JSON.stringify(shardKeyToWire(range.max)),
-          target.chunk.shard,
-          toShard,
-          forceJumbo,
-          waitForDelete,
-          reason ?? null,
-        ],
-      );
-      if (inserted.length > 0) return migrationId;
-      const allowed: unknown[] = await this.dataSource.query('SELECT 1 FROM collections WHERE uuid = $1 AND allow_migrations', [
-        target.uuid,
-      ]);
-      if (allowed.length === 0) throw migrationsNotAllowed(target.ns);
-      const rows: Array<{ id: string; recipient: string; donor: string }> = await this.dataSource.query(
-        'SELECT id, recipient, donor FROM active_migrations WHERE collection_uuid = $1 AND min = $2',
-        [target.uuid, Buffer.from(encodeKey(range.min))],
-      );
-      const active = rows[0];
+      const recorded = await this.store.register({
+        id: migrationId,
+        ns: target.ns,
+        collectionUuid: target.uuid,
+        min,
+        max: Buffer.from(encodeKey(range.max)),
+        minEjson: JSON.stringify(shardKeyToWire(range.min)),
+        maxEjson: JSON.stringify(shardKeyToWire(range.max)),
+        donor: target.chunk.shard,
+        recipient: toShard,
+        forceJumbo,
+        waitForDelete,
+        reason: reason ?? null,
+      });
+      if (recorded) return migrationId;
+      if (!(await this.store.allowsMigrations(target.uuid))) throw migrationsNotAllowed(target.ns);
+      const active = await this.store.ofChunk(target.uuid, min);
       if (active === undefined) continue;
       if (active.recipient === toShard) return active.id;
-      if (!(await this.dropIfStale(active.id, target.donorUrl))) {
+      if (!(await this.records.settleIfNotRunning(active, `${chunkRangeToString(range)} was asked to move to ${toShard} instead`))) {
         throw new TesseraError(
           'CONFLICTING_OPERATION',
           `${chunkRangeToString(range)} of ${target.ns} is already moving to ${active.recipient}`,
@@ -339,15 +271,6 @@ export class MigrationManagerService {
         );
       }
     }
-  }
-
-  /** Drops the record of migration `id` if its donor answers that it is not running it; answers whether it did. */
-  private async dropIfStale(id: string, donorUrl: string): Promise<boolean> {
-    const status = await this.clients.migration(donorUrl).status();
-    if (status.active?.migrationId === id) return false;
-    this.logger.warn({ migrationId: id }, `dropping the stale record of migration ${id} (its donor is not running it)`);
-    await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [id]);
-    return true;
   }
 }
 

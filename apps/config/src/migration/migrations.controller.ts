@@ -2,12 +2,16 @@ import { Body, Controller, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { ClusterAuthGuard } from '@tessera/platform';
 import type { MigrationDecision, MoveRangeResult } from '@tessera/protocol';
 import { MigrationManagerService } from './migration-manager.service.js';
+import { MigrationRecordsService } from './migration-records.service.js';
 
 /** Migrations on the config server's internal API (the control plane exposes them to users). */
 @Controller('internal/migrations')
 @UseGuards(ClusterAuthGuard)
 export class MigrationsController {
-  constructor(private readonly migrations: MigrationManagerService) {}
+  constructor(
+    private readonly migrations: MigrationManagerService,
+    private readonly records: MigrationRecordsService,
+  ) {}
 
   @Post('moveRange')
   @HttpCode(200)
@@ -24,6 +28,6 @@ export class MigrationsController {
   @Post('decide')
   @HttpCode(200)
   decide(@Body() body: unknown): Promise<{ decision: MigrationDecision }> {
-    return this.migrations.decide(body);
+    return this.records.decide(body);
   }
 }

@@ -72,7 +72,7 @@ const PEER_TIMEOUT_MS = 120_000;
  */
 @Injectable()
 export class MigrationSourceService implements OnApplicationBootstrap, OnApplicationShutdown {
-  private running: { key: string; request: DonorMoveRangeRequest; result: Promise<MoveRangeResult> } | undefined;
+  private running: { key: string; request: DonorMoveRangeRequest; result: Promise<MoveRangeResult>; since: string } | undefined;
   private readonly donations = new Map<string, Donation>();
   private recovery: Promise<void> | undefined;
   private stopped = false;
@@ -138,16 +138,24 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     const result = this.donate(request).finally(() => {
       if (this.running?.result === result) this.running = undefined;
     });
-    this.running = { key, request, result };
+    this.running = { key, request, result, since: new Date().toISOString() };
     return result;
   }
 
+  /**
+   * The migration this shard takes part in: the registered one, else one it was asked to donate
+   * and is still checking before it registers (the config server must not take it for gone).
+   */
   async status(): Promise<ShardMigrationStatus> {
-    const active = await registeredMigration(this.dataSource.manager);
-    return {
-      active: active === undefined ? null : { migrationId: active.migrationId, role: active.role, ns: active.ns, otherShard: active.otherShard, since: active.since },
-      rangeDeletionsPending: await this.rangeDeleter.pendingCount(),
-    };
+    const registered = await registeredMigration(this.dataSource.manager);
+    const starting = this.running;
+    const active =
+      registered !== undefined
+        ? { migrationId: registered.migrationId, role: registered.role, ns: registered.ns, otherShard: registered.otherShard, since: registered.since }
+        : starting !== undefined
+          ? { migrationId: starting.request.migrationId, role: 'donor' as const, ns: starting.request.ns, otherShard: starting.request.recipient, since: starting.since }
+          : null;
+    return { active, rangeDeletionsPending: await this.rangeDeleter.pendingCount() };
   }
 
   /** The next documents of the range in (shard key, _id) order, as COPY text (MongoDB's `_migrateClone`; see copy-transfer.ts). */
@@ -299,6 +307,7 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     let sectionStart = 0;
     let status: RecvChunkStatus | undefined;
     let decision: MigrationDecision = 'aborted';
+    let commitSent = false;
     try {
       // Capture writes to the range before the first document is read, so none is missed.
       await this.captures.create(request.migrationId, table, min, max);
@@ -330,9 +339,13 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
       status = await withDeadline(recipient.recvChunkCommit(request.migrationId), deadline, 'the recipient commit');
       mark('recipientCommitted', { documentsCloned: status.documentsCloned, bytesCloned: status.bytesCloned });
       section.blockReads();
+      commitSent = true;
       decision = await this.commitOnConfig(request, info.table.collectionVersion, shard);
     } catch (error) {
       this.logger.warn({ err: error, migrationId: request.migrationId }, `migration ${request.migrationId} of ${request.ns} failed: ${(error as Error).message}`);
+      // A commit sent and not known to have failed may have landed: the coordinator document
+      // stays undecided (and the critical section held) for recovery to ask the config server.
+      if (commitSent) throw error;
       await this.finish(row, decision, section, sectionStart);
       report('moveChunk.error', { error: (error as Error).message, phases });
       throw error;
