@@ -63,7 +63,12 @@ export interface DropResult {
 export interface RemoveShardResult {
   state: 'started' | 'ongoing' | 'completed';
   shard: string;
-  remaining: { chunks: number; databases: number };
+  /** What still holds the shard: its chunks (jumbo ones among them), databases it is primary of, migrations to or from it. */
+  remaining: { chunks: number; jumboChunks: number; databases: number; migrations: number };
   /** Databases whose primary is this shard: each needs movePrimary before the shard can go. */
   dbsToMove: string[];
+  /** The migrations in flight to or from the shard. */
+  migrationIds: string[];
+  /** What holds the shard and what moves it on, in words. */
+  note: string;
 }

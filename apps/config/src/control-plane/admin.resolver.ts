@@ -53,8 +53,12 @@ export class AdminResolver {
       state: r.state,
       shard: r.shard,
       remainingChunks: r.remaining.chunks,
+      remainingJumboChunks: r.remaining.jumboChunks,
       remainingDatabases: r.remaining.databases,
+      remainingMigrations: r.remaining.migrations,
       dbsToMove: r.dbsToMove,
+      migrationIds: r.migrationIds,
+      note: r.note,
     };
   }
 

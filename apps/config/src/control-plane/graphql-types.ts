@@ -172,8 +172,12 @@ export class RemoveShardResultType {
   @Field({ description: 'started, ongoing or completed' }) state!: string;
   @Field() shard!: string;
   @Field(() => Int) remainingChunks!: number;
+  @Field(() => Int, { description: 'jumbo chunks among remainingChunks' }) remainingJumboChunks!: number;
   @Field(() => Int) remainingDatabases!: number;
+  @Field(() => Int, { description: 'migrations in flight to or from the shard' }) remainingMigrations!: number;
   @Field(() => [String]) dbsToMove!: string[];
+  @Field(() => [String], { description: 'ids of the migrations in flight to or from the shard' }) migrationIds!: string[];
+  @Field({ description: 'what holds the shard and what moves it on, in words' }) note!: string;
 }
 
 @ObjectType('DropResult')

@@ -19,6 +19,7 @@ import { ClusterIdentityService } from '../cluster-identity.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { DistLockService } from '../locks/dist-lock.service.js';
 import { LeaderService } from '../leader/leader.service.js';
+import { migrationsInvolving } from '../migration/active-migration.store.js';
 import { ShardEntity } from './shard.entity.js';
 import { ShardMonitorService } from './shard-monitor.service.js';
 
@@ -78,9 +79,10 @@ export class ShardRegistryService {
 
   /**
    * removeShard, as MongoDB's: the first call marks the shard draining (`started`); later calls
-   * report what still lives there (`ongoing`: chunks, and databases whose primary it is, which
-   * need movePrimary); once nothing is left the shard leaves the registry (`completed`) and
-   * TopologyTime ticks. The last active shard cannot be removed.
+   * report what still holds it (`ongoing`: chunks, jumbo ones among them, databases whose
+   * primary it is, which need movePrimary, and migrations in flight to or from it, each named in
+   * `note`); once nothing is left the shard leaves the registry (`completed`) and TopologyTime
+   * ticks. The last active shard cannot be removed.
    */
   async removeShard(input: RemoveShardRequest): Promise<RemoveShardResult> {
     const { name } = parseWith(removeShardRequestSchema, input, 'removeShard request');
@@ -99,24 +101,37 @@ export class ShardRegistryService {
             details: { shard: name },
           });
         }
-        const chunks: Array<{ n: string }> = await manager.query('SELECT count(*) AS n FROM chunks WHERE shard = $1', [name]);
+        const chunks: Array<{ n: string; jumbo: string }> = await manager.query(
+          'SELECT count(*) AS n, count(*) FILTER (WHERE jumbo) AS jumbo FROM chunks WHERE shard = $1',
+          [name],
+        );
         const dbs: Array<{ name: string }> = await manager.query('SELECT name FROM databases WHERE primary_shard = $1 ORDER BY name', [
           name,
         ]);
-        const remaining = { chunks: Number(chunks[0]!.n), databases: dbs.length };
+        const migrations = await migrationsInvolving(manager, name);
+        const remaining = {
+          chunks: Number(chunks[0]!.n),
+          jumboChunks: Number(chunks[0]!.jumbo),
+          databases: dbs.length,
+          migrations: migrations.length,
+        };
         const dbsToMove = dbs.map((d) => d.name);
+        const answer = { shard: name, remaining, dbsToMove, migrationIds: migrations.map((m) => m.id) };
         if (shard.state === 'active') {
           await manager.query("UPDATE shards SET state = 'draining' WHERE name = $1", [name]);
           await this.clock.tick(manager);
           await this.changelog.record(manager, { what: 'removeShard.start', shard: name, details: remaining });
-          return { state: 'started', shard: name, remaining, dbsToMove };
+          return { state: 'started', ...answer, note: drainNote(name, remaining, dbsToMove, migrations) };
         }
-        if (remaining.chunks > 0 || remaining.databases > 0) return { state: 'ongoing', shard: name, remaining, dbsToMove };
+        // The shard's row goes only when nothing refers to it: migrations in flight name it too.
+        if (remaining.chunks > 0 || remaining.databases > 0 || remaining.migrations > 0) {
+          return { state: 'ongoing', ...answer, note: drainNote(name, remaining, dbsToMove, migrations) };
+        }
         await manager.query('DELETE FROM shards WHERE name = $1', [name]);
         await this.clock.tick(manager, { topology: true });
         await this.changelog.record(manager, { what: 'removeShard', shard: name });
         this.logger.info({ shard: name }, `shard ${name} has left the cluster`);
-        return { state: 'completed', shard: name, remaining, dbsToMove };
+        return { state: 'completed', ...answer, note: `${name} has left the cluster` };
       });
     } finally {
       await lock.release();
@@ -167,4 +182,24 @@ export class ShardRegistryService {
       lastError: health.lastError,
     };
   }
+}
+
+/** What still holds a draining shard, in words: removeShard's `note`. */
+function drainNote(
+  shard: string,
+  remaining: { chunks: number; jumboChunks: number },
+  dbsToMove: string[],
+  migrations: Array<{ id: string; ns: string; donor: string; recipient: string }>,
+): string {
+  const holds: string[] = [];
+  if (remaining.chunks > 0) {
+    const jumbo =
+      remaining.jumboChunks === 0
+        ? ''
+        : ` (${remaining.jumboChunks} jumbo: the balancer moves them only with attemptToBalanceJumboChunks; split them, or clear their jumbo flag)`;
+    holds.push(`${remaining.chunks} chunk(s) still to move off ${shard}${jumbo}; the balancer moves them`);
+  }
+  if (dbsToMove.length > 0) holds.push(`movePrimary needed for ${dbsToMove.join(', ')}`);
+  for (const m of migrations) holds.push(`migration ${m.id} of ${m.ns} (${m.donor} → ${m.recipient}) in flight`);
+  return holds.length === 0 ? `nothing holds ${shard}; the next removeShard completes it` : holds.join('; ');
 }
