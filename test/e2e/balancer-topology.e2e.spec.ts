@@ -146,7 +146,7 @@ describe('the balancer and the topology', () => {
       'shard2 drained and removed',
       60_000,
     );
-    expect(done.remaining).toEqual({ chunks: 0, databases: 0 });
+    expect(done.remaining).toEqual({ chunks: 0, jumboChunks: 0, databases: 0, migrations: 0 });
     expect((await config.listShards()).map((s) => s.name)).toEqual(['shard0', 'shard1']);
     for (const ns of ['topo.window', 'topo.zoned']) {
       expect([...(await shardsOf(ns))].sort()).not.toContain('shard2');
