@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource, type EntityManager } from 'typeorm';
-import { TesseraError, type ValueObject, encodeKey, fromExtendedJsonObject, parseShardKeyPattern } from '@tessera/core';
+import { TesseraError, type ValueObject, encodeKey, fromExtendedJsonObject, isErrorCode, parseShardKeyPattern } from '@tessera/core';
 import {
   type MigrationClient,
   type RecvChunkReleaseRequest,
@@ -152,7 +152,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
     receipt.commitRequested = true;
     await receipt.work;
     if (receipt.status.state === 'failed') {
-      throw new TesseraError('INTERNAL', `the recipient failed: ${receipt.status.error?.message}`, { details: { recipientError: receipt.status.error } });
+      throw recipientFailure(receipt.status.error);
     }
     receipt.section ??= await this.runtime.enterCriticalSection(receipt.request.ns, `receiving migration ${migrationId}`);
     receipt.status.state = 'committing';
@@ -336,4 +336,13 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
     if (!first.done) throw first.value;
   }
 
+}
+
+/**
+ * The error of a receipt that failed, with the code of what failed it: a donor killed mid-clone
+ * fails the receipt with HOST_UNREACHABLE, which is neither the recipient's fault nor INTERNAL.
+ */
+export function recipientFailure(error: { code: string; message: string } | undefined): TesseraError {
+  const code = isErrorCode(error?.code) ? error.code : 'INTERNAL';
+  return new TesseraError(code, `the recipient failed: ${error?.message ?? 'unknown error'}`, { details: { recipientError: error } });
 }

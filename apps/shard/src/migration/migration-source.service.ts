@@ -28,6 +28,7 @@ import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { copyRangeOut } from './copy-transfer.js';
 import { CaptureTriggers } from './capture-triggers.js';
+import { recipientFailure } from './migration-destination.service.js';
 import { MigrationMetrics } from './migration-metrics.js';
 import { registerMigration, registeredMigration, unregisterMigration } from './migration-registry.js';
 import { MigrationReporter } from './migration-reporter.js';
@@ -388,11 +389,7 @@ export class MigrationSourceService implements OnApplicationBootstrap, OnApplica
     for (;;) {
       if (this.stopped) throw new TesseraError('SHUTDOWN_IN_PROGRESS', 'the donor is shutting down');
       const status = await recipient.recvChunkStatus(migrationId);
-      if (status.state === 'failed') {
-        throw new TesseraError('INTERNAL', `the recipient failed: ${status.error?.message ?? 'unknown error'}`, {
-          details: { recipientError: status.error },
-        });
-      }
+      if (status.state === 'failed') throw recipientFailure(status.error);
       if (status.state === 'steady') return status;
       if (performance.now() - lastReport >= PROGRESS_REPORT_MS) {
         lastReport = performance.now();
