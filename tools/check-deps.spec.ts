@@ -3,20 +3,27 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain ES module without types, run by npm run check:deps.
+import { checkDependencies } from './check-deps.mjs';
 
 const script = new URL('./check-deps.mjs', import.meta.url).pathname;
 const trees: string[] = [];
 
-function checkTree(files: Record<string, string>): { status: number | null; output: string } {
-  const tree = mkdtempSync(join(tmpdir(), 'tessera-deps-'));
-  trees.push(tree);
-  mkdirSync(join(tree, 'apps'));
+function tree(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tessera-deps-'));
+  trees.push(dir);
+  mkdirSync(join(dir, 'apps'));
   for (const [path, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(tree, path)), { recursive: true });
-    writeFileSync(join(tree, path), text);
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), text);
   }
-  const run = spawnSync(process.execPath, [script, tree], { encoding: 'utf8' });
-  return { status: run.status, output: run.stdout + run.stderr };
+  return dir;
+}
+
+/** The check on a tree of `files`, as the script reports it (status 1 with the violations listed). */
+function checkTree(files: Record<string, string>): { status: number; output: string } {
+  const violations = (checkDependencies as (root: string) => string[])(tree(files));
+  return { status: violations.length > 0 ? 1 : 0, output: violations.join('\n') };
 }
 
 afterEach(() => {
@@ -80,6 +87,42 @@ describe('the dependency rule check', () => {
     const result = checkTree({ 'apps/config/src/locks/a.ts': fixture });
     expect(result.status).toBe(1);
     expect(result.output).toContain('leaves apps/config/');
+  });
+
+  it.each([
+    ['an import over several lines', "import {\n  Injectable,\n  Module,\n} from '@nestjs/common';\n", 4, '@nestjs/common'],
+    ['a re-export', "export {\n  DataSource,\n} from 'typeorm';\n", 3, 'typeorm'],
+    ['a type-only import', "import type {\n  Pool } from 'pg';\n", 2, 'pg'],
+    ['a dynamic import', "export const load = () =>\n  import(\n    'pg'\n  );\n", 3, 'pg'],
+    ['an import type', "export type P = import('pg').Pool;\n", 1, 'pg'],
+  ])('finds a layering violation hidden in %s, on the line of its module', (_what, text, line, module) => {
+    const result = checkTree({ 'libs/core/src/hidden.ts': text });
+    expect(result.status).toBe(1);
+    expect(result.output).toContain(`libs/core/src/hidden.ts:${line}: libs/core/ may not import "${module}"`);
+  });
+
+  it('lets bench, tools and test use any package and the apps, but reach a lib only through its index', () => {
+    expect(
+      checkTree({
+        'bench/a.bench.ts': "import pg from 'pg';\nimport { x } from '../libs/core/src/index.js';\nimport { y } from '../apps/config/src/y.js';\n",
+        'tools/b.ts': "import { z } from '@tessera/protocol';\n",
+        'test/c.ts': "import { w } from '../tools/cluster/local-cluster.js';\n",
+      }).status,
+    ).toBe(0);
+    const inside = checkTree({ 'bench/a.bench.ts': "import {\n  encodeKey,\n} from '../libs/core/src/keys/encoding.js';\n" });
+    expect(inside.status).toBe(1);
+    expect(inside.output).toContain('bench/a.bench.ts:3: relative import "../libs/core/src/keys/encoding.js" reaches into a lib');
+    const deep = checkTree({ 'test/e2e/a.e2e.spec.ts': "import { x } from '@tessera/core/src/x.js';\n" });
+    expect(deep.status).toBe(1);
+    expect(deep.output).toContain('test/ may not import "@tessera/core/src/x.js"');
+  });
+
+  it('runs as a script that exits 1 listing the violations, and 0 on a clean tree', () => {
+    const bad = spawnSync(process.execPath, [script, tree({ 'libs/core/src/a.ts': "import {\n  x,\n} from 'pg';\n" })], { encoding: 'utf8' });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain('libs/core/src/a.ts:3: libs/core/ may not import "pg"');
+    const good = spawnSync(process.execPath, [script, tree({ 'libs/core/src/a.ts': 'export const a = 1;\n' })], { encoding: 'utf8' });
+    expect(good.status).toBe(0);
   });
 
   it('refuses deep imports into a lib', () => {
