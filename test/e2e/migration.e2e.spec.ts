@@ -21,7 +21,7 @@ beforeAll(async () => {
       TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: '500',
       // Slows one collection's migrations down, so that others can be tried while they run.
       TESSERA_FAILPOINTS:
-        'migration.donor.cloning@mig.slow=2000,migration.donor.steady@mig.load=700,migration.recipient.firstCloneBatch@mig.load=100',
+        'migration.donor.cloning@mig.slow=6000,migration.donor.steady@mig.load=700,migration.recipient.firstCloneBatch@mig.load=100',
     },
   }));
   config = cluster.configClient();
@@ -278,7 +278,7 @@ describe('migrations at the same time', () => {
     expect(slowDonor).not.toBe('shard1');
     await placeOn('mig.slow', 'shard0');
 
-    // shard0 → shard1 pauses 2 s while cloning.
+    // shard0 → shard1 pauses 6 s while cloning, long enough for the parallel one on a loaded machine.
     const slow = config.moveRange({ ns: 'mig.slow', min: { x: { $minKey: 1 } }, toShard: 'shard1' });
     await eventually(
       async () => ((await changelog('moveChunk.start', 'mig.slow')).length > 0 ? true : undefined),
