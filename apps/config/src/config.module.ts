@@ -30,6 +30,7 @@ import { GraphiqlController } from './control-plane/graphiql.controller.js';
 import { EventsGateway } from './control-plane/events.gateway.js';
 import { graphqlOptions } from './control-plane/graphql-options.js';
 import { LeaderService } from './leader/leader.service.js';
+import { ChunkCatalogStore } from './catalog/chunk-catalog.store.js';
 import { ActiveMigrationStore } from './migration/active-migration.store.js';
 import { MigrationManagerService } from './migration/migration-manager.service.js';
 import { MigrationRecordsService } from './migration/migration-records.service.js';
@@ -91,6 +92,7 @@ export class ConfigServerModule {
         CatalogReadService,
         MetadataCommitService,
         ActiveMigrationStore,
+        ChunkCatalogStore,
         MigrationManagerService,
         MigrationRecordsService,
         ClusterSettingsService,

@@ -5,7 +5,9 @@ import { VectorClockService } from '@tessera/platform';
 import { type WireChunkRange, shardKeyToWire } from '@tessera/protocol';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
+import { ActiveMigrationStore } from '../migration/active-migration.store.js';
 import { CatalogReadService } from './catalog-read.service.js';
+import { ChunkCatalogStore } from './chunk-catalog.store.js';
 import { MetadataCommitService } from './metadata-commit.service.js';
 
 /**
@@ -15,7 +17,8 @@ import { MetadataCommitService } from './metadata-commit.service.js';
 export function catalogServices(dataSource: DataSource, nodeName = 'test'): { commits: MetadataCommitService; reads: CatalogReadService } {
   const clock = new ConfigClockService(dataSource, new VectorClockService());
   const changelog = new ChangelogService({ TESSERA_NODE_NAME: nodeName } as never);
-  return { commits: new MetadataCommitService(dataSource, clock, changelog), reads: new CatalogReadService(dataSource) };
+  const commits = new MetadataCommitService(dataSource, clock, changelog, new ChunkCatalogStore(), new ActiveMigrationStore(dataSource));
+  return { commits, reads: new CatalogReadService(dataSource) };
 }
 
 /** `k(10)` is the one-field key `[10]`; `k('min')` / `k('max')` are MinKey / MaxKey. */

@@ -2,6 +2,8 @@ import {
   type Chunk,
   type ChunkRange,
   type ChunkVersion,
+  type ClusterTimestamp,
+  type CollectionGeneration,
   type ShardKey,
   type ShardKeyPattern,
   TesseraError,
@@ -10,9 +12,10 @@ import {
   compareChunkVersions,
   compareShardKeys,
   encodeKey,
+  isSameGeneration,
   toExtendedJson,
 } from '@tessera/core';
-import { chunkRangeToWire, shardKeyToWire } from '@tessera/protocol';
+import { type CommitResult, chunkRangeToWire, chunkToWire, shardKeyToWire } from '@tessera/protocol';
 
 /**
  * The checks a metadata commit makes before it writes, as pure functions of the request and the
@@ -151,4 +154,31 @@ export function checkMergeRun(ns: string, range: ChunkRange, shard: string, chun
 /** A chunk's range, shard and version as JSON, for error details and the changelog. */
 export function describeChunk(chunk: Chunk): { range: ReturnType<typeof chunkRangeToWire>; shard: string; version: string } {
   return { range: chunkRangeToWire(chunk.range), shard: chunk.shard, version: `${chunk.version.major}|${chunk.version.minor}` };
+}
+
+/** Throws `STALE_EPOCH` unless the request names the collection's current generation. */
+export function checkGeneration(ns: string, expected: CollectionGeneration, current: CollectionGeneration): void {
+  if (isSameGeneration(expected, current)) return;
+  throw new TesseraError(
+    'STALE_EPOCH',
+    `The request for ${ns} names generation ${expected.epoch}, but the collection is now ${current.epoch}; refresh fully.`,
+    {
+      details: { ns, problem: 'staleEpoch', expected, current },
+    },
+  );
+}
+
+/** A commit's answer: the written chunks and the collection version after it (the highest of `cv` and theirs). */
+export function commitResult(ns: string, cv: ChunkVersion, written: readonly Chunk[], configTime: ClusterTimestamp): CommitResult {
+  let collectionVersion = cv;
+  for (const chunk of written) {
+    const v = chunk.version;
+    if (v.major > collectionVersion.major || (v.major === collectionVersion.major && v.minor > collectionVersion.minor))
+      collectionVersion = v;
+  }
+  return { ns, chunks: written.map(chunkToWire), collectionVersion, configTime };
+}
+
+export function sortByMin(chunks: Chunk[]): Chunk[] {
+  return chunks.sort((a, b) => Buffer.compare(Buffer.from(encodeKey(a.range.min)), Buffer.from(encodeKey(b.range.min))));
 }

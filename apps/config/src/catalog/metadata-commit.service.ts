@@ -6,12 +6,9 @@ import {
   type ChunkVersion,
   type ClusterTimestamp,
   type CollectionGeneration,
-  type ShardKey,
   type ShardKeyPattern,
   TesseraError,
   chunkRangeToString,
-  encodeKey,
-  isSameGeneration,
   makeChunkVersion,
   mergeChunks,
   moveChunk,
@@ -27,7 +24,6 @@ import {
   type MarkJumboRequest,
   type RecordChunkSizeEstimateRequest,
   chunkRangeFromWire,
-  chunkToWire,
   clearJumboRequestSchema,
   commitMergeRequestSchema,
   commitMigrationRequestSchema,
@@ -38,10 +34,15 @@ import {
 } from '@tessera/protocol';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
+import { ActiveMigrationStore } from '../migration/active-migration.store.js';
 import { findCollection, readCollectionVersion } from './catalog-read.service.js';
-import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow, insertChunkRows, keyPatternOfRow } from './catalog-rows.js';
+import { type ChunkScope, ChunkCatalogStore } from './chunk-catalog.store.js';
+import { generationOfRow, keyPatternOfRow } from './catalog-rows.js';
 import {
   checkExpectedVersion,
+  checkGeneration,
+  commitResult,
+  sortByMin,
   checkIsChunk,
   checkKey,
   checkMergeRun,
@@ -50,12 +51,10 @@ import {
   describeChunk,
 } from './commit-checks.js';
 
-/** What a commit sees once it holds the collection's row lock. */
-interface LockedCollection {
-  manager: EntityManager;
+/** What a commit sees once it holds the collection's row lock (`db` is its transaction). */
+interface LockedCollection extends ChunkScope {
+  db: EntityManager;
   ns: string;
-  row: CollectionRow;
-  generation: CollectionGeneration;
   pattern: ShardKeyPattern;
   /** The collection version, read under the lock. */
   cv: ChunkVersion;
@@ -75,6 +74,8 @@ export class MetadataCommitService {
     private readonly dataSource: DataSource,
     private readonly clock: ConfigClockService,
     private readonly changelog: ChangelogService,
+    private readonly chunks: ChunkCatalogStore,
+    private readonly migrations: ActiveMigrationStore,
   ) {}
 
   /**
@@ -94,9 +95,8 @@ export class MetadataCommitService {
       await this.checkNotMigrating(c, range, 'split');
       const pieces = splitChunk(chunk, points, c.cv).map(({ jumbo: _jumbo, ...piece }): Chunk => piece);
       const configTime = await this.tick(c);
-      await c.manager.query('DELETE FROM chunks WHERE id = $1', [id]);
-      await insertChunkRows(c.manager, c.row.uuid, c.pattern, pieces);
-      await this.changelog.record(c.manager, {
+      await this.chunks.replace(c, c.pattern, [id], pieces);
+      await this.changelog.record(c.db, {
         what: pieces.length === 2 ? 'split' : 'multi-split',
         ns: c.ns,
         shard: chunk.shard,
@@ -108,7 +108,7 @@ export class MetadataCommitService {
           ...(input.reason === undefined ? {} : { reason: input.reason }),
         },
       });
-      return result(c, pieces, configTime);
+      return commitResult(c.ns, c.cv, pieces, configTime);
     });
   }
 
@@ -123,21 +123,19 @@ export class MetadataCommitService {
     const range = chunkRangeFromWire(input.range);
     return this.withCollection(input.ns, input.expectedCollectionVersion, async (c) => {
       checkRange(c.ns, c.pattern, range);
-      // The chunk holding range.min, then every chunk starting below range.max (the min index).
-      const rows: ChunkRow[] = await c.manager.query(
-        `SELECT * FROM chunks WHERE collection_uuid = $1 AND min < $3
-           AND min >= (SELECT min FROM chunks WHERE collection_uuid = $1 AND min <= $2 ORDER BY min DESC LIMIT 1)
-         ORDER BY min`,
-        [c.row.uuid, bytes(range.min), bytes(range.max)],
-      );
-      const chunks = rows.map((r) => chunkFromRow(r, c.generation));
+      const run = await this.chunks.covering(c, range);
+      const chunks = run.map((r) => r.chunk);
       checkMergeRun(c.ns, range, input.shard, chunks);
       await this.checkNotMigrating(c, range, 'merged');
       const configTime = await this.tick(c);
       const merged = mergeChunks(chunks, c.cv, configTime);
-      await c.manager.query('DELETE FROM chunks WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
-      await insertChunkRows(c.manager, c.row.uuid, c.pattern, [merged]);
-      await this.changelog.record(c.manager, {
+      await this.chunks.replace(
+        c,
+        c.pattern,
+        run.map((r) => r.id),
+        [merged],
+      );
+      await this.changelog.record(c.db, {
         what: 'merge',
         ns: c.ns,
         shard: merged.shard,
@@ -149,7 +147,7 @@ export class MetadataCommitService {
           ...(input.reason === undefined ? {} : { reason: input.reason }),
         },
       });
-      return result(c, [merged], configTime);
+      return commitResult(c.ns, c.cv, [merged], configTime);
     });
   }
 
@@ -168,52 +166,21 @@ export class MetadataCommitService {
       });
     }
     return this.withCollection(input.ns, input.expectedCollectionVersion, async (c) => {
-      if (!c.row.allow_migrations) {
-        throw new TesseraError('CONFLICTING_OPERATION', `Migrations of ${c.ns} are not allowed now (allowMigrations is false).`, {
-          details: { ns: c.ns, problem: 'migrationsNotAllowed' },
-        });
-      }
-      // KEY SHARE: the recipient cannot be removed before this commit ends.
-      const recipients: unknown[] = await c.manager.query('SELECT name FROM shards WHERE name = $1 FOR KEY SHARE', [input.recipient]);
-      if (recipients.length === 0) {
-        throw new TesseraError('SHARD_NOT_FOUND', `The recipient shard ${input.recipient} of a migration of ${c.ns} is not registered.`, {
-          details: { ns: c.ns, problem: 'unknownRecipient', shard: input.recipient },
-        });
-      }
-      if (input.migrationId !== undefined && !(await recordCommitDecision(c.manager, input.migrationId, c.ns))) {
+      await this.checkMigrationAllowed(c, input.recipient);
+      if (input.migrationId !== undefined && !(await this.recordCommitDecision(c, input.migrationId))) {
         // A retry of a commit that landed: nothing more to do.
         return { ns: c.ns, chunks: [], collectionVersion: c.cv, configTime: this.clock.now().configTime };
       }
       checkRange(c.ns, c.pattern, range);
       const { chunk, id } = await this.exactChunk(c, range, input.donor);
-      // Why the migration was started (the balancer's reason), kept in the commit's row.
-      const reasons: Array<{ reason: string | null }> =
-        input.migrationId === undefined
-          ? []
-          : await c.manager.query('SELECT reason FROM active_migrations WHERE id = $1', [input.migrationId]);
-      const reason = reasons[0]?.reason ?? undefined;
-      const controlRows: ChunkRow[] = await c.manager.query(
-        'SELECT * FROM chunks WHERE collection_uuid = $1 AND shard = $2 AND id <> $3 LIMIT 1',
-        [c.row.uuid, input.donor, id],
-      );
-      const controlRow = controlRows[0];
+      const controlRow = await this.chunks.another(c, input.donor, id);
       const configTime = await this.tick(c);
-      const { moved, control } = moveChunk(chunk, input.recipient, c.cv, configTime, controlRow && chunkFromRow(controlRow, c.generation));
-      await c.manager.query('UPDATE chunks SET shard = $2, major = $3, minor = $4, history = $5 WHERE id = $1', [
-        id,
-        moved.shard,
-        moved.version.major,
-        moved.version.minor,
-        JSON.stringify(moved.history),
-      ]);
-      if (control !== undefined && controlRow !== undefined) {
-        await c.manager.query('UPDATE chunks SET major = $2, minor = $3 WHERE id = $1', [
-          controlRow.id,
-          control.version.major,
-          control.version.minor,
-        ]);
-      }
-      await this.changelog.record(c.manager, {
+      const { moved, control } = moveChunk(chunk, input.recipient, c.cv, configTime, controlRow?.chunk);
+      await this.chunks.move(c, id, moved);
+      if (control !== undefined && controlRow !== undefined) await this.chunks.setVersion(c, controlRow.id, control);
+      // Why the migration was started (the balancer's reason), kept in the commit's row.
+      const reason = input.migrationId === undefined ? undefined : await this.migrations.reasonOf(c.db, input.migrationId);
+      await this.changelog.record(c.db, {
         what: 'moveChunk.commit',
         ns: c.ns,
         shard: input.donor,
@@ -222,14 +189,44 @@ export class MetadataCommitService {
           donor: input.donor,
           recipient: input.recipient,
           // Before and after, so a placement event shows both without reading older rows.
-          before: [describeChunk(chunk), ...(controlRow ? [describeChunk(chunkFromRow(controlRow, c.generation))] : [])],
+          before: [describeChunk(chunk), ...(controlRow ? [describeChunk(controlRow.chunk)] : [])],
           chunk: describeChunk(moved),
           controlChunk: control ? describeChunk(control) : null,
           configTime,
           ...(reason === undefined ? {} : { reason }),
         },
       });
-      return result(c, control ? sortByMin([moved, control]) : [moved], configTime);
+      return commitResult(c.ns, c.cv, control ? sortByMin([moved, control]) : [moved], configTime);
+    });
+  }
+
+  /**
+   * A migration commits only while its collection allows migrations, and only to a registered
+   * recipient, held (KEY SHARE) so that it cannot be removed before the commit ends.
+   */
+  private async checkMigrationAllowed(c: LockedCollection, recipient: string): Promise<void> {
+    if (!c.row.allow_migrations) {
+      throw new TesseraError('CONFLICTING_OPERATION', `Migrations of ${c.ns} are not allowed now (allowMigrations is false).`, {
+        details: { ns: c.ns, problem: 'migrationsNotAllowed' },
+      });
+    }
+    if (!(await this.chunks.holdShard(c, recipient))) {
+      throw new TesseraError('SHARD_NOT_FOUND', `The recipient shard ${recipient} of a migration of ${c.ns} is not registered.`, {
+        details: { ns: c.ns, problem: 'unknownRecipient', shard: recipient },
+      });
+    }
+  }
+
+  /**
+   * Records that migration `id` commits, in the commit's transaction. Answers false when it had
+   * already committed; throws `CONFLICTING_OPERATION` when it was decided aborted (its donor
+   * recovered and asked before this commit arrived, or its record was settled).
+   */
+  private async recordCommitDecision(c: LockedCollection, id: string): Promise<boolean> {
+    const recorded = await this.migrations.recordCommit(c.db, id);
+    if (recorded !== undefined) return recorded;
+    throw new TesseraError('CONFLICTING_OPERATION', `Migration ${id} of ${c.ns} was already decided aborted; it cannot commit.`, {
+      details: { ns: c.ns, migrationId: id, problem: 'migrationAborted' },
     });
   }
 
@@ -251,18 +248,14 @@ export class MetadataCommitService {
         history: chunk.history,
         version: makeChunkVersion(c.cv, c.cv.major, c.cv.minor + 1),
       };
-      await c.manager.query('UPDATE chunks SET jumbo = false, major = $2, minor = $3 WHERE id = $1', [
-        id,
-        cleared.version.major,
-        cleared.version.minor,
-      ]);
-      await this.changelog.record(c.manager, {
+      await this.chunks.setVersion(c, id, cleared, { jumbo: false });
+      await this.changelog.record(c.db, {
         what: 'clearJumboFlag',
         ns: c.ns,
         shard: chunk.shard,
         details: { chunk: describeChunk(cleared), configTime },
       });
-      return result(c, [cleared], configTime);
+      return commitResult(c.ns, c.cv, [cleared], configTime);
     });
   }
 
@@ -279,15 +272,15 @@ export class MetadataCommitService {
       const { chunk, id } = await this.exactChunk(c, range);
       if (chunk.jumbo) return { ns: c.ns, chunks: [], collectionVersion: c.cv, configTime: this.clock.now().configTime };
       const configTime = await this.tick(c);
-      await c.manager.query('UPDATE chunks SET jumbo = true WHERE id = $1', [id]);
+      await this.chunks.markJumbo(c, id);
       const marked: Chunk = { ...chunk, jumbo: true };
-      await this.changelog.record(c.manager, {
+      await this.changelog.record(c.db, {
         what: 'markJumbo',
         ns: c.ns,
         shard: chunk.shard,
         details: { chunk: describeChunk(marked), configTime },
       });
-      return result(c, [marked], configTime);
+      return commitResult(c.ns, c.cv, [marked], configTime);
     });
   }
 
@@ -305,10 +298,10 @@ export class MetadataCommitService {
       checkGeneration(input.ns, input.generation, generation);
       const pattern = keyPatternOfRow(row);
       checkRange(input.ns, pattern, range);
-      const found = await chunkHolding({ manager, row, generation }, range, 'FOR UPDATE');
-      const id = found?.id;
+      const scope = { db: manager, row, generation };
+      const found = await this.chunks.holding(scope, range, 'FOR UPDATE');
       checkIsChunk(input.ns, range, found?.chunk);
-      await manager.query('UPDATE chunks SET estimated_size_bytes = $2 WHERE id = $1', [id, input.estimatedSizeBytes]);
+      await this.chunks.recordSizeEstimate(scope, found!.id, input.estimatedSizeBytes);
       return { ok: 1 as const };
     });
   }
@@ -320,16 +313,13 @@ export class MetadataCommitService {
    * and the migration's id; the caller tries again once it has ended.
    */
   private async checkNotMigrating(c: LockedCollection, range: ChunkRange, verb: 'split' | 'merged'): Promise<void> {
-    const migrating: Array<{ id: string }> = await c.manager.query(
-      'SELECT id FROM active_migrations WHERE collection_uuid = $1 AND min < $3 AND max > $2 LIMIT 1',
-      [c.row.uuid, bytes(range.min), bytes(range.max)],
-    );
-    if (migrating.length > 0) {
+    const migrationId = await this.chunks.migrationOverlapping(c, range);
+    if (migrationId !== undefined) {
       throw new TesseraError(
         'CONFLICTING_OPERATION',
         `${chunkRangeToString(range)} of ${c.ns} is being migrated; it cannot be ${verb} now.`,
         {
-          details: { ns: c.ns, problem: 'migrating', migrationId: migrating[0]!.id },
+          details: { ns: c.ns, problem: 'migrating', migrationId },
         },
       );
     }
@@ -350,80 +340,18 @@ export class MetadataCommitService {
       const cv = await readCollectionVersion(manager, row.uuid, generation);
       if ('major' in expected) checkExpectedVersion(ns, expected, cv);
       else checkGeneration(ns, expected, generation);
-      return fn({ manager, ns, row, generation, pattern: keyPatternOfRow(row), cv });
+      return fn({ db: manager, ns, row, generation, pattern: keyPatternOfRow(row), cv });
     });
   }
 
   /** The chunk that is exactly `range` (on `shard` if given). Throws `BAD_VALUE` as `checkIsChunk`. */
   private async exactChunk(c: LockedCollection, range: ChunkRange, shard?: string): Promise<{ chunk: Chunk; id: string }> {
-    const found = await chunkHolding(c, range);
+    const found = await this.chunks.holding(c, range);
     checkIsChunk(c.ns, range, found?.chunk, shard);
-    return found as { chunk: Chunk; id: string };
+    return found!;
   }
 
   private async tick(c: LockedCollection): Promise<ClusterTimestamp> {
-    return (await this.clock.tick(c.manager)).configTime;
+    return (await this.clock.tick(c.db)).configTime;
   }
-}
-
-/**
- * Records that migration `id` commits, in the commit's transaction. Answers false when it had
- * already committed; throws `CONFLICTING_OPERATION` when it was decided aborted (its donor
- * recovered and asked before this commit arrived).
- */
-async function recordCommitDecision(manager: EntityManager, id: string, ns: string): Promise<boolean> {
-  const inserted: unknown[] = await manager.query(
-    `INSERT INTO migration_decisions (id, decision) VALUES ($1, 'committed') ON CONFLICT (id) DO NOTHING RETURNING id`,
-    [id],
-  );
-  if (inserted.length > 0) return true;
-  const rows: Array<{ decision: string }> = await manager.query('SELECT decision FROM migration_decisions WHERE id = $1', [id]);
-  if (rows[0]?.decision === 'committed') return false;
-  throw new TesseraError('CONFLICTING_OPERATION', `Migration ${id} of ${ns} was already decided aborted; it cannot commit.`, {
-    details: { ns, migrationId: id, problem: 'migrationAborted' },
-  });
-}
-
-/** The chunk holding `range.min` (the last chunk starting at or below it), through the min index. */
-async function chunkHolding(
-  c: Pick<LockedCollection, 'manager' | 'row' | 'generation'>,
-  range: ChunkRange,
-  lock = '',
-): Promise<{ chunk: Chunk; id: string } | undefined> {
-  const rows: ChunkRow[] = await c.manager.query(
-    `SELECT * FROM chunks WHERE collection_uuid = $1 AND min <= $2 ORDER BY min DESC LIMIT 1 ${lock}`,
-    [c.row.uuid, bytes(range.min)],
-  );
-  const row = rows[0];
-  return row && { chunk: chunkFromRow(row, c.generation), id: row.id };
-}
-
-function checkGeneration(ns: string, expected: CollectionGeneration, current: CollectionGeneration): void {
-  if (isSameGeneration(expected, current)) return;
-  throw new TesseraError(
-    'STALE_EPOCH',
-    `The request for ${ns} names generation ${expected.epoch}, but the collection is now ${current.epoch}; refresh fully.`,
-    {
-      details: { ns, problem: 'staleEpoch', expected, current },
-    },
-  );
-}
-
-/** The commit's answer: the written chunks and the collection version after it (the highest version seen). */
-function result(c: LockedCollection, written: readonly Chunk[], configTime: ClusterTimestamp): CommitResult {
-  let collectionVersion = c.cv;
-  for (const chunk of written) {
-    const v = chunk.version;
-    if (v.major > collectionVersion.major || (v.major === collectionVersion.major && v.minor > collectionVersion.minor))
-      collectionVersion = v;
-  }
-  return { ns: c.ns, chunks: written.map(chunkToWire), collectionVersion, configTime };
-}
-
-function sortByMin(chunks: Chunk[]): Chunk[] {
-  return chunks.sort((a, b) => Buffer.compare(bytes(a.range.min), bytes(b.range.min)));
-}
-
-function bytes(key: ShardKey): Buffer {
-  return Buffer.from(encodeKey(key));
 }

@@ -144,6 +144,28 @@ export class ActiveMigrationStore {
   }
 
   /**
+   * Records that migration `id` commits, on `db` in the commit's transaction. Answers false when
+   * it had already committed (a retried commit), and undefined when it was decided aborted (its
+   * donor recovered and asked before this commit arrived, or the record was settled).
+   */
+  async recordCommit(db: Queryable, id: string): Promise<boolean | undefined> {
+    const inserted = await queryRows(
+      db,
+      `INSERT INTO migration_decisions (id, decision) VALUES ($1, 'committed') ON CONFLICT (id) DO NOTHING RETURNING id`,
+      [id],
+    );
+    if (inserted.length > 0) return true;
+    const [row] = await queryRows<{ decision: MigrationDecision }>(db, 'SELECT decision FROM migration_decisions WHERE id = $1', [id]);
+    return row?.decision === 'committed' ? false : undefined;
+  }
+
+  /** Why migration `id` was started (the balancer's reason), read on `db`. */
+  async reasonOf(db: Queryable, id: string): Promise<string | undefined> {
+    const [row] = await queryRows<{ reason: string | null }>(db, 'SELECT reason FROM active_migrations WHERE id = $1', [id]);
+    return row?.reason ?? undefined;
+  }
+
+  /**
    * The decision of migration `id`, recording `aborted` when none was made, so a commit still in
    * flight can no longer land; then the record goes (on `db`, in the caller's transaction).
    * Answers the decision and whether a record was dropped.
