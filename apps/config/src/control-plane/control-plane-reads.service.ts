@@ -209,15 +209,7 @@ export class ControlPlaneReadsService {
    * moveChunk.error reports, with how long each phase took). Three statements in all.
    */
   async migrations(ns: string | undefined, recent: number): Promise<MigrationsType> {
-    const active: Array<{
-      id: string;
-      ns: string;
-      min_ejson: string;
-      max_ejson: string;
-      donor: string;
-      recipient: string;
-      started_at: Date;
-    }> = await this.dataSource.query(
+    const active: ActiveMigrationRow[] = await this.dataSource.query(
       `SELECT id, ns, min_ejson, max_ejson, donor, recipient, started_at FROM active_migrations
         WHERE $1::text IS NULL OR ns = $1 ORDER BY started_at`,
       [ns ?? null],
@@ -238,45 +230,8 @@ export class ControlPlaneReadsService {
       [ns ?? null, Math.min(Math.max(recent, 0), MAX_PAGE)],
     );
     return {
-      active: active.map((a) => {
-        const progress = report(a.id, 'moveChunk.progress');
-        return {
-          migrationId: a.id,
-          ns: a.ns,
-          min: a.min_ejson,
-          max: a.max_ejson,
-          donor: a.donor,
-          recipient: a.recipient,
-          startedAt: a.started_at.toISOString(),
-          phase: String(report(a.id, 'moveChunk.phase')?.phase ?? 'registered'),
-          documentsCloned: numberOrNull(progress?.documentsCloned),
-          bytesCloned: numberOrNull(progress?.bytesCloned),
-        };
-      }),
-      recent: ended.map((row) => {
-        const d = row.details;
-        const phases = Array.isArray(d.phases) ? (d.phases as Array<{ phase: string; at: string }>) : [];
-        return {
-          seq: Number(row.seq),
-          migrationId: typeof d.migrationId === 'string' ? d.migrationId : null,
-          ns: row.ns ?? '',
-          min: d.min ?? null,
-          max: d.max ?? null,
-          donor: String(d.from ?? row.shard ?? ''),
-          recipient: String(d.to ?? ''),
-          outcome: row.what === 'moveChunk.from' ? 'committed' : 'failed',
-          endedAt: new Date(row.time).toISOString(),
-          error: typeof d.error === 'string' ? d.error : null,
-          documentsCloned: numberOrNull(d.documentsCloned),
-          bytesCloned: numberOrNull(d.bytesCloned),
-          criticalSectionMs: numberOrNull(d.criticalSectionMs),
-          phases: phases.map((p, i) => ({
-            phase: p.phase,
-            startedAt: p.at,
-            ms: phases[i + 1] === undefined ? null : Date.parse(phases[i + 1]!.at) - Date.parse(p.at),
-          })),
-        };
-      }),
+      active: active.map((a) => activeMigrationOf(a, report(a.id, 'moveChunk.phase'), report(a.id, 'moveChunk.progress'))),
+      recent: ended.map(endedMigrationOf),
     };
   }
 
@@ -335,4 +290,60 @@ function parseTime(value: string, name: string): Date {
   const time = new Date(value);
   if (Number.isNaN(time.getTime())) throw new TesseraError('BAD_VALUE', `${name} must be an ISO-8601 time, got "${value}"`);
   return time;
+}
+
+interface ActiveMigrationRow {
+  id: string;
+  ns: string;
+  min_ejson: string;
+  max_ejson: string;
+  donor: string;
+  recipient: string;
+  started_at: Date;
+}
+
+/** A migration in flight, with the last phase and cloning progress its donor reported. */
+function activeMigrationOf(
+  a: ActiveMigrationRow,
+  phase: Record<string, unknown> | undefined,
+  progress: Record<string, unknown> | undefined,
+) {
+  return {
+    migrationId: a.id,
+    ns: a.ns,
+    min: a.min_ejson,
+    max: a.max_ejson,
+    donor: a.donor,
+    recipient: a.recipient,
+    startedAt: a.started_at.toISOString(),
+    phase: String(phase?.phase ?? 'registered'),
+    documentsCloned: numberOrNull(progress?.documentsCloned),
+    bytesCloned: numberOrNull(progress?.bytesCloned),
+  };
+}
+
+/** A migration that ended, from its donor's moveChunk.from or moveChunk.error report, with how long each phase took. */
+function endedMigrationOf(row: ChangelogRow) {
+  const d = row.details;
+  const phases = Array.isArray(d.phases) ? (d.phases as Array<{ phase: string; at: string }>) : [];
+  return {
+    seq: Number(row.seq),
+    migrationId: typeof d.migrationId === 'string' ? d.migrationId : null,
+    ns: row.ns ?? '',
+    min: d.min ?? null,
+    max: d.max ?? null,
+    donor: String(d.from ?? row.shard ?? ''),
+    recipient: String(d.to ?? ''),
+    outcome: row.what === 'moveChunk.from' ? 'committed' : 'failed',
+    endedAt: new Date(row.time).toISOString(),
+    error: typeof d.error === 'string' ? d.error : null,
+    documentsCloned: numberOrNull(d.documentsCloned),
+    bytesCloned: numberOrNull(d.bytesCloned),
+    criticalSectionMs: numberOrNull(d.criticalSectionMs),
+    phases: phases.map((p, i) => ({
+      phase: p.phase,
+      startedAt: p.at,
+      ms: phases[i + 1] === undefined ? null : Date.parse(phases[i + 1]!.at) - Date.parse(p.at),
+    })),
+  };
 }
