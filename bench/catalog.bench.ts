@@ -42,6 +42,7 @@ async function timeMs<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }
 
 const fmt = (ms: number) => (ms < 10 ? `${ms.toFixed(2)} ms` : `${ms.toFixed(0)} ms`);
 
+// Long: the benchmark's script, one measured step after another.
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-catalog-'));
   chmodSync(dir, 0o755);

@@ -116,7 +116,8 @@ export function defaultNamespace(workload: WorkloadName): string {
 
 /**
  * Reads and validates the options of `workload` from `env`. Throws `OptionsError` listing every
- * problem; never returns half-parsed options.
+ * problem; never returns half-parsed options. Long because it is the table of every option with
+ * its default and bounds, read once top to bottom.
  */
 export function parseWorkloadOptions(workload: WorkloadName, env: Env): WorkloadOptions {
   const problems: string[] = [];

@@ -14,6 +14,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 export class Catalog1763900100000 implements MigrationInterface {
   name = 'Catalog1763900100000';
 
+  // Long: the whole initial schema, one statement per table, as a reviewer reads it.
   async up(q: QueryRunner): Promise<void> {
     // ConfigTime and TopologyTime as cluster timestamps {t: seconds, i: counter}. One row, locked
     // by every catalog write, so ticks are strictly increasing across config processes.

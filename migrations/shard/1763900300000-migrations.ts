@@ -18,6 +18,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 export class Migrations1763900300000 implements MigrationInterface {
   name = 'Migrations1763900300000';
 
+  // Long: every migration table in one schema change, one statement per table.
   async up(q: QueryRunner): Promise<void> {
     await q.query(`
       CREATE TABLE migration_registry (

@@ -232,7 +232,7 @@ const PATH_PARAMETERS: Record<string, { description: string; schema: JsonSchema 
   },
 };
 
-/** Builds the document. */
+/** Builds the document. Long because it is the document's literal shape, written out once. */
 export function buildOpenApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const operation of OPERATIONS) {

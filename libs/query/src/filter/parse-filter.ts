@@ -151,6 +151,8 @@ function validateCondition(value: unknown, path: string): Value {
   return validateOperators(value, path);
 }
 
+// One case per query operator, each a few lines: longer than a function should be, but it reads as
+// the operator table it is, and splitting it would scatter that table.
 function validateOperators(operators: ValueObject, path: string): ValueObject {
   const out: Record<string, Value> = {};
   for (const [operator, operand] of Object.entries(operators)) {
