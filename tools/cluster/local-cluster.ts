@@ -1,13 +1,16 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync, readFileSync, type WriteStream } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Agent } from 'undici';
 import { ConfigClient } from '@tessera/protocol';
+import { type ControlPlaneTokens, loadClusterKey, loadControlPlaneTokens } from './cluster-secrets.js';
+import { assertPortFree, portAt } from './ports.js';
 import { type PostgresServer, externalPostgres, startEmbeddedPostgres } from './postgres.js';
+
+export { type ControlPlaneTokens } from './cluster-secrets.js';
+export { freePort } from './ports.js';
 
 export type NodeRole = 'config' | 'shard' | 'router';
 
@@ -41,12 +44,6 @@ export interface LocalClusterOptions {
   onNodeLine?: (node: ClusterNode, line: string) => void;
   onNodeExit?: (node: ClusterNode, code: number | null, signal: NodeJS.Signals | null) => void;
   onProgress?: (message: string) => void;
-}
-
-/** Bearer tokens of the config servers' GraphQL control plane and socket.io streams. */
-export interface ControlPlaneTokens {
-  admin: string;
-  viewer: string;
 }
 
 export interface ClusterNode {
@@ -116,8 +113,8 @@ export class LocalCluster {
     const root = resolve(options.rootDir);
     if (options.fresh && options.pgUrl === undefined) await rm(join(root, 'postgres'), { recursive: true, force: true });
     await mkdir(join(root, 'logs'), { recursive: true });
-    this.clusterKey = await this.loadClusterKey(root);
-    this.controlPlaneTokens = await this.loadControlPlaneTokens(root);
+    this.clusterKey = await loadClusterKey(root);
+    this.controlPlaneTokens = await loadControlPlaneTokens(root, this.options.env ?? {});
     this.plan();
     await Promise.all(this.nodes.map((n) => assertPortFree(n.port, n.name)));
 
@@ -242,25 +239,6 @@ export class LocalCluster {
     return `${this.options.databasePrefix}_${node.name}`;
   }
 
-  private async loadClusterKey(root: string): Promise<string> {
-    const file = join(root, 'cluster.key');
-    if (existsSync(file)) return readFileSync(file, 'utf8').trim();
-    const key = randomBytes(32).toString('hex');
-    await writeFile(file, `${key}\n`, { mode: 0o600 });
-    return key;
-  }
-
-  /** The tokens `env` sets, else those in `control-plane.tokens` (made on first start, readable by the owner only). */
-  private async loadControlPlaneTokens(root: string): Promise<ControlPlaneTokens> {
-    const env = this.options.env ?? {};
-    const file = join(root, 'control-plane.tokens');
-    const saved: ControlPlaneTokens = existsSync(file)
-      ? (JSON.parse(readFileSync(file, 'utf8')) as ControlPlaneTokens)
-      : { admin: `admin-${randomBytes(24).toString('hex')}`, viewer: `viewer-${randomBytes(24).toString('hex')}` };
-    if (!existsSync(file)) await writeFile(file, `${JSON.stringify(saved)}\n`, { mode: 0o600 });
-    return { admin: env.TESSERA_ADMIN_TOKEN ?? saved.admin, viewer: env.TESSERA_VIEWER_TOKEN ?? saved.viewer };
-  }
-
   private async startNodes(nodes: ClusterNode[]): Promise<void> {
     for (const node of nodes) this.spawnNode(node);
     await Promise.all(nodes.map((node) => this.waitReady(node)));
@@ -335,34 +313,4 @@ export class NodeFailedError extends Error {
     super(`${message}\n--- last lines of ${node.name} ---\n${node.tail.join('\n')}`);
     this.name = 'NodeFailedError';
   }
-}
-
-function portAt(spec: number | number[], index: number): number {
-  if (typeof spec === 'number') return spec + index;
-  const port = spec[index];
-  if (port === undefined) throw new Error(`no port given for node ${index}`);
-  return port;
-}
-
-async function assertPortFree(port: number, name: string): Promise<void> {
-  await new Promise<void>((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', () =>
-      reject(new Error(`port ${port} for ${name} is already in use; stop whatever holds it or choose other ports`)),
-    );
-    server.listen(port, '127.0.0.1', () => server.close(() => resolvePort()));
-  });
-}
-
-/** A port the OS says is free now (for tests that run beside other clusters). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolvePort(port));
-    });
-  });
 }
