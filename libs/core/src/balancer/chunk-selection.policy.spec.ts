@@ -7,9 +7,9 @@ import {
   migrationThreshold,
   optimalChunkCount,
   selectMigrations,
-  selectTopChunkMigration,
   selectZoneBoundarySplits,
 } from './chunk-selection.policy.js';
+import { selectTopChunkMigration } from './top-chunk.policy.js';
 import type { CollectionDistribution, ShardStatistics, ZoneRange } from './distribution.js';
 
 const MB = 1024 * 1024;
