@@ -28,3 +28,4 @@ export * from './balancer/defragmentation.machine.js';
 export * from './balancer/seeded-random.js';
 export * from './balancer/simulator.js';
 export * from './balancer/jumbo.js';
+export * from './balancer/balancer-round.policy.js';
