@@ -140,8 +140,7 @@ function defragmentingStatus(namespace: string): CollectionBalanceStatus {
 
 /** How an issued migration ended: `code` is the error's code (`CHUNK_TOO_BIG`, ...). */
 export type RoundMigrationOutcome =
-  | { readonly ok: true }
-  | { readonly ok: false; readonly code: string; readonly retryable: boolean; readonly error: string };
+  { readonly ok: true } | { readonly ok: false; readonly code: string; readonly retryable: boolean; readonly error: string };
 
 /** What the round does after one of its migrations ended. */
 export interface MigrationFollowUp {

@@ -3,12 +3,7 @@ import type { ChunkSelectionSettings } from './balancer-settings.js';
 import { DEFAULT_CHUNK_SELECTION_SETTINGS } from './balancer-settings.js';
 import type { ChunkRun } from './chunk-layout.js';
 import { layoutChunks, layoutKey } from './chunk-layout.js';
-import {
-  migrationThreshold,
-  optimalChunkCount,
-  selectMigrations,
-  selectZoneBoundarySplits,
-} from './chunk-selection.policy.js';
+import { migrationThreshold, optimalChunkCount, selectMigrations, selectZoneBoundarySplits } from './chunk-selection.policy.js';
 import { selectTopChunkMigration } from './top-chunk.policy.js';
 import type { CollectionDistribution, ShardStatistics, ZoneRange } from './distribution.js';
 

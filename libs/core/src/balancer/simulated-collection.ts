@@ -49,7 +49,13 @@ export class SimulatedCollection {
   distribution(): CollectionDistribution {
     const shardDataSizeBytes: Record<ShardId, number> = {};
     for (const c of this.chunks) shardDataSizeBytes[c.shard] = (shardDataSizeBytes[c.shard] ?? 0) + (c.estimatedSizeBytes ?? 0);
-    return { namespace: this.namespace, chunks: this.chunks, zones: this.zones, maxChunkSizeBytes: this.maxChunkSizeBytes, shardDataSizeBytes };
+    return {
+      namespace: this.namespace,
+      chunks: this.chunks,
+      zones: this.zones,
+      maxChunkSizeBytes: this.maxChunkSizeBytes,
+      shardDataSizeBytes,
+    };
   }
 
   /** The simulated shard's splitVector: the middle key of the chunk, none for an unsplittable one. */
