@@ -154,18 +154,22 @@ export interface MigrationFollowUp {
 
 /** Step 3: what follows the outcome of `plan` (balancer-internals.md "Jumbo chunks"). */
 export function followUpMigration(plan: MigrationPlan, outcome: RoundMigrationOutcome): MigrationFollowUp {
-  const isDefragmentation = plan.reason === 'defragmentation';
-  const defragmentation = isDefragmentation
-    ? {
-        action: { kind: 'migrate', namespace: plan.namespace, shard: plan.from, to: plan.to, range: plan.range } as const,
-        outcome: outcome.ok ? ({ ok: true } as const) : { ok: false as const, retryable: outcome.retryable, error: outcome.error },
-      }
-    : undefined;
+  const action = defragmentationActionOf(plan);
+  const defragmentation = action && {
+    action,
+    outcome: outcome.ok ? ({ ok: true } as const) : { ok: false as const, retryable: outcome.retryable, error: outcome.error },
+  };
   return {
     ...(defragmentation === undefined ? {} : { defragmentation }),
-    splitOrMarkJumbo: !outcome.ok && !isDefragmentation && outcome.code === 'CHUNK_TOO_BIG',
+    splitOrMarkJumbo: !outcome.ok && action === undefined && outcome.code === 'CHUNK_TOO_BIG',
     skipCollection: !outcome.ok && outcome.code === 'CONFLICTING_OPERATION',
   };
+}
+
+/** A defragmentation migration as the machine's action (for `onDefragmentationOutcome`); none for other reasons. */
+export function defragmentationActionOf(plan: MigrationPlan): DefragmentationAction | undefined {
+  if (plan.reason !== 'defragmentation') return undefined;
+  return { kind: 'migrate', namespace: plan.namespace, shard: plan.from, to: plan.to, range: plan.range };
 }
 
 /** The outcome of a defragmentation migration selected but not issued: it goes back to be issued again. */
