@@ -21,20 +21,29 @@ export class SimulatedCollection {
   chunks: SizedChunk[];
   private cv: ChunkVersion;
   private tick = 0;
-  /** Chunks whose documents all share one key value: splitVector finds no split point. */
-  private readonly unsplittable = new Set<string>();
 
+  /** `unsplittable`: the `rangeKey`s of chunks whose documents all share one key value (splitVector finds no point). */
   constructor(
     readonly namespace: string,
-    runs: readonly ChunkRun[],
+    chunks: readonly SizedChunk[],
     private readonly zones: readonly ZoneRange[],
     private readonly maxChunkSizeBytes: number,
+    private readonly unsplittable: ReadonlySet<string> = new Set(),
   ) {
-    this.chunks = layoutChunks(runs);
-    runs.forEach((r, k) => {
-      if (r.unsplittable === true) this.unsplittable.add(rangeKey((this.chunks[k] as SizedChunk).range));
-    });
+    this.chunks = sortChunks(chunks);
     this.cv = this.chunks.reduce((v, c) => maxChunkVersion(v, c.version), (this.chunks[0] as SizedChunk).version);
+  }
+
+  /** A collection laid out from a scenario's runs. */
+  static fromRuns(
+    namespace: string,
+    runs: readonly ChunkRun[],
+    zones: readonly ZoneRange[],
+    maxChunkSizeBytes: number,
+  ): SimulatedCollection {
+    const chunks = layoutChunks(runs);
+    const unsplittable = new Set(runs.flatMap((r, k) => (r.unsplittable === true ? [rangeKey((chunks[k] as SizedChunk).range)] : [])));
+    return new SimulatedCollection(namespace, chunks, zones, maxChunkSizeBytes, unsplittable);
   }
 
   find(range: Range): SizedChunk | undefined {

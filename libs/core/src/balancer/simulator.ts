@@ -21,7 +21,8 @@ import { layoutKey } from './chunk-layout.js';
 import type { CollectionBalanceStatus } from './chunk-selection.policy.js';
 import type { DefragmentationAction, DefragmentationOutcome, DefragmentationState } from './defragmentation.machine.js';
 import { nextDefragmentationActions, onDefragmentationOutcome, startDefragmentation } from './defragmentation.machine.js';
-import type { MigrationPlan, ShardStatistics } from './distribution.js';
+import type { BalancingMode } from './balancer-settings.js';
+import type { CollectionDistribution, MigrationPlan, ShardStatistics, SplitPlan } from './distribution.js';
 import { decideOnSplitVector, isTooBigToMove } from './jumbo.js';
 import type { Random } from './seeded-random.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
@@ -37,6 +38,38 @@ const MIB = 1024 * 1024;
 /** Runs `scenario` to convergence (or `maxRounds`) and returns the report. */
 export function simulateBalancing(scenario: SimulationScenario): SimulationReport {
   return new Simulation(scenario).run();
+}
+
+/** A recorded snapshot of one collection, as the simulator's starting state. */
+export interface RecordedCollectionSnapshot {
+  readonly shards: readonly ShardStatistics[];
+  /** Its chunks (with their sizes: each shard's bytes are the sum of its chunks'), zones and max chunk size. */
+  readonly collection: CollectionDistribution;
+  readonly mode?: BalancingMode;
+}
+
+/** What one main-thread round issued. */
+export interface SimulatedRound {
+  readonly splits: readonly SplitPlan[];
+  readonly migrations: readonly MigrationPlan[];
+  readonly statuses: readonly CollectionBalanceStatus[];
+}
+
+/** Runs the simulator's first main-thread round from `recorded` and answers what it issued. */
+export function simulateFirstRound(recorded: RecordedCollectionSnapshot): SimulatedRound {
+  const { namespace, chunks, zones, maxChunkSizeBytes } = recorded.collection;
+  const scenario: SimulationScenario = {
+    name: namespace,
+    seed: 0,
+    maxChunkSizeBytes,
+    ...(recorded.mode === undefined ? {} : { mode: recorded.mode }),
+    shards: recorded.shards.map((s) => ({ id: s.id, zones: s.zones, draining: s.state === 'draining' })),
+    chunks: [],
+    maxRounds: 1,
+  };
+  const simulation = new Simulation(scenario, new SimulatedCollection(namespace, chunks, zones, maxChunkSizeBytes));
+  simulation.run();
+  return simulation.firstRound!;
 }
 
 class Simulation {
@@ -63,17 +96,24 @@ class Simulation {
   };
   private readonly byReason: Record<string, number> = {};
 
-  constructor(private readonly scenario: SimulationScenario) {
+  /** What the first main-thread round issued. */
+  firstRound: SimulatedRound | undefined;
+
+  constructor(
+    private readonly scenario: SimulationScenario,
+    recorded?: SimulatedCollection,
+  ) {
     this.random = createSeededRandom(scenario.seed);
     const zones = (scenario.zones ?? []).map((z) => ({ zone: z.zone, range: { min: layoutKey(z.from), max: layoutKey(z.to) } }));
-    this.collection = new SimulatedCollection(NAMESPACE, expandChunkRuns(scenario.chunks, this.random), zones, scenario.maxChunkSizeBytes);
+    const runs = recorded === undefined ? expandChunkRuns(scenario.chunks, this.random) : [];
+    this.collection = recorded ?? SimulatedCollection.fromRuns(NAMESPACE, runs, zones, scenario.maxChunkSizeBytes);
     this.shards = scenario.shards.map((s) => ({ id: s.id, state: s.draining === true ? 'draining' : 'active', zones: s.zones ?? [] }));
     this.settings = {
       chunkSelection: { ...DEFAULT_CHUNK_SELECTION_SETTINGS, mode: scenario.mode ?? 'dataSize' },
       defragmentation: DEFAULT_DEFRAGMENTATION_SETTINGS,
       migrationsThrottlingMs: scenario.migrationsThrottlingMs ?? BALANCER_MIGRATIONS_THROTTLING_MS,
     };
-    if (scenario.defragment === true) this.defrag = startDefragmentation(NAMESPACE);
+    if (scenario.defragment === true) this.defrag = startDefragmentation(this.collection.namespace);
   }
 
   run(): SimulationReport {
@@ -137,7 +177,7 @@ class Simulation {
     const plan = planBalancerRound(
       this.snapshot(),
       {
-        defragmentation: new Map(this.isDefragmenting() && this.defrag ? [[NAMESPACE, this.defrag]] : []),
+        defragmentation: new Map(this.isDefragmenting() && this.defrag ? [[this.collection.namespace, this.defrag]] : []),
         chunkCountInProgress: this.chunkCountInProgress,
         busyShards: new Set(),
         lastMigrationEndMs: this.lastMigrationMs,
@@ -149,6 +189,7 @@ class Simulation {
     this.chunkCountInProgress = plan.chunkCountInProgress;
     this.lastStatus = plan.statuses.find((s) => s.firstComplianceViolation !== 'defragmentingChunks') ?? this.lastStatus;
     const migrations = plan.migrations;
+    this.firstRound ??= { splits, migrations, statuses: plan.statuses };
     const migrationsStart = roundStart + plan.throttleMs;
     let roundMs = 0;
     for (const m of migrations) roundMs = Math.max(roundMs, this.migrate(m, migrationsStart));
