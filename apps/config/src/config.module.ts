@@ -4,11 +4,7 @@ import type { ApolloDriverConfig } from '@nestjs/apollo';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { BalancerController } from './balancer/balancer.controller.js';
-import { BalancerService } from './balancer/balancer.service.js';
-import { BalancerSplitter } from './balancer/balancer-splitter.service.js';
-import { BalancerSecondaryService } from './balancer/balancer-secondary.service.js';
-import { ClusterStatisticsService } from './balancer/cluster-statistics.service.js';
-import { DefragmentationStore } from './balancer/defragmentation-store.service.js';
+import { BALANCER_PROVIDERS } from './balancer/balancer.providers.js';
 import { CatalogController } from './catalog/catalog.controller.js';
 import { CatalogReadService } from './catalog/catalog-read.service.js';
 import { MetadataCommitService } from './catalog/metadata-commit.service.js';
@@ -96,11 +92,7 @@ export class ConfigServerModule {
         MigrationManagerService,
         MigrationRecordsService,
         ClusterSettingsService,
-        ClusterStatisticsService,
-        DefragmentationStore,
-        BalancerSecondaryService,
-        BalancerSplitter,
-        BalancerService,
+        ...BALANCER_PROVIDERS,
         EventBusService,
         ControlPlaneReadsService,
         ControlPlaneCommandsService,

@@ -1,18 +1,28 @@
 import {
+  type BalancerRoundPlan,
+  type BalancerRoundSettings,
+  type BalancerRoundSnapshot,
+  type BalancerRoundState,
   type ChunkRange,
+  type ChunkSelectionSettings,
   type CollectionDistribution,
   type CollectionGeneration,
   type MigrationPlan,
   type ShardKey,
   type ShardKeyPattern,
+  type ShardStatistics,
   type Value,
+  DEFAULT_CHUNK_SELECTION_SETTINGS,
+  DEFAULT_DEFRAGMENTATION_SETTINGS,
   TesseraError,
+  planBalancerRound,
+  planZoneBoundarySplits,
   shardKeyToObject,
   toExtendedJsonObject,
 } from '@tessera/core';
-import type { BalancerRoundMigration } from '@tessera/protocol';
+import type { BalancerRoundMigration, ClusterSettings } from '@tessera/protocol';
 import type { CollectionRow } from '../catalog/catalog-rows.js';
-import type { ShardRow } from './cluster-statistics.service.js';
+import type { ShardRow } from './balancer-catalog.store.js';
 
 /** What a round reports about one collection it could not balance. */
 export type RoundError = { ns?: string; code: string; message: string };
@@ -60,4 +70,42 @@ export function describe(plan: MigrationPlan, pattern: ShardKeyPattern): Omit<Ba
 export function errorEntry(ns: string, error: unknown): RoundError {
   if (error instanceof TesseraError) return { ns, code: error.code, message: error.message };
   return { ns, code: 'INTERNAL', message: (error as Error).message };
+}
+
+export function statisticsOf(row: ShardRow): ShardStatistics {
+  return { id: row.name, state: row.state, zones: row.zones };
+}
+
+/** The cluster setting `balancer.policy` as the chunk selection policy's mode. */
+export function chunkSelectionSettings(settings: ClusterSettings): ChunkSelectionSettings {
+  return { ...DEFAULT_CHUNK_SELECTION_SETTINGS, mode: settings.balancer.policy === 'chunkCount' ? 'chunkCountThreshold' : 'dataSize' };
+}
+
+/** The round's settings: the cluster's policy, and `TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS`. */
+export function roundSettingsOf(settings: ClusterSettings, migrationsThrottlingMs: number): BalancerRoundSettings {
+  return { chunkSelection: chunkSelectionSettings(settings), defragmentation: DEFAULT_DEFRAGMENTATION_SETTINGS, migrationsThrottlingMs };
+}
+
+/** What the pure round reads of a snapshot: the shards, and each collection's distribution and defragmentation flag. */
+export function roundSnapshotOf(snapshot: Snapshot): BalancerRoundSnapshot {
+  return {
+    shards: snapshot.shards.map(statisticsOf),
+    collections: snapshot.collections.map((c) => ({ distribution: c.distribution, defragmenting: c.row.defragment_collection })),
+  };
+}
+
+/**
+ * The planning seam of the config server's round: the same `planZoneBoundarySplits` and
+ * `planBalancerRound` the simulator runs, over the snapshot the round service loaded.
+ */
+export const planRoundSplits = (snapshot: Snapshot) => planZoneBoundarySplits(roundSnapshotOf(snapshot));
+
+export function planRound(
+  snapshot: Snapshot,
+  state: BalancerRoundState,
+  settings: ClusterSettings,
+  migrationsThrottlingMs: number,
+  nowMs: number,
+): BalancerRoundPlan {
+  return planBalancerRound(roundSnapshotOf(snapshot), state, roundSettingsOf(settings, migrationsThrottlingMs), nowMs);
 }

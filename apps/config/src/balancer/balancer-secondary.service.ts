@@ -1,6 +1,5 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { DataSource } from 'typeorm';
 import {
   type AutoMergeAction,
   type AutoMergerSettings,
@@ -14,7 +13,6 @@ import {
   type SizedChunk,
   TesseraError,
   capRunBySize,
-  decodeKey,
   mergeRanges,
   findMergeableRuns,
   nextDefragmentationActions,
@@ -24,13 +22,13 @@ import {
 } from '@tessera/core';
 import { type ClusterSettings, type PlacementReason, chunkRangeToWire } from '@tessera/protocol';
 import { InternalClients, LOGGER, SETTINGS } from '@tessera/platform';
-import { readCollectionVersion } from '../catalog/catalog-read.service.js';
-import { type CollectionRow, generationOfRow } from '../catalog/catalog-rows.js';
+import type { CollectionRow } from '../catalog/catalog-rows.js';
 import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { ClusterSettingsService } from '../settings/cluster-settings.service.js';
-import { ClusterStatisticsService } from './cluster-statistics.service.js';
-import { DefragmentationStore } from './defragmentation-store.service.js';
+import { BalancerCatalogStore } from './balancer-catalog.store.js';
+import { maxChunkSizeBytesOf } from './cluster-statistics.service.js';
+import { DefragmentationStore } from './defragmentation.store.js';
 
 /** MongoDB's bound on the secondary thread's outstanding operations. */
 const MAX_IN_FLIGHT = DEFAULT_DEFRAGMENTATION_SETTINGS.maxActionsInFlight;
@@ -64,9 +62,8 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
   private readonly defragmentation: DefragmentationSettings;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly catalog: BalancerCatalogStore,
     private readonly clusterSettings: ClusterSettingsService,
-    private readonly statistics: ClusterStatisticsService,
     private readonly store: DefragmentationStore,
     private readonly commits: MetadataCommitService,
     private readonly clients: InternalClients,
@@ -149,7 +146,7 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
         });
       delay = this.autoMerger.autoMergerIntervalSecs * 1000;
     }
-    const defragmenting: CollectionRow[] = await this.dataSource.query('SELECT * FROM collections WHERE defragment_collection ORDER BY ns');
+    const defragmenting = await this.catalog.defragmentingCollections();
     if (defragmenting.length > 0) {
       const wait = this.lastDefragmentationIssue + this.defragmentation.defragmentationThrottlingMS - now;
       if (wait > 0) return Math.min(delay, wait);
@@ -163,13 +160,13 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
   private async issueDefragmentationAction(rows: readonly CollectionRow[], settings: ClusterSettings): Promise<void> {
     for (const row of rows) {
       await this.store.load(row);
-      const chunks = await this.statistics.chunks(row);
+      const chunks = await this.catalog.chunks(row);
       // Read, change and keep the state with no await between: the main loop and outcomes change it too.
       const state = this.store.current(row.ns);
       if (state === undefined) continue;
       const next = nextDefragmentationActions(
         state,
-        { chunks, maxChunkSizeBytes: this.statistics.maxChunkSizeBytes(row, settings) },
+        { chunks, maxChunkSizeBytes: maxChunkSizeBytesOf(row, settings) },
         this.defragmentation,
         1,
       );
@@ -193,7 +190,7 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
         await this.merge(row, action.shard, action.range, 'defragmentation');
         outcome = { ok: true };
       } else if (action.kind === 'dataSize') {
-        const shard = (await this.statistics.shards()).find((s) => s.name === action.shard);
+        const shard = (await this.catalog.shards()).find((s) => s.name === action.shard);
         if (shard === undefined) throw new TesseraError('SHARD_NOT_FOUND', `shard ${action.shard} is not registered`);
         const { size } = await this.clients.migration(shard.url).dataSize({ ns: row.ns, range: chunkRangeToWire(action.range) });
         outcome = { ok: true, dataSizeBytes: size };
@@ -222,14 +219,14 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
       const settings = await this.clusterSettings.get();
       if (settings.balancer.mode !== 'full') return;
       // Not a collection being defragmented (its merges are defragmentation's), nor one a DDL holds.
-      const rows = (await this.statistics.allCollections()).filter(
+      const rows = (await this.catalog.allCollections()).filter(
         (r) => r.auto_merging_enabled && !r.defragment_collection && r.allow_migrations,
       );
       const collections = await Promise.all(
         rows.map(async (row) => ({
           namespace: row.ns,
-          chunks: await this.statistics.chunks(row),
-          zones: await this.statistics.zones(row.ns),
+          chunks: await this.catalog.chunks(row),
+          zones: await this.catalog.zones(row.ns),
           autoMergerEnabled: true,
           row,
         })),
@@ -265,12 +262,12 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
     nowSeconds: number,
     settings: ClusterSettings,
   ): Promise<number> {
-    const chunks = await this.statistics.chunks(row);
-    const zones = await this.statistics.zones(row.ns);
-    const migrating = await this.migratingRanges(row);
-    const shard = (await this.statistics.shards()).find((s) => s.name === action.shard);
+    const chunks = await this.catalog.chunks(row);
+    const zones = await this.catalog.zones(row.ns);
+    const migrating = await this.catalog.migratingRanges(row);
+    const shard = (await this.catalog.shards()).find((s) => s.name === action.shard);
     if (shard === undefined) return 0;
-    const maxBytes = this.statistics.maxChunkSizeBytes(row, settings);
+    const maxBytes = maxChunkSizeBytesOf(row, settings);
     let merged = 0;
     for (const run of findMergeableRuns(chunks, nowSeconds, this.autoMerger, action.shard, zones)) {
       const holding = migrating.find((m) => rangesOverlap(m.range, run.range));
@@ -304,19 +301,10 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
     return merged;
   }
 
-  /** Ranges of `row` being migrated now: a merge must not take a chunk from under its migration. */
-  private async migratingRanges(row: CollectionRow): Promise<Array<{ id: string; range: ChunkRange }>> {
-    const rows: Array<{ id: string; min: Buffer; max: Buffer }> = await this.dataSource.query(
-      'SELECT id, min, max FROM active_migrations WHERE collection_uuid = $1',
-      [row.uuid],
-    );
-    return rows.map((r) => ({ id: r.id, range: { min: decodeKey(r.min), max: decodeKey(r.max) } }));
-  }
-
   /** `commitMerge` on the collection version read just before; a lost compare-and-set reads it again. */
   private async merge(row: CollectionRow, shard: string, range: ChunkRange, reason: PlacementReason): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const version = await readCollectionVersion(this.dataSource.manager, row.uuid, generationOfRow(row));
+      const version = await this.catalog.collectionVersion(row);
       try {
         await this.commits.commitMerge({ ns: row.ns, expectedCollectionVersion: version, shard, range: chunkRangeToWire(range), reason });
         return;

@@ -1,18 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
-import {
-  type MigrationPlan,
-  type ShardKey,
-  type SplitPlan,
-  TesseraError,
-  decideOnChunkTooBig,
-  selectZoneBoundarySplits,
-} from '@tessera/core';
+import { type MigrationPlan, type ShardKey, type SplitPlan, TesseraError, decideOnSplitVector } from '@tessera/core';
 import { chunkRangeToWire, shardKeyFromWire, shardKeyToWire } from '@tessera/protocol';
 import { InternalClients, LOGGER } from '@tessera/platform';
 import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
 import { type RoundSplit, type Snapshot, type SnapshotCollection, bounds, wireKey } from './balancer-round.js';
-import type { ShardRow } from './cluster-statistics.service.js';
+import type { ShardRow } from './balancer-catalog.store.js';
 
 /**
  * The main loop's splits: at zone bounds before a round's migrations, and of a chunk its donor
@@ -41,10 +34,9 @@ export class BalancerSplitter {
       const vector = await this.clients
         .migration(donor.url)
         .splitVector({ ns: plan.namespace, range, maxChunkSizeBytes: collection.distribution.maxChunkSizeBytes });
-      // Under the max after all (the donor's estimate was above): nothing to do.
-      if (!vector.unsplittable && vector.splitKeys.length === 0) return { ...base, outcome: 'left' };
       const points: ShardKey[] = vector.splitKeys.map((k, i) => shardKeyFromWire(k, `splitKeys[${i}]`));
-      const decision = decideOnChunkTooBig(points);
+      const decision = decideOnSplitVector(points, vector.unsplittable);
+      if (decision.action === 'leave') return { ...base, outcome: 'left' };
       if (decision.action === 'markJumbo') {
         await this.commits.markJumbo({ ns: plan.namespace, generation: collection.generation, range });
         return { ...base, outcome: 'markedJumbo' };
@@ -64,13 +56,12 @@ export class BalancerSplitter {
     }
   }
 
-  /** Splits every chunk that straddles a zone bound (MongoDB's chunk selection splits), awaited. */
-  async splitAtZoneBoundaries(snapshot: Snapshot): Promise<RoundSplit[]> {
-    const plans: Array<{ plan: SplitPlan; collection: SnapshotCollection }> = snapshot.collections.flatMap((collection) =>
-      selectZoneBoundarySplits(collection.distribution).map((plan) => ({ plan, collection })),
-    );
+  /** Issues the round's splits at zone bounds (`planZoneBoundarySplits`) of the collections of `snapshot`, awaited. */
+  async splitAtZoneBoundaries(splits: readonly SplitPlan[], snapshot: Snapshot): Promise<RoundSplit[]> {
+    const byNs = new Map(snapshot.collections.map((c) => [c.distribution.namespace, c]));
     return Promise.all(
-      plans.map(async ({ plan, collection }): Promise<RoundSplit> => {
+      splits.map(async (plan): Promise<RoundSplit> => {
+        const collection = byNs.get(plan.namespace)!;
         const entry = {
           ns: plan.namespace,
           shard: plan.shard,

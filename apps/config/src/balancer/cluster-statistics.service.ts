@@ -1,9 +1,11 @@
-import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import { type CollectionDistribution, type ShardStatistics, type SizedChunk, type ZoneRange, decodeKey } from '@tessera/core';
+import { Inject, Injectable } from '@nestjs/common';
+import type { Logger } from 'pino';
+import type { CollectionDistribution } from '@tessera/core';
 import type { ClusterSettings } from '@tessera/protocol';
-import { InternalClients } from '@tessera/platform';
-import { type ChunkRow, type CollectionRow, chunkFromRow, generationOfRow } from '../catalog/catalog-rows.js';
+import { InternalClients, LOGGER } from '@tessera/platform';
+import { type CollectionRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
+import { type Snapshot, errorEntry } from './balancer-round.js';
+import { BalancerCatalogStore, type ShardRow } from './balancer-catalog.store.js';
 
 /**
  * A shard may estimate its bytes of a collection with a standard error of this fraction of the
@@ -14,60 +16,51 @@ const SIZE_TOLERANCE_CHUNKS = 10;
 /** Namespaces per `statsForBalancing` request (the request's own bound). */
 const STATS_BATCH = 10_000;
 
-/** A shard as the balancer reads it from the registry. */
-export interface ShardRow {
-  name: string;
-  url: string;
-  state: 'active' | 'draining';
-  zones: string[];
-}
-
 /**
  * What the balancer's policies read (MongoDB's ClusterStatistics and
  * CollectionDataSizeInfoForBalancing): the shards, each collection's chunks and zones from the
- * catalog, its max chunk size, and each shard's bytes of it from the shards' `statsForBalancing`.
+ * catalog (`BalancerCatalogStore`), its max chunk size, and each shard's bytes of it from the
+ * shards' `statsForBalancing`.
  */
 @Injectable()
 export class ClusterStatisticsService {
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly catalog: BalancerCatalogStore,
     private readonly clients: InternalClients,
+    @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  async shards(): Promise<ShardRow[]> {
-    return this.dataSource.query('SELECT name, url, state, zones FROM shards ORDER BY name');
+  /**
+   * A round's snapshot: the shards, and each collection the balancer looks at with its
+   * distribution. A shard that does not answer its statsForBalancing leaves every collection out
+   * of the round, each with the error.
+   */
+  async roundSnapshot(settings: ClusterSettings): Promise<Snapshot> {
+    const shards = await this.catalog.shards();
+    const rows = await this.catalog.balancedCollections();
+    try {
+      const distributions = await this.distributions(rows, settings, shards);
+      const collections = rows.map((row, i) => ({
+        row,
+        distribution: distributions[i]!,
+        pattern: keyPatternOfRow(row),
+        generation: generationOfRow(row),
+      }));
+      return { shards, collections, errors: [] };
+    } catch (error) {
+      this.logger.warn({ err: error }, `balancer skips this round's collections: ${(error as Error).message}`);
+      return { shards, collections: [], errors: rows.map((row) => errorEntry(row.ns, error)) };
+    }
   }
 
-  /** Collections the balancer looks at: balancing enabled, or being defragmented. */
-  async balancedCollections(): Promise<CollectionRow[]> {
-    return this.dataSource.query('SELECT * FROM collections WHERE balancing_enabled OR defragment_collection ORDER BY ns');
-  }
-
-  /** Every sharded collection (the auto-merger looks at collections with balancing off too). */
-  async allCollections(): Promise<CollectionRow[]> {
-    return this.dataSource.query('SELECT * FROM collections ORDER BY ns');
-  }
-
-  async chunks(row: CollectionRow): Promise<SizedChunk[]> {
-    const generation = generationOfRow(row);
-    const chunkRows: ChunkRow[] = await this.dataSource.query('SELECT * FROM chunks WHERE collection_uuid = $1', [row.uuid]);
-    return chunkRows.map((c) => ({
-      ...chunkFromRow(c, generation),
-      ...(c.estimated_size_bytes !== null ? { estimatedSizeBytes: Number(c.estimated_size_bytes) } : {}),
-    }));
-  }
-
-  /** The collection's zone ranges (`config.tags`). */
-  async zones(ns: string): Promise<ZoneRange[]> {
-    const rows: Array<{ min: Buffer; max: Buffer; tag: string }> = await this.dataSource.query(
-      'SELECT min, max, tag FROM tags WHERE ns = $1',
-      [ns],
+  /** The snapshot with the chunks of `namespaces` read again (after splits; the shards' bytes have not changed). */
+  async withChunksReread(snapshot: Snapshot, namespaces: ReadonlySet<string>): Promise<Snapshot> {
+    const collections = await Promise.all(
+      snapshot.collections.map(async (c) =>
+        namespaces.has(c.row.ns) ? { ...c, distribution: { ...c.distribution, chunks: await this.catalog.chunks(c.row) } } : c,
+      ),
     );
-    return rows.map((t) => ({ range: { min: decodeKey(t.min), max: decodeKey(t.max) }, zone: t.tag }));
-  }
-
-  maxChunkSizeBytes(row: CollectionRow, settings: ClusterSettings): number {
-    return row.max_chunk_size_bytes !== null ? Number(row.max_chunk_size_bytes) : settings.chunkSizeBytes;
+    return { ...snapshot, collections };
   }
 
   /** One collection's distribution (as `distributions`). */
@@ -93,14 +86,14 @@ export class ClusterStatisticsService {
     const owned = await this.ownedBytes(
       shards,
       rows.map((r) => r.ns),
-      Object.fromEntries(rows.map((r) => [r.ns, Math.floor(this.maxChunkSizeBytes(r, settings) / SIZE_TOLERANCE_CHUNKS)])),
+      Object.fromEntries(rows.map((r) => [r.ns, Math.floor(maxChunkSizeBytesOf(r, settings) / SIZE_TOLERANCE_CHUNKS)])),
     );
     return Promise.all(
       rows.map(async (row) => ({
         namespace: row.ns,
-        chunks: await this.chunks(row),
-        zones: await this.zones(row.ns),
-        maxChunkSizeBytes: this.maxChunkSizeBytes(row, settings),
+        chunks: await this.catalog.chunks(row),
+        zones: await this.catalog.zones(row.ns),
+        maxChunkSizeBytes: maxChunkSizeBytesOf(row, settings),
         shardDataSizeBytes: owned.get(row.ns)!,
         balancingEnabled: row.balancing_enabled,
         ...extra(row),
@@ -134,6 +127,7 @@ export class ClusterStatisticsService {
   }
 }
 
-export function statisticsOf(row: ShardRow): ShardStatistics {
-  return { id: row.name, state: row.state, zones: row.zones };
+/** The collection's max chunk size: its own, else the cluster's. */
+export function maxChunkSizeBytesOf(row: CollectionRow, settings: ClusterSettings): number {
+  return row.max_chunk_size_bytes !== null ? Number(row.max_chunk_size_bytes) : settings.chunkSizeBytes;
 }

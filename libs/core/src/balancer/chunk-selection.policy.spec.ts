@@ -3,13 +3,8 @@ import type { ChunkSelectionSettings } from './balancer-settings.js';
 import { DEFAULT_CHUNK_SELECTION_SETTINGS } from './balancer-settings.js';
 import type { ChunkRun } from './chunk-layout.js';
 import { layoutChunks, layoutKey } from './chunk-layout.js';
-import {
-  migrationThreshold,
-  optimalChunkCount,
-  selectMigrations,
-  selectTopChunkMigration,
-  selectZoneBoundarySplits,
-} from './chunk-selection.policy.js';
+import { migrationThreshold, optimalChunkCount, selectMigrations, selectZoneBoundarySplits } from './chunk-selection.policy.js';
+import { selectTopChunkMigration } from './top-chunk.policy.js';
 import type { CollectionDistribution, ShardStatistics, ZoneRange } from './distribution.js';
 
 const MB = 1024 * 1024;

@@ -20,3 +20,16 @@ export type ChunkTooBigDecision =
 export function decideOnChunkTooBig(splitPoints: readonly ShardKey[]): ChunkTooBigDecision {
   return splitPoints.length > 0 ? { action: 'split', splitPoints } : { action: 'markJumbo' };
 }
+
+/**
+ * Given the donor's `splitVector` answer for a chunk refused as too big: none of its keys and not
+ * `unsplittable` means the chunk is under the max after all (the donor's estimate was above), so
+ * it is left as it is; else as `decideOnChunkTooBig`.
+ */
+export function decideOnSplitVector(
+  splitPoints: readonly ShardKey[],
+  unsplittable: boolean,
+): ChunkTooBigDecision | { readonly action: 'leave' } {
+  if (!unsplittable && splitPoints.length === 0) return { action: 'leave' };
+  return decideOnChunkTooBig(splitPoints);
+}
