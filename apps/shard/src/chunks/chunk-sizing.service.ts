@@ -20,8 +20,8 @@ import { CollectionStorageService, tableName } from '../collections/collection-s
 
 /**
  * statsForBalancing reads at least this many pages (8 MiB) of a table it samples. The balancer
- * asks every round (10 s), and an exact sum reads the whole table: under bench:crud's loads
- * that was the largest work Postgres did besides the inserts, and it grows with the data.
+ * asks every round, and an exact sum reads the whole table: work that grows with the data and
+ * competes with the writes (docs/benchmarks.md).
  */
 const MIN_SAMPLED_PAGES = 1_024;
 /** Documents whose average size stands for a range's in `splitVectorSized`'s first measure. */
@@ -136,10 +136,9 @@ export class ChunkSizingService {
    * more, as a count finds it. Under the max means no split points, and that
    * estimate is its size; otherwise its exact `dataSize` decides, as before. Under a hashed key
    * every chunk fills at the same pace, so all of them are tested at about the same moment.
-   * Measured on a table of 300,000 documents, a count over half of it took 36-42 ms before and
-   * after a vacuum, against 37-130 ms for the sum (and 13-140 ms for a count through the index
-   * in key order, whose heap visits are random until a vacuum). Answers an exact size whenever
-   * the range holds no more than `SIZE_SAMPLE` documents.
+   * The count leaves Postgres its plan: a count through the index in key order visits the heap
+   * at random until a vacuum, and a sum reads every document (docs/benchmarks.md). Answers an
+   * exact size whenever the range holds no more than `SIZE_SAMPLE` documents.
    */
   async splitVectorSized(input: SplitVectorRequest): Promise<{ result: SplitVectorResult; size: DataSizeResult }> {
     const request = parseWith(splitVectorRequestSchema, input, 'splitVector request');
