@@ -18,6 +18,11 @@ import { ChangelogService } from './changelog/changelog.service.js';
 import { ConfigClockService } from './clock/config-clock.service.js';
 import { ClusterIdentityService } from './cluster-identity.service.js';
 import { CollectionDdlService } from './ddl/collection-ddl.service.js';
+import { CollectionCatalogStore } from './ddl/collection-catalog.store.js';
+import { DropCollectionCoordinator } from './ddl/drop-collection.coordinator.js';
+import { RefineShardKeyCoordinator } from './ddl/refine-shard-key.coordinator.js';
+import { ShardCollectionCoordinator } from './ddl/shard-collection.coordinator.js';
+import { ShardDirectory } from './ddl/shard-directory.js';
 import { CollectionDropper } from './ddl/collection-dropper.js';
 import { DatabaseDdlService } from './ddl/database-ddl.service.js';
 import { DdlController, LeaderController } from './ddl/ddl.controller.js';
@@ -86,6 +91,11 @@ export class ConfigServerModule {
         DdlCoordinatorService,
         CollectionDropper,
         DatabaseDdlService,
+        CollectionCatalogStore,
+        ShardDirectory,
+        ShardCollectionCoordinator,
+        DropCollectionCoordinator,
+        RefineShardKeyCoordinator,
         CollectionDdlService,
         ZonesService,
         CatalogReadService,
