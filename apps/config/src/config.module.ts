@@ -25,6 +25,9 @@ import { ShardCollectionCoordinator } from './ddl/shard-collection.coordinator.j
 import { ShardDirectory } from './ddl/shard-directory.js';
 import { CollectionDropper } from './ddl/collection-dropper.js';
 import { DatabaseDdlService } from './ddl/database-ddl.service.js';
+import { DatabaseCatalogStore } from './ddl/database-catalog.store.js';
+import { DropDatabaseCoordinator } from './ddl/drop-database.coordinator.js';
+import { MovePrimaryCoordinator } from './ddl/move-primary.coordinator.js';
 import { DdlController, LeaderController } from './ddl/ddl.controller.js';
 import { DdlCoordinatorService } from './ddl/ddl-coordinator.service.js';
 import { EventBusService } from './events/event-bus.service.js';
@@ -90,7 +93,10 @@ export class ConfigServerModule {
         LeaderService,
         DdlCoordinatorService,
         CollectionDropper,
+        DatabaseCatalogStore,
         DatabaseDdlService,
+        DropDatabaseCoordinator,
+        MovePrimaryCoordinator,
         CollectionCatalogStore,
         ShardDirectory,
         ShardCollectionCoordinator,

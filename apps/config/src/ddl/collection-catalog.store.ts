@@ -13,6 +13,7 @@ import {
   typeBracketOf,
 } from '@tessera/core';
 import type { ShardCollectionResult } from '@tessera/protocol';
+import { queryRows } from '@tessera/platform';
 import { type ChunkRow, type CollectionRow, insertChunkRows, readableKey } from '../catalog/catalog-rows.js';
 
 /** A collection about to enter the catalog, as shardCollection commits it. */
@@ -67,6 +68,14 @@ export class CollectionCatalogStore {
       [uuid],
     );
     return owners.map((o) => o.shard);
+  }
+
+  /** Removes the collection (its chunks go with it) and its zone ranges; answers whether it was there. */
+  async remove(manager: EntityManager, uuid: string, ns: string): Promise<boolean> {
+    const deleted: Array<{ ns: string }> = await queryRows(manager, 'DELETE FROM collections WHERE uuid = $1 RETURNING ns', [uuid]);
+    if (deleted.length === 0) return false;
+    await manager.query('DELETE FROM tags WHERE ns = $1', [ns]);
+    return true;
   }
 
   /** Lets the balancer and moveRange move the collection's chunks again. */

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import { TesseraError } from '@tessera/core';
 import { InternalClients } from '@tessera/platform';
 import type { ShardClient } from '@tessera/protocol';
@@ -38,5 +38,27 @@ export class ShardDirectory {
   async activeShardNames(): Promise<string[]> {
     const active: Array<{ name: string }> = await this.dataSource.query("SELECT name FROM shards WHERE state = 'active' ORDER BY name");
     return active.map((s) => s.name);
+  }
+
+  /** Every shard of the registry, draining ones included. */
+  async all(): Promise<ShardTarget[]> {
+    const rows: Array<{ url: string }> = await this.dataSource.query('SELECT url FROM shards');
+    return rows.map((r) => ({ url: r.url, client: this.clients.shard(r.url) }));
+  }
+
+  /** The active shards, in name order, read inside `manager`'s transaction; their clients give up after `timeoutMs`. */
+  async active(manager: EntityManager, timeoutMs: number): Promise<Array<ShardTarget & { name: string }>> {
+    const rows: Array<{ name: string; url: string }> = await manager.query(
+      "SELECT name, url FROM shards WHERE state = 'active' ORDER BY name",
+    );
+    return rows.map((r) => ({ name: r.name, url: r.url, client: this.clients.shard(r.url, timeoutMs) }));
+  }
+
+  /** `SHARD_NOT_FOUND` when there is no shard named `name`, `ILLEGAL_OPERATION` when it is draining. */
+  async assertActive(name: string, manager: EntityManager = this.dataSource.manager): Promise<void> {
+    const rows: Array<{ state: string }> = await manager.query('SELECT state FROM shards WHERE name = $1', [name]);
+    if (rows[0] === undefined) throw new TesseraError('SHARD_NOT_FOUND', `no shard named "${name}"`, { details: { shard: name } });
+    if (rows[0].state !== 'active')
+      throw new TesseraError('ILLEGAL_OPERATION', `shard "${name}" is draining and cannot take new data`, { details: { shard: name } });
   }
 }
