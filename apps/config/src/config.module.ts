@@ -25,6 +25,7 @@ import { ShardCollectionCoordinator } from './ddl/shard-collection.coordinator.j
 import { ShardDirectory } from './ddl/shard-directory.js';
 import { CollectionDropper } from './ddl/collection-dropper.js';
 import { DatabaseDdlService } from './ddl/database-ddl.service.js';
+import { DdlCoordinatorStore } from './ddl/ddl-coordinator.store.js';
 import { DatabaseCatalogStore } from './ddl/database-catalog.store.js';
 import { DropDatabaseCoordinator } from './ddl/drop-database.coordinator.js';
 import { MovePrimaryCoordinator } from './ddl/move-primary.coordinator.js';
@@ -91,6 +92,7 @@ export class ConfigServerModule {
         RouterRegistryService,
         DistLockService,
         LeaderService,
+        DdlCoordinatorStore,
         DdlCoordinatorService,
         CollectionDropper,
         DatabaseCatalogStore,
