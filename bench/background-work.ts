@@ -6,11 +6,9 @@ import pg from 'pg';
  *
  * Checkpoints matter most. After one, the first change to each page writes the whole page to
  * the WAL, and a hashed key's index inserts land on pages all over the index, so the seconds
- * after a checkpoint are the slowest of a write load, and which 6-s run a timed checkpoint fell in
- * decided the ratio: in two runs, raw batches of 100 gave 58k docs/s, then 45k with a checkpoint
- * in its run; the router's gave 17k (Postgres spending twice its usual CPU per document), then
- * 36k. So bench:crud measures each insert run from a checkpoint of its own (`checkpoint`), and
- * prints any other.
+ * after a checkpoint are the slowest of a write load: which run a timed checkpoint falls in can
+ * decide a ratio (docs/benchmarks.md). So bench:crud measures each insert run from a checkpoint
+ * of its own (`checkpoint`), and prints any other.
  */
 export class BackgroundWork {
   private constructor(

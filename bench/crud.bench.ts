@@ -39,15 +39,13 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const WINDOW_SECONDS = 3;
 /**
  * Reads warm up at least this long, steady or not: their code warms slowly (see WINDOW_SECONDS),
- * and three noisy windows can pass for steady early. In one run the router's reads stopped at
- * 18 s with a p50 of 2.0-2.3 ms and the shards spending twice the CPU per read they spent once
- * warm; in the same cluster shape warmed 30 s, the p50 was 1.4-1.5 ms.
+ * and three noisy windows can pass for steady early, with the p50 still well above its warm
+ * value (docs/benchmarks.md).
  */
 const READ_WARMUP_MIN_SECONDS = 30;
 /**
  * Insert runs warm up at least this long too. The first run starts on a fresh cluster, and its
- * rate climbs for 30 s: in one run its windows read 291, 545, 935, 855, 841, 857 docs/s and passed
- * for steady at 18 s; in another they went on to 2,240 by 27 s.
+ * rate climbs for about 30 s, with dips that can pass for steady before that (docs/benchmarks.md).
  */
 const INSERT_WARMUP_MIN_SECONDS = 30;
 /** Each run first goes unmeasured until its figure stops climbing (see steady-state.ts), for this long at the most. */
@@ -248,8 +246,8 @@ try {
   await admin.end();
   const raw = new pg.Pool({ connectionString: rawUrl, max: CONCURRENCY });
   // The collections' own key: a hashed key spreads the index inserts over the whole btree, which
-  // costs Postgres more per row than a ranged key's appends at its right edge (measured here:
-  // 18-22 µs of Postgres CPU per row against 12-15), so a ranged key would not be the same rows.
+  // costs Postgres more per row than a ranged key's appends at its right edge, so a ranged key
+  // would not be the same rows.
   const pattern = parseShardKeyPattern(SHARD_KEY);
 
   // The floor: a relay where the router is and stores where the shards are, over bench_raw.
@@ -406,12 +404,8 @@ try {
   // alternating slices of `keys`, so that none of them gets the minutes right after the inserts
   // and each the same share of whatever the machine does meanwhile. Every way stays warm until it
   // is measured: any Node process here reads slower after a minute idle, and regains its speed
-  // only over thousands of requests. When each way warmed up alone, one after the other, the
-  // router (warmed first) was measured after ~70 s idle: its p50 came out 0.5 ms above its last
-  // warm-up windows in three runs (2.09 ms against 1.26-1.57 in one), the floor's, measured right
-  // after its own warm-up, within 0.05. Measured alone: after 70 s idle, the floor's relay went
-  // from 1.30-1.42 ms p50 to 2.84 in its first 500 reads (440 µs of CPU per read to 1020), the
-  // router from 1.45-2.04 to 3.60 (620 to 1620 µs), both still slower 2000 reads later.
+  // only over thousands of requests, so a way warmed up first and then left waiting would be
+  // measured cold (the figures are in docs/benchmarks.md).
   const warming = reads.map(() => ({ seconds: 0, p50s: [] as number[], speeds: [] as number[] }));
   const isWarm = (way: (typeof warming)[number]) =>
     (isSteady(way.speeds) && way.seconds >= READ_WARMUP_MIN_SECONDS) || way.seconds >= WARMUP_MAX_SECONDS;

@@ -1,10 +1,8 @@
 /**
  * When a warm-up is over. A just-started Node process reaches its steady speed only once V8 has
- * compiled its hot paths, and on this 2-core VM that takes 20-40 s of load: a router's
- * single-document inserts ran at 650, 1130, 1290, 1500, 1660 and 1720 documents/s in consecutive
- * 5 s windows, and its point reads took 4.3 ms p50 in the first 3 s and 2.3 ms 25 s later (each
- * TurboFan compilation of a hot function took 20-100 ms here, 2.4 s in all for the router). A run
- * measured after a fixed 2 s measured mostly that ramp.
+ * compiled its hot paths, and on a small machine that takes tens of seconds of load, so a run
+ * measured after a fixed short warm-up measures mostly that ramp (the ramp as measured is in
+ * docs/benchmarks.md).
  *
  * So a warm-up takes windows of the same load until the figure has stopped climbing: none of the
  * last `patience` windows beat the best window before it by more than `tolerance`. Scores are

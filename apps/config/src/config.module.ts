@@ -14,8 +14,17 @@ import { ChangelogService } from './changelog/changelog.service.js';
 import { ConfigClockService } from './clock/config-clock.service.js';
 import { ClusterIdentityService } from './cluster-identity.service.js';
 import { CollectionDdlService } from './ddl/collection-ddl.service.js';
+import { CollectionCatalogStore } from './ddl/collection-catalog.store.js';
+import { DropCollectionCoordinator } from './ddl/drop-collection.coordinator.js';
+import { RefineShardKeyCoordinator } from './ddl/refine-shard-key.coordinator.js';
+import { ShardCollectionCoordinator } from './ddl/shard-collection.coordinator.js';
+import { ShardDirectory } from './ddl/shard-directory.js';
 import { CollectionDropper } from './ddl/collection-dropper.js';
 import { DatabaseDdlService } from './ddl/database-ddl.service.js';
+import { DdlCoordinatorStore } from './ddl/ddl-coordinator.store.js';
+import { DatabaseCatalogStore } from './ddl/database-catalog.store.js';
+import { DropDatabaseCoordinator } from './ddl/drop-database.coordinator.js';
+import { MovePrimaryCoordinator } from './ddl/move-primary.coordinator.js';
 import { DdlController, LeaderController } from './ddl/ddl.controller.js';
 import { DdlCoordinatorService } from './ddl/ddl-coordinator.service.js';
 import { EventBusService } from './events/event-bus.service.js';
@@ -80,9 +89,18 @@ export class ConfigServerModule {
         RouterRegistryService,
         DistLockService,
         LeaderService,
+        DdlCoordinatorStore,
         DdlCoordinatorService,
         CollectionDropper,
+        DatabaseCatalogStore,
         DatabaseDdlService,
+        DropDatabaseCoordinator,
+        MovePrimaryCoordinator,
+        CollectionCatalogStore,
+        ShardDirectory,
+        ShardCollectionCoordinator,
+        DropCollectionCoordinator,
+        RefineShardKeyCoordinator,
         CollectionDdlService,
         ZonesService,
         CatalogReadService,

@@ -5,7 +5,7 @@ const nonNegativeInteger = (fallback: number) => z.coerce.number().int().min(0).
 
 const controlPlaneToken = z.string().min(16, 'must be at least 16 characters').max(512).optional();
 
-/** The config server's settings; README.md documents each with its default. */
+/** The config server's settings; docs/configuration.md documents each with its default. */
 export const configSettingsSchema = z.object({
   ...commonSettingsShape(7080),
   ...databaseSettingsShape,

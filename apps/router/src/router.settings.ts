@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { commonSettingsShape, millisecondsSetting } from '@tessera/platform';
 
-/** A router's settings; README.md documents each with its default. */
+/** A router's settings; docs/configuration.md documents each with its default. */
 export const routerSettingsSchema = z.object({
   ...commonSettingsShape(7070),
   TESSERA_CONFIG_URL: z.url({ protocol: /^https?$/, error: 'is required: the config server URL, e.g. http://127.0.0.1:7080' }),

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { AutoSplitter } from './chunks/auto-splitter.service.js';
 import { ChunkSizingService } from './chunks/chunk-sizing.service.js';
+import { SplitVectorService } from './chunks/split-vector.service.js';
 import { ChunksController } from './chunks/chunks.controller.js';
 import { CollectionStorageService } from './collections/collection-storage.service.js';
 import { CollectionsController } from './collections/collections.controller.js';
@@ -36,6 +37,7 @@ export class ShardModule {
         ShardingRuntime,
         ShardDataService,
         ChunkSizingService,
+        SplitVectorService,
         AutoSplitter,
         MigrationMetrics,
         MigrationReporter,

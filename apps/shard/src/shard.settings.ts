@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { commonSettingsShape, databaseSettingsShape, millisecondsSetting } from '@tessera/platform';
 
-/** A shard's settings; README.md documents each with its default. */
+/** A shard's settings; docs/configuration.md documents each with its default. */
 export const shardSettingsSchema = z.object({
   ...commonSettingsShape(7101),
   ...databaseSettingsShape,

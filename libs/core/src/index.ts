@@ -11,6 +11,7 @@ export * from './versions/version-bumps.js';
 export * from './hashing/md5.js';
 export * from './hashing/hashed-value.js';
 export * from './keys/shard-key-pattern.js';
+export * from './keys/hashed-split-points.js';
 export * from './ranges/chunk-range.js';
 export * from './routing/chunk.js';
 export * from './routing/chunk-operations.js';

@@ -101,8 +101,8 @@ export async function queryRows<T>(db: Queryable, sql: string, parameters: unkno
 /**
  * Runs one statement outside any transaction on the pool underneath TypeORM, and answers its
  * rows. For the data path's hottest statements (a shard's insert and find): `DataSource.query`
- * creates, connects and releases a QueryRunner around every statement, which measured 10% of a
- * shard's CPU per single-document insert command (A/B between two shards of one cluster). A
+ * creates, connects and releases a QueryRunner around every statement, work that showed in a
+ * shard's CPU per single-document insert command (docs/benchmarks.md). A
  * failure is the driver's own error, with the SQLSTATE in `code` (TypeORM would wrap it in a
  * QueryFailedError, with the driver's error in `driverError`).
  */

@@ -9,9 +9,8 @@ export class MetricsService {
 
   constructor() {
     // prom-client samples the event loop's delay every 10 ms by default, waking an idle process
-    // 100 times a second. At 100 ms a 15-s scrape still gets 150 samples for the lag
-    // percentiles; idle, each shard then spent 5.5-6 ms/s of CPU instead of 7.5-10.5 (measured
-    // here, a 3-shard cluster, 20 s windows), the router 13.5 instead of 15-18.
+    // 100 times a second, which costs every idle node CPU (docs/benchmarks.md). At 100 ms a 15-s
+    // scrape still gets 150 samples for the lag percentiles.
     collectDefaultMetrics({ register: this.registry, prefix: 'tessera_', eventLoopMonitoringPrecision: 100 });
     this.httpDuration = new Histogram({
       name: 'tessera_http_request_duration_seconds',

@@ -11,9 +11,9 @@ import { FrameReader, PING, WIRE_PATH, WIRE_PROTOCOL, type WireResponseHead, enc
  * node, many in flight at once, answered in any order. It carries exactly what an internal HTTP
  * request carries (method, path, the signature and vector time headers, the body as signed) and
  * answers what the route would have answered, so a message is authenticated as over HTTP, each
- * one on its own. What it saves is HTTP's per-request work on both ends: on this machine, where
- * every process wakes cold for each request, an HTTP hop (undici to Fastify) took 250 µs p50
- * against 145 µs for a frame over a kept socket.
+ * one on its own. What it saves is HTTP's per-request work on both ends (parsing the request and
+ * its headers, routing, the response head), which counts most where every process wakes cold
+ * for each request (figures in docs/benchmarks.md).
  *
  * The connection starts as an HTTP request on the node's own port, signed like any other, that
  * asks to upgrade to `tessera-wire/1`; the node answers 101 and the socket carries frames from

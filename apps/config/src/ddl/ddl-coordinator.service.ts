@@ -4,24 +4,12 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import { DataSource, type EntityManager } from 'typeorm';
 import { TesseraError } from '@tessera/core';
-import { Failpoints, LOGGER, isTransientDatabaseError, queryRows } from '@tessera/platform';
+import { Failpoints, LOGGER, isTransientDatabaseError } from '@tessera/platform';
 import { DistLockService } from '../locks/dist-lock.service.js';
 import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
 import type { CoordinatorDefinition, PhaseContext } from './ddl-coordinator.js';
+import { type CoordinatorRow, DONE, DdlCoordinatorStore } from './ddl-coordinator.store.js';
 
-interface CoordinatorRow {
-  id: string;
-  kind: string;
-  resource: string;
-  phase: string;
-  request: unknown;
-  state: unknown;
-  error: { code: string; message: string } | null;
-  leader_term: string;
-}
-
-const DONE = 'done';
-const FAILED = 'failed';
 const MAX_BACKOFF_MS = 5_000;
 
 /** The coordinator lost its term to a newer leader: stop quietly, the new leader owns it. */
@@ -43,6 +31,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
 
   constructor(
     private readonly dataSource: DataSource,
+    private readonly store: DdlCoordinatorStore,
     private readonly leader: LeaderService,
     private readonly locks: DistLockService,
     private readonly failpoints: Failpoints,
@@ -60,10 +49,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
 
   async startAsLeader(term: number): Promise<void> {
     this.term = term;
-    const rows: CoordinatorRow[] = await this.dataSource.query(
-      `SELECT * FROM ddl_coordinators WHERE phase NOT IN ('${DONE}', '${FAILED}') ORDER BY created_at`,
-    );
-    for (const row of rows) {
+    for (const row of await this.store.unfinished()) {
       this.logger.info({ id: row.id, kind: row.kind, phase: row.phase }, `resuming ${row.kind} of ${row.resource} at phase ${row.phase}`);
       // Failures are logged and recorded by drive(); joiners see them through `running`.
       this.driveOnce(row.id, term).catch(() => undefined);
@@ -89,11 +75,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
     const definition = this.definition(kind);
     const resource = definition.resources(request).at(-1)!;
     for (;;) {
-      const existing: CoordinatorRow[] = await this.dataSource.query(
-        `SELECT * FROM ddl_coordinators WHERE resource = $1 AND phase NOT IN ('${DONE}', '${FAILED}')`,
-        [resource],
-      );
-      const row = existing[0];
+      const row = await this.store.runningOn(resource);
       if (row !== undefined) {
         if (row.kind === kind && isDeepStrictEqual(row.request, JSON.parse(JSON.stringify(request)))) {
           return (await this.driveOnce(row.id, term)) as Result;
@@ -107,12 +89,9 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
         );
       }
       const id = randomUUID();
-      const inserted: unknown[] = await this.dataSource.query(
-        `INSERT INTO ddl_coordinators (id, kind, resource, phase, request, state, leader_term) VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT DO NOTHING RETURNING id`,
-        [id, kind, resource, definition.phases[0], JSON.stringify(request), JSON.stringify(definition.initialState(request)), term],
-      );
-      if (inserted.length === 1) return (await this.driveOnce(id, term)) as Result;
+      const phase = definition.phases[0]!;
+      const inserted = await this.store.insert({ id, kind, resource, phase, request, state: definition.initialState(request), term });
+      if (inserted) return (await this.driveOnce(id, term)) as Result;
       // Lost a race with an identical or conflicting request: look again.
     }
   }
@@ -140,12 +119,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
   }
 
   private async drive(id: string, term: number): Promise<unknown> {
-    const claimed: CoordinatorRow[] = await queryRows(
-      this.dataSource,
-      'UPDATE ddl_coordinators SET leader_term = $2, updated_at = now() WHERE id = $1 AND leader_term <= $2 RETURNING *',
-      [id, term],
-    );
-    const row = claimed[0];
+    const row = await this.store.claim(id, term);
     if (row === undefined) throw new TesseraError('NOT_LEADER', 'a newer leader owns this DDL operation');
     const locks = [];
     try {
@@ -173,10 +147,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
           this.logger.error({ id, err: cleanup }, `${row.kind} of ${row.resource}: cleanup after failure failed`),
         );
       const envelope = error instanceof TesseraError ? error.toEnvelope() : { code: 'INTERNAL', message: (error as Error).message };
-      await this.dataSource.query(
-        'UPDATE ddl_coordinators SET phase = $2, error = $3, updated_at = now() WHERE id = $1 AND leader_term = $4',
-        [id, FAILED, JSON.stringify(envelope), term],
-      );
+      await this.store.fail(id, term, envelope);
       this.logger.warn({ id, kind: row.kind, err: error }, `${row.kind} of ${row.resource} failed: ${(error as Error).message}`);
       throw error;
     } finally {
@@ -217,21 +188,11 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
 
   /** The coordinator still belongs to this term, and this process still holds the lease of that term. */
   private async fenced(manager: EntityManager, id: string, term: number): Promise<void> {
-    const rows: unknown[] = await manager.query(
-      `SELECT 1 FROM ddl_coordinators c, leader_lease l
-        WHERE c.id = $1 AND c.leader_term = $2 AND l.term = $2 AND l.holder = $3 AND l.expires_at > now()
-        FOR UPDATE OF c`,
-      [id, term, this.leader.id],
-    );
-    if (rows.length === 0) throw new FencedError();
+    if (!(await this.store.isOwned(manager, id, term, this.leader.id))) throw new FencedError();
   }
 
+  /** Persists the phase about to run and its state, while this term owns the coordinator. */
   private async checkpoint(id: string, term: number, phase: string, state: unknown): Promise<void> {
-    const rows: unknown[] = await queryRows(
-      this.dataSource,
-      'UPDATE ddl_coordinators SET phase = $3, state = $4, updated_at = now() WHERE id = $1 AND leader_term = $2 RETURNING id',
-      [id, term, phase, JSON.stringify(state)],
-    );
-    if (rows.length === 0) throw new FencedError();
+    if (!(await this.store.checkpoint(id, term, phase, state))) throw new FencedError();
   }
 }

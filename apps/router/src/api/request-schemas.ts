@@ -7,9 +7,9 @@ import { z } from 'zod';
 
 /**
  * A document, filter, update, sort or projection: a JSON object (Extended JSON), checked for
- * being one and passed on as it came. (`z.record` would copy every field of every document:
- * 0.34 µs per inserted document of ~200 bytes, against 0.03.) Its fields are the query
- * language's to check; `meta` gives the OpenAPI document its JSON Schema.
+ * being one and passed on as it came. (`z.record` would copy every field of every document on
+ * the insert path.) Its fields are the query language's to check; `meta` gives the OpenAPI
+ * document its JSON Schema.
  */
 export const documentSchema = z
   .custom<Record<string, unknown>>((value) => value !== null && typeof value === 'object' && !Array.isArray(value), {

@@ -6,9 +6,8 @@ import type { WriteService } from '../writes/write.service.js';
 
 /**
  * The public commands most requests are, served outside Nest's pipeline (see `HotRoute`): insert
- * and find. Measured A/B with two routers of one cluster, one with these routes and one with
- * them in CollectionController, under the same single-document inserts: 8-9% less router CPU
- * per request. The collection's other commands are CollectionController's.
+ * and find, which pay the pipeline's per-request work on every request and need none of it
+ * (A/B figures in docs/benchmarks.md). The collection's other commands are CollectionController's.
  */
 export function collectionHotRoutes(writes: WriteService, queries: QueryService): HotRoute[] {
   return [

@@ -16,7 +16,7 @@ export interface InsertCoalescingLimits {
 /**
  * One in flight per lane: concurrent single inserts to a shard wait for the previous command
  * and then go together, so N clients cost about one round trip and one commit per shard per
- * wave instead of N. Measured on bench:crud (16 clients, 3 shards) against 1, 2 and 4.
+ * wave instead of N. One in flight was chosen over two and four on bench:crud (docs/benchmarks.md).
  */
 export const DEFAULT_INSERT_COALESCING: InsertCoalescingLimits = { maxInFlight: 1, maxDocuments: 1_000, maxBytes: 8 * 1024 * 1024 };
 

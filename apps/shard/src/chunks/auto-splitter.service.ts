@@ -13,7 +13,7 @@ import { InternalClients, LOGGER } from '@tessera/platform';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import type { FilteringMetadata } from '../sharding/sharding-state.js';
-import { ChunkSizingService } from './chunk-sizing.service.js';
+import { SplitVectorService } from './split-vector.service.js';
 
 /** A chunk is tested for a split once this fraction of the max chunk size was written to it (MongoDB's splitTestFactor 5). */
 const SPLIT_TEST_FACTOR = 5;
@@ -56,7 +56,7 @@ export class AutoSplitter {
 
   constructor(
     private readonly runtime: ShardingRuntime,
-    private readonly sizing: ChunkSizingService,
+    private readonly splitter: SplitVectorService,
     private readonly identity: ShardIdentityService,
     private readonly clients: InternalClients,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -110,7 +110,7 @@ export class AutoSplitter {
     const {
       result: { splitKeys, unsplittable },
       size,
-    } = await this.sizing.splitVectorSized({ ns, range, maxChunkSizeBytes });
+    } = await this.splitter.splitVectorSized({ ns, range, maxChunkSizeBytes });
     if (splitKeys.length === 0 && !unsplittable) return size.size;
     const config = await this.configClient();
     const table = metadata.info.table;
@@ -165,7 +165,7 @@ export class AutoSplitter {
   /** For the first or last chunk of the key space, the key of its edge document (the highest, or the lowest). */
   private async edgeKey(ns: string, chunk: Chunk): Promise<ShardKey | undefined> {
     if (!isTopChunk(chunk) && !isBottomChunk(chunk)) return undefined;
-    const key = await this.sizing.edgeKey(ns, chunk.range, isTopChunk(chunk) ? 'last' : 'first');
+    const key = await this.splitter.edgeKey(ns, chunk.range, isTopChunk(chunk) ? 'last' : 'first');
     if (key === undefined) return undefined;
     const decoded = decodeKey(key);
     // A split point must lie strictly inside the range.

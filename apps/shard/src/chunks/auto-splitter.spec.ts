@@ -7,7 +7,7 @@ import type { ShardIdentityService } from '../identity/shard-identity.service.js
 import type { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import type { FilteringMetadata } from '../sharding/sharding-state.js';
 import { AutoSplitter } from './auto-splitter.service.js';
-import type { ChunkSizingService } from './chunk-sizing.service.js';
+import type { SplitVectorService } from './split-vector.service.js';
 
 const MAX_CHUNK_SIZE = 1_000;
 const ns = 'db.c';
@@ -40,7 +40,7 @@ function splitter(stored: () => number) {
       tests.push(request);
       return { result: { splitKeys: [], unsplittable: false }, size: { size: stored(), numObjects: 10 } };
     },
-  } as unknown as ChunkSizingService;
+  } as unknown as SplitVectorService;
   const config = {
     getCollection: async () => ({}),
     settings: async () => ({ chunkSizeBytes: MAX_CHUNK_SIZE, autoSplit: true }),

@@ -2,12 +2,16 @@ import { Body, Controller, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { ClusterAuthGuard } from '@tessera/platform';
 import type { DataSizeResult, SplitVectorResult, StatsForBalancingResult } from '@tessera/protocol';
 import { ChunkSizingService } from './chunk-sizing.service.js';
+import { SplitVectorService } from './split-vector.service.js';
 
 /** Chunk sizing commands (MongoDB's dataSize, splitVector and statsForBalancing), for splits and the balancer. */
 @Controller('internal/chunks')
 @UseGuards(ClusterAuthGuard)
 export class ChunksController {
-  constructor(private readonly sizing: ChunkSizingService) {}
+  constructor(
+    private readonly sizing: ChunkSizingService,
+    private readonly splitter: SplitVectorService,
+  ) {}
 
   @Post('dataSize')
   @HttpCode(200)
@@ -24,6 +28,6 @@ export class ChunksController {
   @Post('splitVector')
   @HttpCode(200)
   splitVector(@Body() body: unknown): Promise<SplitVectorResult> {
-    return this.sizing.splitVector(body as never);
+    return this.splitter.splitVector(body as never);
   }
 }
