@@ -47,6 +47,7 @@ export interface BalancerRoundState {
   readonly lastMigrationEndMs: number | null;
 }
 
+/** The settings one round reads: the chunk selection policy's and defragmentation's. */
 export interface BalancerRoundSettings {
   readonly chunkSelection: ChunkSelectionSettings;
   readonly defragmentation: DefragmentationSettings;

@@ -13,6 +13,11 @@ import { NO_ZONE, sortChunks, zoneOfRange } from './distribution.js';
 /** The first rule a collection breaks (`balancerCollectionStatus`'s `firstComplianceViolation`). */
 export type ComplianceViolation = 'draining' | 'zoneViolation' | 'chunksImbalance' | 'defragmentingChunks';
 
+/**
+ * One collection's distribution as the chunk selection steps read it (MongoDB's
+ * DistributionStatus): its chunks in key order with their zones, each shard's chunks, and the
+ * load per zone and shard, updated as migrations are chosen.
+ */
 export class DistributionStatus {
   readonly chunks: readonly SizedChunk[];
   /** The zone of each chunk of `chunks`, by index (`NO_ZONE` when in none). */
@@ -52,10 +57,12 @@ export class DistributionStatus {
     }
   }
 
+  /** The load of `shard` in `zone`: chunks in count modes, bytes in data-size mode. */
   loadOf(shard: ShardId, zone: string): number {
     return this.loads.get(zone)?.get(shard) ?? 0;
   }
 
+  /** The `i`-th chunk in key order. */
   chunkAt(i: number): SizedChunk {
     return this.chunks[i] as SizedChunk;
   }

@@ -17,6 +17,7 @@ import { rangeKey, sortChunks } from './distribution.js';
 type Range = SizedChunk['range'];
 type Key = Range['min'];
 
+/** A collection's chunks on the simulator's shards, changed by the round's splits, merges and moves. */
 export class SimulatedCollection {
   chunks: SizedChunk[];
   private cv: ChunkVersion;
@@ -46,10 +47,12 @@ export class SimulatedCollection {
     return new SimulatedCollection(namespace, chunks, zones, maxChunkSizeBytes, unsplittable);
   }
 
+  /** The chunk that is exactly `range`. */
   find(range: Range): SizedChunk | undefined {
     return this.chunks.find((c) => rangesEqual(c.range, range));
   }
 
+  /** The bytes of all its chunks. */
   totalBytes(): number {
     return this.chunks.reduce((n, c) => n + (c.estimatedSizeBytes ?? 0), 0);
   }
@@ -78,6 +81,7 @@ export class SimulatedCollection {
     return middle > low && middle < high ? [[middle]] : [];
   }
 
+  /** Commits a split of the chunk `range` at `points`, sharing its bytes among the pieces. */
   split(range: Range, points: readonly Key[]): void {
     const chunk = this.find(range) as SizedChunk;
     const pieces = splitChunk(chunk, points, this.cv);
@@ -92,6 +96,7 @@ export class SimulatedCollection {
     this.chunks = sortChunks([...this.chunks.filter((c) => c !== chunk), ...sized]);
   }
 
+  /** Commits a merge of the chunks `parts` at `atMs`. */
   merge(parts: readonly Range[], atMs: number): void {
     const merging = this.chunks.filter((c) => parts.some((p) => rangesEqual(p, c.range)));
     const merged: SizedChunk = {
@@ -102,6 +107,7 @@ export class SimulatedCollection {
     this.chunks = sortChunks([...this.chunks.filter((c) => !merging.includes(c)), merged]);
   }
 
+  /** Marks the chunk `range` jumbo. */
   markJumbo(range: Range): void {
     const index = this.chunks.findIndex((c) => rangesEqual(c.range, range));
     this.chunks[index] = { ...(this.chunks[index] as SizedChunk), jumbo: true };
