@@ -26,3 +26,4 @@ export * from './balancer/defragmentation.machine.js';
 export * from './balancer/seeded-random.js';
 export * from './balancer/simulator.js';
 export * from './balancer/jumbo.js';
+export * from './migration/migration-phase.machine.js';
