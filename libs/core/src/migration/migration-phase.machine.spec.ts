@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { TesseraError } from '../errors.js';
-import { REPORTED_DONOR_PHASES, type DonorPhase, definePhaseMachine, donorPhaseMachine, recipientPhaseMachine } from './migration-phase.machine.js';
+import {
+  REPORTED_DONOR_PHASES,
+  type DonorPhase,
+  definePhaseMachine,
+  donorPhaseMachine,
+  recipientPhaseMachine,
+} from './migration-phase.machine.js';
 
 describe('the donor phase machine', () => {
   it('walks the reported phases in order from its initial phase', () => {
