@@ -11,12 +11,25 @@ import { DataController } from './documents/data.controller.js';
 import { ShardDataService } from './documents/shard-data.service.js';
 import { IdentityController } from './identity/identity.controller.js';
 import { ShardIdentityService } from './identity/shard-identity.service.js';
+import { DonorPreconditions } from './migration/donor-preconditions.js';
+import { IncomingRangeStore } from './migration/incoming-range.store.js';
+import { MigrationCloner } from './migration/migration-cloner.js';
+import { MigrationCoordinator } from './migration/migration-coordinator.js';
+import { MigrationCoordinatorStore } from './migration/migration-coordinator.store.js';
 import { MigrationDestinationService } from './migration/migration-destination.service.js';
 import { MigrationMetrics } from './migration/migration-metrics.js';
+import { MigrationModsStore } from './migration/migration-mods.store.js';
+import { MigrationPeers } from './migration/migration-peers.js';
+import { MigrationRecipientCloner } from './migration/migration-recipient-cloner.js';
+import { MigrationRecipientStore } from './migration/migration-recipient.store.js';
+import { MigrationRecovery } from './migration/migration-recovery.js';
+import { MigrationRegistryStore } from './migration/migration-registry.store.js';
 import { MigrationReporter } from './migration/migration-reporter.js';
+import { MigrationSourceManager } from './migration/migration-source-manager.js';
 import { MigrationSourceService } from './migration/migration-source.service.js';
 import { MigrationController } from './migration/migration.controller.js';
 import { RangeDeleterService } from './migration/range-deleter.service.js';
+import { RangeDeletionStore } from './migration/range-deletion.store.js';
 import { ShardingRuntime } from './sharding/sharding-runtime.service.js';
 import type { ShardSettings } from './shard.settings.js';
 
@@ -41,8 +54,21 @@ export class ShardModule {
         AutoSplitter,
         MigrationMetrics,
         MigrationReporter,
+        MigrationRegistryStore,
+        RangeDeletionStore,
+        MigrationCoordinatorStore,
+        MigrationRecipientStore,
+        MigrationModsStore,
+        IncomingRangeStore,
         RangeDeleterService,
+        MigrationPeers,
+        MigrationCloner,
+        MigrationCoordinator,
+        MigrationRecovery,
+        DonorPreconditions,
+        MigrationSourceManager,
         MigrationSourceService,
+        MigrationRecipientCloner,
         MigrationDestinationService,
       ],
     };

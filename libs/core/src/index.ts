@@ -30,3 +30,4 @@ export * from './balancer/seeded-random.js';
 export * from './balancer/simulator.js';
 export * from './balancer/jumbo.js';
 export * from './balancer/balancer-round.policy.js';
+export * from './migration/migration-phase.machine.js';

@@ -4,8 +4,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
-import { CaptureTriggers } from './capture-triggers.js';
-import { captureTriggerName } from './migration-registry.js';
+import { CaptureTriggers, captureTriggerName } from './capture-triggers.js';
 
 let db: TestDatabase;
 let captures: CaptureTriggers;

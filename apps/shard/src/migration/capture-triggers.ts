@@ -3,7 +3,6 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { TesseraError } from '@tessera/core';
 import { databaseErrorCode } from '@tessera/platform';
-import { captureTriggerName } from './migration-registry.js';
 
 /** How long a CREATE or DROP TRIGGER may wait in a table's lock queue before it gives up and retries. */
 export const TRIGGER_LOCK_TIMEOUT_MS = 50;
@@ -19,6 +18,11 @@ const CREATE_DEADLINE_MS = 10_000;
  * vacuum of a big table, which follows every bulk load, would hold the migration off for minutes.
  */
 const CREATE_LOCK_TIMEOUT_UNDER_AUTOVACUUM_MS = 5_000;
+
+/** The trigger that captures a donated range's writes into `migration_mods` (see the shard migrations). */
+export function captureTriggerName(migrationId: string): string {
+  return `tessera_migration_${migrationId.replaceAll('-', '')}`;
+}
 
 /** Postgres' lock_not_available: a lock_timeout ran out. */
 function isLockTimeout(error: unknown): boolean {

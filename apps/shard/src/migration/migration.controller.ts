@@ -1,6 +1,7 @@
 import { Body, Controller, Get, Header, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { ClusterAuthGuard, parseWith } from '@tessera/platform';
 import { type MoveRangeResult, type RecvChunkStatus, type ShardMigrationStatus, migrationIdRequestSchema } from '@tessera/protocol';
+import { MigrationCloner } from './migration-cloner.js';
 import { MigrationDestinationService } from './migration-destination.service.js';
 import { MigrationSourceService } from './migration-source.service.js';
 
@@ -10,6 +11,7 @@ import { MigrationSourceService } from './migration-source.service.js';
 export class MigrationController {
   constructor(
     private readonly source: MigrationSourceService,
+    private readonly cloner: MigrationCloner,
     private readonly destination: MigrationDestinationService,
   ) {}
 
@@ -28,14 +30,14 @@ export class MigrationController {
   @HttpCode(200)
   @Header('content-type', 'text/plain; charset=utf-8')
   migrateClone(@Body() body: unknown): Promise<string> {
-    return this.source.migrateClone(body as never);
+    return this.cloner.migrateClone(body as never);
   }
 
   @Post('transferMods')
   @HttpCode(200)
   @Header('content-type', 'text/plain; charset=utf-8')
   transferMods(@Body() body: unknown): Promise<string> {
-    return this.source.transferMods(body as never);
+    return this.cloner.transferMods(body as never);
   }
 
   @Post('recvChunkStart')

@@ -1,0 +1,215 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { TesseraError } from '@tessera/core';
+import {
+  type MigrationDecision,
+  type RecvChunkStartRequest,
+  type RecvChunkStatus,
+  type TransferredDocument,
+  deletionLine,
+} from '@tessera/protocol';
+import type { Failpoints } from '@tessera/platform';
+import { FakeNetwork } from '../../../../test/fakes/fake-network.js';
+import type { CollectionStorageService } from '../collections/collection-storage.service.js';
+import type { ShardIdentityService } from '../identity/shard-identity.service.js';
+import type { ShardSettings } from '../shard.settings.js';
+import type { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
+import type { CopiedRow } from './copy-transfer.js';
+import type { IncomingRangeStore } from './incoming-range.store.js';
+import { MigrationDestinationService } from './migration-destination.service.js';
+import type { MigrationMetrics } from './migration-metrics.js';
+import { MigrationPeers } from './migration-peers.js';
+import { MigrationRecipientCloner } from './migration-recipient-cloner.js';
+import type { MigrationRecipientStore } from './migration-recipient.store.js';
+import type { MigrationReport, MigrationReporter } from './migration-reporter.js';
+import type { RangeDeleterService } from './range-deleter.service.js';
+import type { RangeDeletionStore } from './range-deletion.store.js';
+
+const DONOR = 'http://donor.test:4001';
+const MIGRATION = '00000000-0000-4000-8000-000000000002';
+const logger = pino({ level: 'silent' });
+
+const start: RecvChunkStartRequest = {
+  migrationId: MIGRATION,
+  ns: 'db.c',
+  collectionUuid: '00000000-0000-4000-8000-0000000000cc',
+  keyPattern: { x: 1 },
+  range: { min: [0], max: [100] },
+  donor: 'shard0',
+  donorUrl: DONOR,
+  indexes: [],
+};
+
+/** A row of COPY text: bytea fields as `\\x<hex>`. */
+const copyRow = (n: number) => `\\\\x0${n}\t\\\\x1${n}\t{"_id":${n}}\t9\n`;
+
+interface Harness {
+  network: FakeNetwork;
+  service: MigrationDestinationService;
+  steps: string[];
+  cloned: number[];
+  mods: TransferredDocument[][];
+  reports: MigrationReport[];
+}
+
+interface Options {
+  waitForOverlapping?: () => Promise<void>;
+  applyMods?: () => Promise<void>;
+  /** Captured writes the donor answers, round after round; then none. */
+  modRounds?: string[];
+}
+
+function harness(options: Options = {}): Harness {
+  const network = new FakeNetwork();
+  const rows = [copyRow(1), copyRow(2), copyRow(3)];
+  const rounds = [...(options.modRounds ?? [])];
+  network
+    .node(DONOR)
+    .on('POST', '/internal/migration/migrateClone', (r) =>
+      (r.body as { after?: unknown }).after === undefined ? rows[0]! + rows[1]! : rows[2]!,
+    )
+    .on('POST', '/internal/migration/transferMods', () => rounds.shift() ?? '');
+  const steps: string[] = [];
+  const cloned: number[] = [];
+  const mods: TransferredDocument[][] = [];
+  const store = {
+    create: async () => void steps.push('create'),
+    dropRegistrationsWithoutReceipt: async () => undefined,
+    nsOf: async () => 'db.c',
+    complete: async (_id: string, decision: MigrationDecision) => void steps.push(`complete:${decision}`),
+  } as unknown as MigrationRecipientStore;
+  const counter = { inc: () => undefined };
+  const metrics = { documentsCloned: counter, bytesCloned: counter } as unknown as MigrationMetrics;
+  const rangeDeleter = {
+    waitForOverlapping: options.waitForOverlapping ?? (async () => undefined),
+    poke: () => void steps.push('poke'),
+  } as unknown as RangeDeleterService;
+  const storage = {
+    localCollection: async () => undefined,
+    createCollection: async () => void steps.push('createCollection'),
+  } as unknown as CollectionStorageService;
+  const rangeDeletions = { recordPending: async () => void steps.push('recordPending') } as unknown as RangeDeletionStore;
+  const incoming = {
+    createIndexes: async () => undefined,
+    applyClone: async (_range: unknown, _text: string, batch: CopiedRow[]) => void cloned.push(batch.length),
+    applyMods: async (_range: unknown, documents: TransferredDocument[]) => {
+      if (documents.length > 0) await options.applyMods?.();
+      mods.push(documents);
+    },
+  } as unknown as IncomingRangeStore;
+  const failpoints = { pauseAt: async () => undefined } as unknown as Failpoints;
+  const settings = { TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: 2 } as unknown as ShardSettings;
+  const cloner = new MigrationRecipientCloner(storage, rangeDeleter, rangeDeletions, incoming, metrics, failpoints, settings);
+  const runtime = {
+    state: async () => ({ invalidate: () => void steps.push('invalidate') }),
+    enterCriticalSection: async () => {
+      steps.push('enterCriticalSection');
+      return { release: () => void steps.push('releaseCriticalSection') };
+    },
+  } as unknown as ShardingRuntime;
+  const reports: MigrationReport[] = [];
+  const reporter = { report: (entry: MigrationReport) => reports.push(entry) } as unknown as MigrationReporter;
+  const peers = new MigrationPeers({} as ShardIdentityService, network.internalClients());
+  const service = new MigrationDestinationService(store, cloner, runtime, rangeDeleter, reporter, peers, logger);
+  return { network, service, steps, cloned, mods, reports };
+}
+
+async function until(h: Harness, states: Array<RecvChunkStatus['state']>): Promise<RecvChunkStatus> {
+  for (let i = 0; i < 200; i++) {
+    const status = h.service.recvChunkStatus(MIGRATION);
+    if (states.includes(status.state)) return { ...status };
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`the receipt never reached ${states.join(' or ')}: ${h.service.recvChunkStatus(MIGRATION).state}`);
+}
+
+describe('the recipient', () => {
+  it('prepares, clones in batches, catches up, commits and keeps the range', async () => {
+    const h = harness({ modRounds: [`2\n${deletionLine('01')}${deletionLine('02')}`] });
+    expect((await h.service.recvChunkStart(start)).state).toBe('waitingForRangeDeletion');
+    const steady = await until(h, ['steady', 'failed']);
+    expect(steady).toMatchObject({ state: 'steady', documentsCloned: 3, bytesCloned: 27, modsApplied: 2 });
+    expect(h.cloned).toEqual([2, 1]);
+    expect(h.network.callsTo('/internal/migration/migrateClone')[1]?.body).toMatchObject({ after: { key: '12', id: '02' } });
+    expect((await h.service.recvChunkCommit(MIGRATION)).state).toBe('committing');
+    await expect(h.service.recvChunkRelease({ migrationId: MIGRATION, decision: 'committed' })).resolves.toEqual({ released: true });
+    expect(h.steps).toEqual([
+      'create',
+      'createCollection',
+      'recordPending',
+      'enterCriticalSection',
+      'complete:committed',
+      'invalidate',
+      'releaseCriticalSection',
+    ]);
+    expect(h.reports).toEqual([
+      expect.objectContaining({ what: 'moveChunk.to', details: expect.objectContaining({ decision: 'committed', documentsCloned: 3 }) }),
+    ]);
+    expect(h.service.recvChunkStatus(MIGRATION)).toMatchObject({ state: 'failed', error: { code: 'NOT_FOUND' } });
+  });
+
+  // A failure in each phase fails the receipt with the code of what failed it; the donor's
+  // commit is refused with it, and the aborted release makes the range deletion ready.
+  it.each<{ phase: string; options?: Options; inject?: (h: Harness) => void; code: string }>([
+    {
+      phase: 'start (an overlapping range deletion)',
+      options: {
+        waitForOverlapping: async () => {
+          throw new TesseraError('CONFLICTING_OPERATION', 'overlap');
+        },
+      },
+      code: 'CONFLICTING_OPERATION',
+    },
+    {
+      phase: 'clone (the donor is unreachable)',
+      inject: (h) => h.network.failNth({ path: '/internal/migration/migrateClone', nth: 2, fault: 'unreachable' }),
+      code: 'HOST_UNREACHABLE',
+    },
+    {
+      phase: 'catch-up (the donor ended the donation)',
+      inject: (h) => h.network.failNth({ path: '/internal/migration/transferMods', fault: new TesseraError('NOT_FOUND', 'not donating') }),
+      code: 'NOT_FOUND',
+    },
+    {
+      phase: 'catch-up (an _id held elsewhere)',
+      options: {
+        modRounds: [`1\n${deletionLine('01')}`],
+        applyMods: async () => {
+          throw new TesseraError('DUPLICATE_KEY', 'dup');
+        },
+      },
+      code: 'DUPLICATE_KEY',
+    },
+  ])('fails on a failure in $phase', async ({ options, inject, code }) => {
+    const h = harness(options);
+    inject?.(h);
+    await h.service.recvChunkStart(start);
+    const failed = await until(h, ['failed']);
+    expect(failed.error?.code).toBe(code);
+    const refused = await h.service.recvChunkCommit(MIGRATION).then(
+      () => undefined,
+      (e: unknown) => e as TesseraError,
+    );
+    expect(refused?.code).toBe(code);
+    await h.service.recvChunkRelease({ migrationId: MIGRATION, decision: 'aborted' });
+    expect(h.steps.slice(-2)).toEqual(['complete:aborted', 'poke']);
+    expect(h.reports.at(-1)?.details).toMatchObject({ decision: 'aborted' });
+  });
+
+  it('stops catching up when released aborted, and its range deletion becomes ready', async () => {
+    const h = harness();
+    await h.service.recvChunkStart(start);
+    await until(h, ['steady']);
+    await h.service.recvChunkRelease({ migrationId: MIGRATION, decision: 'aborted' });
+    expect(h.steps).toEqual(['create', 'createCollection', 'recordPending', 'complete:aborted', 'poke']);
+    expect(h.steps).not.toContain('enterCriticalSection');
+  });
+
+  it('answers the same status to the same recvChunkStart', async () => {
+    const h = harness();
+    const first = await h.service.recvChunkStart(start);
+    expect(await h.service.recvChunkStart(start)).toBe(first);
+    expect(h.steps.filter((s) => s === 'create')).toHaveLength(1);
+    await h.service.recvChunkRelease({ migrationId: MIGRATION, decision: 'aborted' });
+  });
+});

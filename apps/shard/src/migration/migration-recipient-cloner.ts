@@ -1,0 +1,142 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Inject, Injectable } from '@nestjs/common';
+import { type RecipientPhase, TesseraError, recipientPhaseMachine } from '@tessera/core';
+import { type MigrationClient, type RecvChunkStartRequest, type RecvChunkStatus, parseTransferLines } from '@tessera/protocol';
+import { Failpoints, SETTINGS } from '@tessera/platform';
+import { CollectionStorageService } from '../collections/collection-storage.service.js';
+import type { ShardSettings } from '../shard.settings.js';
+import { type CopiedRow, parseCopyRows } from './copy-transfer.js';
+import { type IncomingRange, IncomingRangeStore } from './incoming-range.store.js';
+import { MigrationMetrics } from './migration-metrics.js';
+import { RangeDeleterService } from './range-deleter.service.js';
+import { RangeDeletionStore } from './range-deletion.store.js';
+
+/** A migration this shard receives, while it runs. */
+export interface Receipt {
+  request: RecvChunkStartRequest;
+  donor: MigrationClient;
+  range: IncomingRange;
+  /** What `recvChunkStatus` answers; its state moves along `recipientPhaseMachine`. */
+  status: RecvChunkStatus;
+  commitRequested: boolean;
+  stopped: boolean;
+  /** The clone and catch-up, from start to the end of the drain (or a failure). */
+  work: Promise<void>;
+  section?: { release(): void };
+}
+
+/** Moves the receipt's state along the recipient's machine (a move to the same state is none). */
+export function moveReceipt(receipt: Receipt, next: RecipientPhase): void {
+  if (receipt.status.state !== next) receipt.status.state = recipientPhaseMachine.move(receipt.status.state, next);
+}
+
+/** Captured writes asked for per catch-up round. */
+const MODS_BATCH = 5_000;
+/** Pause between catch-up rounds that found nothing. */
+const IDLE_CATCHUP_MS = 10;
+
+/**
+ * The recipient's background work (MongoDB's MigrationDestinationManager migrate thread):
+ * prepares the range, clones it in batches (fetching the next batch while writing the last),
+ * then applies the donor's captured writes until told to commit, when it drains them.
+ */
+@Injectable()
+export class MigrationRecipientCloner {
+  constructor(
+    private readonly storage: CollectionStorageService,
+    private readonly rangeDeleter: RangeDeleterService,
+    private readonly rangeDeletions: RangeDeletionStore,
+    private readonly incoming: IncomingRangeStore,
+    private readonly metrics: MigrationMetrics,
+    private readonly failpoints: Failpoints,
+    @Inject(SETTINGS) private readonly settings: ShardSettings,
+  ) {}
+
+  /** waitingForRangeDeletion → cloning → catchup → steady, and drained once commit is requested. */
+  async receive(receipt: Receipt): Promise<void> {
+    await this.prepare(receipt);
+    moveReceipt(receipt, 'cloning');
+    await this.clone(receipt);
+    moveReceipt(receipt, 'catchup');
+    await this.catchUp(receipt);
+  }
+
+  /**
+   * In waitingForRangeDeletion: waits for overlapping range deletions, builds the collection and
+   * the donor's indexes, and records this side's pending range deletion, so that the documents
+   * of an aborted migration are cleaned up even after a crash.
+   */
+  private async prepare(receipt: Receipt): Promise<void> {
+    const { request, range } = receipt;
+    await this.rangeDeleter.waitForOverlapping(request.collectionUuid, range.min, range.max);
+    const local = await this.storage.localCollection(request.ns);
+    if (local !== undefined && local.uuid !== request.collectionUuid) {
+      throw new TesseraError('CONFLICTING_OPERATION', `this shard holds another collection under ${request.ns} (uuid ${local.uuid})`, {
+        details: { ns: request.ns },
+      });
+    }
+    if (local === undefined)
+      await this.storage.createCollection(request.collectionUuid, { ns: request.ns, keyPattern: request.keyPattern });
+    await this.incoming.createIndexes(request, range.table);
+    await this.rangeDeletions.recordPending({
+      id: request.migrationId,
+      ns: request.ns,
+      collectionUuid: request.collectionUuid,
+      min: range.min,
+      max: range.max,
+      minEjson: JSON.stringify(request.range.min),
+      maxEjson: JSON.stringify(request.range.max),
+    });
+  }
+
+  /** In cloning: pulls the range in batches (`migrateClone`) until a batch comes back short. */
+  private async clone(receipt: Receipt): Promise<void> {
+    const { request, status } = receipt;
+    const limit = this.settings.TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS;
+    const fetch = (after?: CopiedRow) =>
+      receipt.donor
+        .migrateClone({ migrationId: request.migrationId, limit, ...(after ? { after: { key: after.key, id: after.id } } : {}) })
+        .then((text) => ({ text, rows: parseCopyRows(text) }));
+    let next: Promise<{ text: string; rows: CopiedRow[] }> | undefined = fetch();
+    while (next !== undefined) {
+      const batch: { text: string; rows: CopiedRow[] } = await next;
+      checkStopped(receipt);
+      next = batch.rows.length === limit ? fetch(batch.rows[batch.rows.length - 1]) : undefined;
+      next?.catch(() => undefined);
+      await this.incoming.applyClone(receipt.range, batch.text, batch.rows);
+      let bytes = 0;
+      for (const row of batch.rows) bytes += row.size;
+      status.documentsCloned += batch.rows.length;
+      status.bytesCloned += bytes;
+      this.metrics.documentsCloned.inc(batch.rows.length);
+      this.metrics.bytesCloned.inc(bytes);
+      if (status.documentsCloned === batch.rows.length) await this.failpoints.pauseAt('migration.recipient.firstCloneBatch', request.ns);
+    }
+  }
+
+  /**
+   * In catchup: applies the captured writes (`transferMods`); steady once a round comes back
+   * short. Returns when commit was requested and a round found nothing left (the donor's writes
+   * are stopped by then, so none can follow).
+   */
+  private async catchUp(receipt: Receipt): Promise<void> {
+    const { request, status } = receipt;
+    for (;;) {
+      checkStopped(receipt);
+      const draining = receipt.commitRequested;
+      const text = await receipt.donor.transferMods({ migrationId: request.migrationId, limit: MODS_BATCH });
+      const newline = text.indexOf('\n');
+      const captured = text === '' ? 0 : Number(text.slice(0, newline));
+      const mods = text === '' ? [] : parseTransferLines(text.slice(newline + 1));
+      await this.incoming.applyMods(receipt.range, mods);
+      status.modsApplied += mods.length;
+      if (captured < MODS_BATCH && status.state === 'catchup') moveReceipt(receipt, 'steady');
+      if (draining && captured === 0) return;
+      if (captured === 0) await sleep(IDLE_CATCHUP_MS);
+    }
+  }
+}
+
+function checkStopped(receipt: Receipt): void {
+  if (receipt.stopped) throw new TesseraError('CONFLICTING_OPERATION', `migration ${receipt.request.migrationId} was stopped`);
+}
