@@ -55,6 +55,7 @@ import { ShardsController } from './shards/shards.controller.js';
 /** The config server's composition root. */
 @Module({})
 export class ConfigServerModule {
+  // Long: the list of every controller and provider of the process, which is all it is.
   static forRoot(settings: ConfigSettings, logger: Logger): DynamicModule {
     return {
       module: ConfigServerModule,

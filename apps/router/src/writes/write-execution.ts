@@ -50,80 +50,119 @@ export async function executeWriteBatch<R extends ShardWriteReply>(
   ordered: boolean,
   ports: WriteExecutionPorts<R>,
 ): Promise<WriteExecution<R>> {
-  const replies: Array<{ batch: ChildBatch; reply: R }> = [];
-  const errors = new Map<number, ErrorEnvelope>();
+  const run = new WriteBatchRun(ordered, ports);
+  let pending = Array.from({ length: count }, (_, i) => i);
+  for (let round = 0; pending.length > 0; round++) {
+    const outcome = await run.round(pending);
+    if (outcome.stopped) break;
+    pending = outcome.retry;
+    if (pending.length > 0 && round + 1 >= MAX_STALE_RETRIES) {
+      const envelope = envelopeOf(outcome.lastStale);
+      for (const index of ordered ? pending.slice(0, 1) : pending) run.record(index, envelope);
+      break;
+    }
+  }
+  return run.result();
+}
+
+/** One write batch's progress across its rounds: replies, errors by user index, and where multi-shard statements ran. */
+class WriteBatchRun<R extends ShardWriteReply> {
+  private readonly replies: Array<{ batch: ChildBatch; reply: R }> = [];
+  private readonly errors = new Map<number, ErrorEnvelope>();
   /**
    * The shards that already ran each statement sent to several. Only those need it: a statement
    * sent to one shard is retried only when that shard refused it whole.
    */
-  const doneOn = new Map<number, Set<string>>();
-  const multiShard = new Set<number>();
-  const record = (index: number, error: ErrorEnvelope) => {
-    if (!errors.has(index)) errors.set(index, error);
-  };
-  let pending = Array.from({ length: count }, (_, i) => i);
-  for (let round = 0; pending.length > 0; round++) {
-    const routing = await ports.route(pending);
-    for (const s of routing.statements) if (s.shards.length > 1) multiShard.add(s.index);
+  private readonly doneOn = new Map<number, Set<string>>();
+  private readonly multiShard = new Set<number>();
+
+  constructor(
+    private readonly ordered: boolean,
+    private readonly ports: WriteExecutionPorts<R>,
+  ) {}
+
+  /** The first error of a statement is its error. */
+  record(index: number, error: ErrorEnvelope): void {
+    if (!this.errors.has(index)) this.errors.set(index, error);
+  }
+
+  /**
+   * Routes and sends `pending` in waves; answers the statements to send again in the next round
+   * (sorted), the last stale-routing error, and whether the batch stopped (an ordered batch's error).
+   */
+  async round(pending: readonly number[]): Promise<{ retry: number[]; lastStale: unknown; stopped: boolean }> {
+    const { ordered } = this;
+    const routing = await this.ports.route(pending);
+    for (const s of routing.statements) if (s.shards.length > 1) this.multiShard.add(s.index);
     const statements =
-      doneOn.size === 0
+      this.doneOn.size === 0
         ? routing.statements
-        : routing.statements.map((s) => ({ index: s.index, shards: s.shards.filter((shard) => !doneOn.get(s.index)?.has(shard)) }));
+        : routing.statements.map((s) => ({ index: s.index, shards: s.shards.filter((shard) => !this.doneOn.get(s.index)?.has(shard)) }));
     const plan = planWriteWaves(statements, routing.routerErrors, ordered);
     const retry = new Set<number>();
     let lastStale: unknown;
-    let stopped = false;
     for (const [w, wave] of plan.waves.entries()) {
-      const settled = await Promise.allSettled(wave.map((batch) => ports.send(batch)));
-      let failed = false;
-      for (const [b, outcome] of settled.entries()) {
-        const batch = wave[b]!;
-        if (outcome.status === 'fulfilled') {
-          replies.push({ batch, reply: outcome.value });
-          for (const index of batch.indexes) {
-            if (!multiShard.has(index)) continue;
-            let shards = doneOn.get(index);
-            if (shards === undefined) doneOn.set(index, (shards = new Set()));
-            shards.add(batch.shard);
-          }
-          for (const entry of outcome.value.writeErrors) {
-            const index = batch.indexes[entry.index];
-            if (index === undefined) continue;
-            record(index, inUserIndexes(entry.error, index));
-            failed = true;
-          }
-        } else if (ports.handleStale(outcome.reason)) {
-          lastStale = outcome.reason;
-          for (const index of batch.indexes) retry.add(index);
-        } else {
-          for (const index of batch.indexes) record(index, envelopeOf(outcome.reason));
-          failed = true;
-        }
-      }
-      if (ordered && failed) {
-        stopped = true;
-        break;
-      }
+      const outcome = await this.sendWave(wave, retry);
+      lastStale = outcome.lastStale ?? lastStale;
+      if (ordered && outcome.failed) return { retry: [], lastStale, stopped: true };
       if (ordered && retry.size > 0) {
         // Everything after the stale child batch waits for the next round, in order.
+        const first = Math.min(...retry);
         for (const later of plan.waves.slice(w + 1)) for (const batch of later) for (const index of batch.indexes) retry.add(index);
-        for (const statement of statements) if (statement.index > Math.min(...retry)) retry.add(statement.index);
-        for (const error of routing.routerErrors) if (error.index > Math.min(...retry)) retry.add(error.index);
+        for (const statement of statements) if (statement.index > first) retry.add(statement.index);
+        for (const error of routing.routerErrors) if (error.index > first) retry.add(error.index);
         break;
       }
     }
-    if (stopped) break;
-    for (const error of plan.routerErrors) if (!retry.has(error.index) && !(ordered && retry.size > 0)) record(error.index, error.error);
-    if (ordered && errors.size > 0) break;
-    pending = [...retry].sort((a, b) => a - b);
-    if (pending.length > 0 && round + 1 >= MAX_STALE_RETRIES) {
-      const envelope = envelopeOf(lastStale);
-      for (const index of ordered ? pending.slice(0, 1) : pending) record(index, envelope);
-      break;
-    }
+    for (const error of plan.routerErrors)
+      if (!retry.has(error.index) && !(ordered && retry.size > 0)) this.record(error.index, error.error);
+    if (ordered && this.errors.size > 0) return { retry: [], lastStale, stopped: true };
+    return { retry: [...retry].sort((a, b) => a - b), lastStale, stopped: false };
   }
-  const writeErrors = [...errors.entries()].sort(([a], [b]) => a - b).map(([index, error]) => ({ index, error }));
-  return { replies, writeErrors };
+
+  /** Sends one wave's child batches together; stale ones go to `retry`. Answers whether a statement failed. */
+  private async sendWave(wave: readonly ChildBatch[], retry: Set<number>): Promise<{ failed: boolean; lastStale: unknown }> {
+    const settled = await Promise.allSettled(wave.map((batch) => this.ports.send(batch)));
+    let failed = false;
+    let lastStale: unknown;
+    for (const [b, outcome] of settled.entries()) {
+      const batch = wave[b]!;
+      if (outcome.status === 'fulfilled') {
+        if (this.absorbReply(batch, outcome.value)) failed = true;
+      } else if (this.ports.handleStale(outcome.reason)) {
+        lastStale = outcome.reason;
+        for (const index of batch.indexes) retry.add(index);
+      } else {
+        for (const index of batch.indexes) this.record(index, envelopeOf(outcome.reason));
+        failed = true;
+      }
+    }
+    return { failed, lastStale };
+  }
+
+  /** Keeps a shard's reply and notes where multi-shard statements ran; answers whether it holds a write error. */
+  private absorbReply(batch: ChildBatch, reply: R): boolean {
+    this.replies.push({ batch, reply });
+    for (const index of batch.indexes) {
+      if (!this.multiShard.has(index)) continue;
+      let shards = this.doneOn.get(index);
+      if (shards === undefined) this.doneOn.set(index, (shards = new Set()));
+      shards.add(batch.shard);
+    }
+    let failed = false;
+    for (const entry of reply.writeErrors) {
+      const index = batch.indexes[entry.index];
+      if (index === undefined) continue;
+      this.record(index, inUserIndexes(entry.error, index));
+      failed = true;
+    }
+    return failed;
+  }
+
+  result(): WriteExecution<R> {
+    const writeErrors = [...this.errors.entries()].sort(([a], [b]) => a - b).map(([index, error]) => ({ index, error }));
+    return { replies: this.replies, writeErrors };
+  }
 }
 
 /** The wire form of any failure; an unexpected one is `INTERNAL`. */
