@@ -8,6 +8,7 @@ import { ChunksController } from './chunks/chunks.controller.js';
 import { CollectionStorageService } from './collections/collection-storage.service.js';
 import { CollectionsController } from './collections/collections.controller.js';
 import { DataController } from './documents/data.controller.js';
+import { CollectionResolver } from './documents/collection-resolver.js';
 import { ShardDataService } from './documents/shard-data.service.js';
 import { IdentityController } from './identity/identity.controller.js';
 import { ShardIdentityService } from './identity/shard-identity.service.js';
@@ -48,6 +49,7 @@ export class ShardModule {
         ShardIdentityService,
         CollectionStorageService,
         ShardingRuntime,
+        CollectionResolver,
         ShardDataService,
         ChunkSizingService,
         SplitVectorService,

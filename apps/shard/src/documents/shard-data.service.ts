@@ -1,16 +1,8 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import {
-  type ChunkVersion,
-  IGNORED_VERSION,
-  TesseraError,
-  UNSHARDED_VERSION,
-  isUnshardedVersion,
-  type ShardKeyPattern,
-} from '@tessera/core';
+import { type ChunkVersion, IGNORED_VERSION } from '@tessera/core';
 import {
   type CountCommand,
   type CreateIndexesCommand,
@@ -45,22 +37,13 @@ import {
   updateCommandSchema,
 } from '@tessera/protocol';
 import { LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
-import { AutoSplitter } from '../chunks/auto-splitter.service.js';
-import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
-import { type OperationKind, type OperationLease, ShardingRuntime } from '../sharding/sharding-runtime.service.js';
-import type { FilteringMetadata } from '../sharding/sharding-state.js';
+import { type OperationKind, ShardingRuntime } from '../sharding/sharding-runtime.service.js';
+import { CollectionResolver, type Versioned } from './collection-resolver.js';
 import { CursorManager } from './cursor-manager.js';
 import { DocumentAggregates } from './document-aggregates.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
 import { DocumentWrites, fromWire } from './document-writes.js';
-import { type IndexedCollection, SecondaryIndexCatalog } from './index-catalog.js';
-import { loadIndexes } from './index-maintenance.js';
-
-interface Versioned {
-  ns: string;
-  shardVersion: ChunkVersion;
-  databaseVersion?: { uuid: string; lastMod: number } | undefined;
-}
+import { SecondaryIndexCatalog } from './index-catalog.js';
 
 const CURSOR_REAP_INTERVAL_MS = 60_000;
 
@@ -77,18 +60,12 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   private readonly writes: DocumentWrites;
   private readonly aggregates: DocumentAggregates;
   private readonly indexes: SecondaryIndexCatalog;
-  /**
-   * The side tables scans may use, by collection table. Index DDL on a collection runs on this
-   * process (each shard owns its database) and forgets the entry, so it is never stale.
-   */
-  private readonly scanIndexes = new Map<string, Promise<Array<{ pattern: ShardKeyPattern; table: string }>>>();
   private reaper: Periodic | undefined;
 
   constructor(
-    private readonly dataSource: DataSource,
-    private readonly storage: CollectionStorageService,
+    dataSource: DataSource,
+    private readonly collections: CollectionResolver,
     private readonly runtime: ShardingRuntime,
-    private readonly autoSplitter: AutoSplitter,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.store = new DocumentStore(dataSource);
@@ -123,7 +100,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   /** Starts a query; a cursor keeps the query's ownership view (and its lease) until it is closed. */
   async find(input: FindCommand): Promise<CursorBatch> {
     const command = parseWith(findCommandSchema, input, 'find command');
-    const resolved = await this.resolve(command, false, 'read');
+    const resolved = await this.collections.resolve(command, false, 'read');
     if (resolved === undefined) return { cursorId: null, documents: [] };
     const request = {
       filter: fromWire(command.filter),
@@ -232,12 +209,12 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
    */
   async createIndexes(input: CreateIndexesCommand): Promise<CreateIndexesResult> {
     const command = parseWith(createIndexesCommandSchema, input, 'createIndexes command');
-    const resolved = (await this.resolve(command, true, 'write'))!;
+    const resolved = (await this.collections.resolve(command, true, 'write'))!;
     try {
-      this.scanIndexes.delete(resolved.handle.table);
+      this.collections.forgetScanIndexes(resolved.handle.table);
       const counts = await this.indexes
         .create(resolved.collection, command.indexes)
-        .finally(() => this.scanIndexes.delete(resolved.handle.table));
+        .finally(() => this.collections.forgetScanIndexes(resolved.handle.table));
       return { ...counts, createdCollectionAutomatically: resolved.created && !resolved.collection.sharded };
     } finally {
       resolved.lease.release();
@@ -247,7 +224,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   /** The collection's indexes here; empty when this shard has no table for it. */
   async listIndexes(input: ListIndexesCommand): Promise<{ indexes: ListedIndex[] }> {
     const command = parseWith(listIndexesCommandSchema, input, 'listIndexes command');
-    const resolved = await this.resolve(command, false, 'read');
+    const resolved = await this.collections.resolve(command, false, 'read');
     if (resolved === undefined) return { indexes: [] };
     try {
       return { indexes: await this.indexes.list(resolved.collection) };
@@ -259,10 +236,12 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   /** Drops a secondary index by name; `nIndexesWas: 0` when this shard has no table for the collection. */
   async dropIndexes(input: DropIndexesCommand): Promise<DropIndexesResult> {
     const command = parseWith(dropIndexesCommandSchema, input, 'dropIndexes command');
-    const resolved = await this.resolve(command, false, 'write');
+    const resolved = await this.collections.resolve(command, false, 'write');
     if (resolved === undefined) return { nIndexesWas: 0 };
     try {
-      return await this.indexes.drop(resolved.collection, command.name).finally(() => this.scanIndexes.delete(resolved.handle.table));
+      return await this.indexes
+        .drop(resolved.collection, command.name)
+        .finally(() => this.collections.forgetScanIndexes(resolved.handle.table));
     } finally {
       resolved.lease.release();
     }
@@ -279,66 +258,6 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     return { shardVersion: (await state.checkShardVersion(ns, IGNORED_VERSION)).shardVersion };
   }
 
-  /**
-   * Admits the command (waiting out a migration's critical section, checking its routing
-   * version) and answers the collection's handle: the table, the shard key and the ownership
-   * view, with the lease the caller releases when it is done with that view. Undefined (and
-   * nothing held) when the collection does not exist here and `create` is false: reads of a
-   * missing collection find nothing.
-   */
-  private async resolve(
-    command: Versioned,
-    create: boolean,
-    kind: OperationKind,
-  ): Promise<{ handle: CollectionHandle; collection: IndexedCollection; created: boolean; lease: OperationLease } | undefined> {
-    const ns = parseWith(namespaceSchema, command.ns, 'namespace');
-    const state = await this.runtime.state();
-    const lease = await this.runtime.enter(ns, kind, async () => {
-      if (isUnshardedVersion(command.shardVersion)) {
-        if (command.databaseVersion === undefined) {
-          throw new TesseraError('BAD_VALUE', `a command on the unsharded collection ${ns} must carry the database version`, {
-            details: { ns },
-          });
-        }
-        await state.checkDatabaseVersion(ns.slice(0, ns.indexOf('.')), command.databaseVersion);
-      }
-      return state.checkShardVersion(ns, isUnshardedVersion(command.shardVersion) ? UNSHARDED_VERSION : command.shardVersion);
-    });
-    try {
-      const resolved = await this.handleOf(ns, lease.metadata, create);
-      if (resolved === undefined) lease.release();
-      return resolved && { ...resolved, lease };
-    } catch (error) {
-      lease.release();
-      throw error;
-    }
-  }
-
-  private async handleOf(ns: string, metadata: FilteringMetadata, create: boolean) {
-    const info = metadata.info;
-    if (info.kind === 'sharded') {
-      const local = await this.storage.localCollection(ns);
-      const exists = local?.uuid === info.uuid;
-      if (!exists && !create) return undefined;
-      if (!exists) await this.storage.createCollection(info.uuid, { ns, keyPattern: info.keyPatternObject });
-      const onWrite = (key: Uint8Array, bytes: number) => this.autoSplitter.noteWrite(ns, metadata, key, bytes);
-      // The stored key pattern, which is the one the stored keys are encoded with: after a refine's
-      // re-key it is already the new one while the cluster's metadata may still name the old one.
-      // Old chunk bounds hold the same keys as the refined ones (the added fields start at MinKey).
-      const pattern = exists ? local.pattern : info.keyPattern;
-      return this.withIndexes({ ns, table: tableName(info.uuid), pattern, owns: metadata.owns, onWrite }, info.uuid, true, !exists);
-    }
-    let local = await this.storage.localCollection(ns);
-    const created = local === undefined;
-    if (local === undefined) {
-      if (!create) return undefined;
-      await this.storage.createCollection(randomUUID(), { ns, keyPattern: { _id: 1 } });
-      local = (await this.storage.localCollection(ns))!;
-    }
-    const handle = { ns, table: tableName(local.uuid), pattern: local.pattern, owns: metadata.owns };
-    return this.withIndexes(handle, local.uuid, false, created);
-  }
-
   /** Runs `work` with the command's handle and releases the lease after; `missing` when the collection is not here. */
   private async withHandle<T>(
     command: Versioned,
@@ -347,26 +266,13 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     missing: () => T,
     work: (handle: CollectionHandle) => Promise<T>,
   ): Promise<T> {
-    const resolved = await this.resolve(command, create, kind);
+    const resolved = await this.collections.resolve(command, create, kind);
     if (resolved === undefined) return missing();
     try {
       return await work(resolved.handle);
     } finally {
       resolved.lease.release();
     }
-  }
-
-  /** Adds the secondary indexes a scan may push its filter down to. */
-  private async withIndexes(handle: CollectionHandle, uuid: string, sharded: boolean, created: boolean) {
-    let loading = this.scanIndexes.get(handle.table);
-    if (loading === undefined) {
-      loading = loadIndexes(this.dataSource.manager, handle.table).then((all) => all.map((i) => ({ pattern: i.pattern, table: i.table })));
-      loading.catch(() => this.scanIndexes.delete(handle.table));
-      this.scanIndexes.set(handle.table, loading);
-    }
-    const indexes = await loading;
-    const withIndexes: CollectionHandle = { ...handle, indexes };
-    return { handle: withIndexes, collection: { uuid, table: handle.table, ns: handle.ns, shardKey: handle.pattern, sharded }, created };
   }
 }
 
