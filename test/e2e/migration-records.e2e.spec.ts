@@ -9,7 +9,7 @@ import { startTestCluster } from './test-cluster.js';
 /**
  * A migration's record on the config server (`active_migrations`) ends with its migration,
  * whichever node fails: the recipient killed while cloning (the donor answers its
- * unreachability), the donor killed (its recovery asks for the decision), the donor unable to
+ * unreachability), the donor killed (its recovery finishes it and tells the config server), the donor unable to
  * reach its config server (it answers before registering anything), and a record no shard runs
  * (the leader's reconciler). After each, the chunk splits again and the recipient drains.
  * The auto-merger leaves a chunk being migrated alone.
@@ -208,7 +208,7 @@ describe('a migration record ends with its migration', () => {
     await expectDrainCompletes('shard1');
   }, 120_000);
 
-  it('when the donor is killed: its recovery asks for the decision, which removes the record', async () => {
+  it('when the donor is killed: its recovery finishes it by its decision and says so, which removes the record', async () => {
     const ns = `${DB}.donorKilled`;
     await collection(ns);
     const moving = errorOf(config.moveRange({ ns, min: { x: { $minKey: 1 } }, toShard: 'shard2' }));

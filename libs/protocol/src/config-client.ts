@@ -183,6 +183,14 @@ export class ConfigClient {
     return this.http.call('POST', '/internal/migrations/decide', { migrationId });
   }
 
+  /**
+   * Says that this donor has finished migration `migrationId` by its decision (its recovery after
+   * a restart, which no caller waits for): the config server's record of it goes.
+   */
+  migrationEnded(migrationId: string): Promise<{ ok: 1 }> {
+    return this.http.call('POST', '/internal/migrations/ended', { migrationId });
+  }
+
   /** Records a changelog entry a shard reports (migration phases and progress, range deletions). */
   reportChangelog(entry: { what: string; ns?: string; shard?: string; details?: Record<string, unknown> }): Promise<{ ok: 1 }> {
     return this.http.call('POST', '/internal/changelog', entry);

@@ -62,8 +62,8 @@ const SELECT_RECORDS = `SELECT a.id, a.ns, a.collection_uuid, a.min, a.max, a.mi
  * without one).
  *
  * Invariant: a record goes only once its migration can no longer commit: after its donor
- * answered (it ran the migration to its end, or never ran it), or together with a recorded
- * decision (`settle`). A decision stays unless its donor answered success: a donor that
+ * answered (it ran the migration to its end, or never ran it) or said it finished it (`remove`),
+ * or together with a recorded decision (`settle`). A decision stays unless its donor answered success: a donor that
  * restarts without knowing its decision asks for it (`decide`), and must never be told `aborted`
  * for a commit that landed.
  */
@@ -130,9 +130,16 @@ export class ActiveMigrationStore {
     return rows.map(recordOfRow);
   }
 
-  /** Drops a record whose donor answered: its migration has ended there. */
-  async remove(id: string): Promise<void> {
-    await this.dataSource.query('DELETE FROM active_migrations WHERE id = $1', [id]);
+  /** Drops a record whose donor answered or said it finished: its migration has ended there. Answers whether one went. */
+  async remove(id: string): Promise<boolean> {
+    return (await queryRows(this.dataSource, 'DELETE FROM active_migrations WHERE id = $1 RETURNING id', [id])).length > 0;
+  }
+
+  /** The decision of migration `id`, recording `aborted` when none was made, so a commit still in flight can no longer land. */
+  async decide(db: Queryable, id: string): Promise<MigrationDecision> {
+    await db.query(`INSERT INTO migration_decisions (id, decision) VALUES ($1, 'aborted') ON CONFLICT (id) DO NOTHING`, [id]);
+    const [row] = await queryRows<{ decision: MigrationDecision }>(db, 'SELECT decision FROM migration_decisions WHERE id = $1', [id]);
+    return row!.decision;
   }
 
   /** Drops a record and its decision once its donor answered success: nobody will ask for the decision. */
@@ -171,10 +178,9 @@ export class ActiveMigrationStore {
    * Answers the decision and whether a record was dropped.
    */
   async settle(db: Queryable, id: string): Promise<{ decision: MigrationDecision; removed: boolean }> {
-    await db.query(`INSERT INTO migration_decisions (id, decision) VALUES ($1, 'aborted') ON CONFLICT (id) DO NOTHING`, [id]);
-    const [row] = await queryRows<{ decision: MigrationDecision }>(db, 'SELECT decision FROM migration_decisions WHERE id = $1', [id]);
+    const decision = await this.decide(db, id);
     const removed = await queryRows(db, 'DELETE FROM active_migrations WHERE id = $1 RETURNING id', [id]);
-    return { decision: row!.decision, removed: removed.length > 0 };
+    return { decision, removed: removed.length > 0 };
   }
 }
 

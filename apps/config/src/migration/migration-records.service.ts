@@ -19,8 +19,8 @@ const DRAIN_LOG_MS = 10_000;
 /**
  * Keeps every migration record tied to a live migration. A record normally goes when its donor
  * answers `moveRange`; this service ends the others:
- * - `decide`: a donor recovering a migration, or unsure of its commit, asks for the decision;
- *   the decision is final, so the record goes with the answer.
+ * - `ended`: a donor's recovery, which no `moveRange` caller waits for, says it has finished a
+ *   migration by its decision (asked for with `decide`, which records `aborted` if none was made).
  * - `reconcile`, on the leader every `TESSERA_MIGRATION_RECONCILE_INTERVAL_MS`: a record older
  *   than `TESSERA_MIGRATION_RECORD_GRACE_MS` that neither its donor nor its recipient runs or
  *   remembers (both answer, and neither has it registered) is settled: `aborted` is recorded
@@ -67,12 +67,20 @@ export class MigrationRecordsService implements LeaderOnlyService, OnModuleInit,
     this.loop?.stop();
   }
 
-  /** The decision of a migration, recording `aborted` when none was made; the record goes with it. */
+  /**
+   * The decision of a migration, recording `aborted` when none was made. The record stays: the
+   * donor still finishes the migration by it (a DDL that stopped migrations waits for that).
+   */
   async decide(input: unknown): Promise<{ decision: MigrationDecision }> {
     const { migrationId } = parseWith(decideMigrationRequestSchema, input, 'decideMigration request');
-    const { decision, removed } = await this.dataSource.transaction((manager) => this.store.settle(manager, migrationId));
-    if (removed) this.logger.info({ migrationId, decision }, `migration ${migrationId} decided (${decision}) at its donor's request`);
-    return { decision };
+    return { decision: await this.store.decide(this.dataSource, migrationId) };
+  }
+
+  /** A donor's recovery finished migration `migrationId` by its decision: its record goes. */
+  async ended(input: unknown): Promise<{ ok: 1 }> {
+    const { migrationId } = parseWith(decideMigrationRequestSchema, input, 'migrationEnded request');
+    if (await this.store.remove(migrationId)) this.logger.info({ migrationId }, `migration ${migrationId} ended in its donor's recovery`);
+    return { ok: 1 };
   }
 
   /** Settles every record past its grace period that no shard runs; answers how many went. */

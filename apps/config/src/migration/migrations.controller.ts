@@ -25,6 +25,12 @@ export class MigrationsController {
     return this.migrations.moveChunk(body as never);
   }
 
+  @Post('ended')
+  @HttpCode(200)
+  ended(@Body() body: unknown): Promise<{ ok: 1 }> {
+    return this.records.ended(body);
+  }
+
   @Post('decide')
   @HttpCode(200)
   decide(@Body() body: unknown): Promise<{ decision: MigrationDecision }> {

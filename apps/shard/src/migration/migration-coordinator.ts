@@ -99,6 +99,21 @@ export class MigrationCoordinator implements OnApplicationShutdown {
   }
 
   /**
+   * Tells the config server that this side finished migration `migrationId`, once: should the
+   * message be lost, the config server's reconciler finds that no shard runs it.
+   */
+  async endOnConfig(migrationId: string): Promise<void> {
+    try {
+      await (await this.peers.config()).migrationEnded(migrationId);
+    } catch (error) {
+      this.logger.info(
+        { err: error, migrationId },
+        `could not tell the config server that migration ${migrationId} ended: ${(error as Error).message}`,
+      );
+    }
+  }
+
+  /**
    * Ends a migration by its decision, on both sides, in the reference's order: records the
    * decision; refreshes this shard's metadata and leaves the critical section; then, committed,
    * the recipient forgets its range deletion and this side's becomes ready, or, aborted, this

@@ -11,7 +11,7 @@ import { MigrationReporter } from './migration-reporter.js';
 /**
  * The donor's recovery after a restart (MongoDB's migration recovery on step-up): every
  * coordinator document found is finished by its decision, asking the config server when none
- * was recorded; then the leftovers of a crash before a coordinator document was written (a
+ * was recorded, and the config server is told, so its record of the migration goes; then the leftovers of a crash before a coordinator document was written (a
  * registration, capture triggers) go.
  */
 @Injectable()
@@ -68,6 +68,7 @@ export class MigrationRecovery implements OnApplicationBootstrap, OnApplicationS
         sections.delete(document.ns);
         await this.coordinator.finish(document, decision, section, performance.now());
         this.reporter.report({ what: 'moveChunk.recovered', ns: document.ns, details: { migrationId: document.id, decision } });
+        await this.coordinator.endOnConfig(document.id);
       }
       await this.registry.unregisterStrayDonor();
       await this.cloner.dropStrayCaptures();
