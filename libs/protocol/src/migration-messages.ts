@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { REPORTED_DONOR_PHASES, TesseraError } from '@tessera/core';
 import { wireChunkRangeSchema } from './catalog-messages.js';
 import { indexSpecSchema } from './data-messages.js';
 import { keyPatternSchema, namespaceSchema, nodeUrlSchema, shardNameSchema } from './messages.js';
@@ -39,17 +40,17 @@ export const moveChunkRequestSchema = z
   .refine((r) => (r.find === undefined) !== (r.bounds === undefined), { message: 'give exactly one of find and bounds' });
 export type MoveChunkRequest = z.input<typeof moveChunkRequestSchema>;
 
-/** The phases a migration goes through, in order, as the donor reports them. */
-export const MIGRATION_PHASES = [
-  'registered',
-  'cloning',
-  'steady',
-  'criticalSection',
-  'recipientCommitted',
-  'committed',
-  'released',
-  'rangeDeletionScheduled',
-] as const;
+/**
+ * The migration whose range refused a split or merge: the id a commit's `CONFLICTING_OPERATION`
+ * with `problem: 'migrating'` names; undefined for any other error.
+ */
+export function migrationHolding(error: unknown): string | undefined {
+  if (!(error instanceof TesseraError) || error.details?.problem !== 'migrating') return undefined;
+  return typeof error.details.migrationId === 'string' ? error.details.migrationId : undefined;
+}
+
+/** The phases a migration goes through, in order, as the donor reports them (its phase machine's). */
+export const MIGRATION_PHASES = REPORTED_DONOR_PHASES;
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number] | 'aborted';
 
 export interface MoveRangeResult {

@@ -20,7 +20,7 @@ import {
   rangesOverlap,
   selectAutoMergeActions,
 } from '@tessera/core';
-import { type ClusterSettings, type PlacementReason, chunkRangeToWire } from '@tessera/protocol';
+import { type ClusterSettings, type PlacementReason, chunkRangeToWire, migrationHolding } from '@tessera/protocol';
 import { InternalClients, LOGGER, SETTINGS } from '@tessera/platform';
 import type { CollectionRow } from '../catalog/catalog-rows.js';
 import { MetadataCommitService } from '../catalog/metadata-commit.service.js';
@@ -315,10 +315,4 @@ export class BalancerSecondaryService implements OnApplicationShutdown {
       }
     }
   }
-}
-
-/** The migration whose range refused a split or merge (`CONFLICTING_OPERATION`, problem `migrating`). */
-function migrationHolding(error: unknown): string | undefined {
-  if (!(error instanceof TesseraError) || error.details?.problem !== 'migrating') return undefined;
-  return typeof error.details.migrationId === 'string' ? error.details.migrationId : undefined;
 }

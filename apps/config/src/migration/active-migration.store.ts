@@ -20,20 +20,10 @@ export interface MigrationRecord {
   startedAt: Date;
 }
 
-/** What `register` writes. */
-export interface NewMigrationRecord {
-  id: string;
-  ns: string;
-  collectionUuid: string;
-  min: Buffer;
-  max: Buffer;
-  minEjson: string;
-  maxEjson: string;
-  donor: string;
-  recipient: string;
+/** What `register` writes: the record without what the database and the shard registry add, with the request's options. */
+export interface NewMigrationRecord extends Omit<MigrationRecord, 'donorUrl' | 'recipientUrl' | 'startedAt'> {
   forceJumbo: boolean;
   waitForDelete: boolean;
-  reason: string | null;
 }
 
 interface RecordRow {

@@ -6,6 +6,7 @@ import {
   DEFAULT_CLUSTER_SETTINGS,
   type WireChunk,
   chunkRangeToWire,
+  migrationHolding,
   shardKeyFromWire,
   shardKeyToWire,
 } from '@tessera/protocol';
@@ -88,11 +89,11 @@ export class AutoSplitter {
       .catch((error: unknown) => {
         // A write noted under an older view can name a chunk that has been split or moved since.
         const changed = error instanceof TesseraError && ['BAD_VALUE', 'STALE_EPOCH', 'NAMESPACE_NOT_FOUND'].includes(error.code);
-        const migrationId = error instanceof TesseraError && error.details?.problem === 'migrating' ? error.details.migrationId : undefined;
+        const migrationId = migrationHolding(error);
         if (changed) this.logger.debug({ ns }, `skipped an auto-split of ${ns}: the chunk changed since the write`);
         // Tested again once another fifth of the max chunk size is written to it.
         else if (migrationId !== undefined)
-          this.logger.info({ ns, migrationId }, `an auto-split of ${ns} waits: migration ${String(migrationId)} holds the chunk`);
+          this.logger.info({ ns, migrationId }, `an auto-split of ${ns} waits: migration ${migrationId} holds the chunk`);
         else this.logger.warn({ err: error, ns }, `auto-split of a chunk of ${ns} failed: ${(error as Error).message}`);
       })
       .finally(() => {
