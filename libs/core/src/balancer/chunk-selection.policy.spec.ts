@@ -64,6 +64,22 @@ describe('selectMigrations on data size', () => {
     expect(moves(selectMigrations(shards, [coll], dataSize))).toEqual(['A->C:imbalance']);
   });
 
+  it("weighs chunks with no size by their shard's reported bytes, so a zone of unsized chunks is balanced", () => {
+    // Chunks are sized only by defragmentation: the shards report their bytes, the chunks have none.
+    const unsized = (shard: string, chunks: number): ChunkRun => ({ shard, chunks });
+    const coll = collection([unsized('A', 10)], { zones: [zone('EU', 0, 10)], shardDataSizeBytes: { A: 10 * MAX, B: 0 } });
+    const result = selectMigrations([active('A', ['EU']), active('B', ['EU'])], [coll], dataSize);
+    expect(moves(result)).toEqual(['A->B:imbalance']);
+    expect(result.migrations[0]?.estimatedSizeBytes).toBe(MAX);
+  });
+
+  it('sends a drained chunk to the emptiest shard of those equally loaded in its zone', () => {
+    // Outside the zone B and C hold nothing; B holds EU data, C nothing at all.
+    const shards = [active('A'), active('B', ['EU']), active('C'), draining('D')];
+    const coll = collection([run('A', 10), run('B', 4), run('D', 2)], { zones: [zone('EU', 10, 14)] });
+    expect(moves(selectMigrations(shards, [coll], dataSize))).toEqual(['D->C:drain', 'A->B:imbalance']);
+  });
+
   it('puts each shard in at most one migration per round', () => {
     const shards = [active('A'), active('B'), active('C'), active('D'), active('E')];
     const result = selectMigrations(shards, [collection([run('A', 20), run('B', 20)])], dataSize);

@@ -183,8 +183,7 @@ function balanceZone(status: DistributionStatus, members: readonly ShardStatisti
     if (!shouldMove(status, from, status.loadOf(to, zone), zoneChunks, members.length)) break;
     // A chunk at least as large as the difference would only swap the roles of the two shards.
     const gap = from - status.loadOf(to, zone);
-    const fits = (i: number): boolean =>
-      status.zoneOf[i] === zone && (status.isCountMode || (status.chunkAt(i).estimatedSizeBytes ?? 0) < gap);
+    const fits = (i: number): boolean => status.zoneOf[i] === zone && (status.isCountMode || status.sizeOf(i) < gap);
     if (!status.moveOneOf(status.byShard.get(donor.id) ?? [], 'imbalance', fits, to)) exhausted.add(donor.id);
   }
 }

@@ -31,6 +31,8 @@ export class DistributionStatus {
   jumboChunksSkipped = 0;
   /** Load per zone and shard: chunks in count modes, bytes in data-size mode. */
   private readonly loads = new Map<string, Map<ShardId, number>>();
+  /** What a chunk of a shard weighs when it has no size estimate (see `sizeOf`). */
+  private readonly unknownChunkBytes: ReadonlyMap<ShardId, number> = new Map();
 
   /** `busy` and `out` are shared by every collection of the round, and changed as migrations are chosen. */
   constructor(
@@ -49,8 +51,9 @@ export class DistributionStatus {
     });
     this.enabled = collection.balancingEnabled !== false;
     this.isCountMode = settings.mode !== 'dataSize';
+    this.unknownChunkBytes = unknownChunkBytesOf(this.chunks, collection.shardDataSizeBytes ?? {});
+    this.chunks.forEach((c, i) => this.addLoad(this.zoneOf[i] as string, c.shard, this.weight(i)));
     // In data-size mode without zones the shards' reported sizes count, not the chunks' estimates.
-    this.chunks.forEach((c, i) => this.addLoad(this.zoneOf[i] as string, c.shard, this.weight(c)));
     if (!this.isCountMode && collection.zones.length === 0) {
       for (const [shard, size] of Object.entries(collection.shardDataSizeBytes ?? {}))
         this.addLoad(NO_ZONE, shard, size - this.loadOf(shard, NO_ZONE));
@@ -60,6 +63,23 @@ export class DistributionStatus {
   /** The load of `shard` in `zone`: chunks in count modes, bytes in data-size mode. */
   loadOf(shard: ShardId, zone: string): number {
     return this.loads.get(zone)?.get(shard) ?? 0;
+  }
+
+  /** The load of `shard` over every zone. */
+  totalLoadOf(shard: ShardId): number {
+    let total = 0;
+    for (const perShard of this.loads.values()) total += perShard.get(shard) ?? 0;
+    return total;
+  }
+
+  /**
+   * The bytes of the `i`-th chunk as the data-size policy counts them: its estimate, else an equal
+   * share of what its shard reports beyond its other chunks' estimates (only defragmentation
+   * sizes chunks, so most have no estimate).
+   */
+  sizeOf(i: number): number {
+    const chunk = this.chunkAt(i);
+    return chunk.estimatedSizeBytes ?? this.unknownChunkBytes.get(chunk.shard) ?? 0;
   }
 
   /** The `i`-th chunk in key order. */
@@ -72,13 +92,17 @@ export class DistributionStatus {
     this.violation ??= violation;
   }
 
-  /** The least loaded shard that may receive a chunk of `zone` from `donor` now, if any. */
+  /**
+   * The least loaded shard in `zone` that may receive a chunk of it from `donor` now, if any; of
+   * shards equally loaded in the zone, the least loaded over all zones (an empty new shard before
+   * one that holds only other zones' data).
+   */
   leastLoadedRecipient(zone: string, donor: ShardId): ShardId | undefined {
-    return pickBy(
-      this.shards.filter((s) => s.state === 'active' && s.id !== donor && !this.busy.has(s.id) && isInZone(s, zone)),
-      (s) => this.loadOf(s.id, zone),
-      'min',
-    )?.id;
+    const candidates = this.shards.filter((s) => s.state === 'active' && s.id !== donor && !this.busy.has(s.id) && isInZone(s, zone));
+    const least = pickBy(candidates, (s) => this.loadOf(s.id, zone), 'min');
+    if (least === undefined) return undefined;
+    const tied = candidates.filter((s) => this.loadOf(s.id, zone) === this.loadOf(least.id, zone));
+    return pickBy(tied, (s) => this.totalLoadOf(s.id), 'min')?.id;
   }
 
   /**
@@ -104,23 +128,24 @@ export class DistributionStatus {
 
   private choose(i: number, to: ShardId, reason: MigrationReason): void {
     const chunk = this.chunkAt(i);
+    const size = chunk.estimatedSizeBytes ?? this.unknownChunkBytes.get(chunk.shard);
     this.out.push({
       namespace: this.collection.namespace,
       range: chunk.range,
       from: chunk.shard,
       to,
       reason,
-      ...(chunk.estimatedSizeBytes === undefined ? {} : { estimatedSizeBytes: chunk.estimatedSizeBytes }),
+      ...(size === undefined ? {} : { estimatedSizeBytes: size }),
     });
     this.busy.add(chunk.shard);
     this.busy.add(to);
     const zone = this.zoneOf[i] as string;
-    this.addLoad(zone, chunk.shard, -this.weight(chunk));
-    this.addLoad(zone, to, this.weight(chunk));
+    this.addLoad(zone, chunk.shard, -this.weight(i));
+    this.addLoad(zone, to, this.weight(i));
   }
 
-  private weight(c: SizedChunk): number {
-    return this.isCountMode ? 1 : (c.estimatedSizeBytes ?? 0);
+  private weight(i: number): number {
+    return this.isCountMode ? 1 : this.sizeOf(i);
   }
 
   private addLoad(zone: string, shard: ShardId, amount: number): void {
@@ -152,4 +177,22 @@ export function pickBy(
     }
   }
   return best;
+}
+
+/**
+ * What a chunk without a size estimate weighs on each shard: an equal share (in whole bytes) of
+ * what the shard reports for the collection beyond the estimates of its other chunks.
+ */
+export function unknownChunkBytesOf(
+  chunks: readonly SizedChunk[],
+  shardDataSizeBytes: Readonly<Record<ShardId, number>>,
+): Map<ShardId, number> {
+  const shares = new Map<ShardId, number>();
+  for (const [shard, size] of Object.entries(shardDataSizeBytes)) {
+    const own = chunks.filter((c) => c.shard === shard);
+    const unknown = own.filter((c) => c.estimatedSizeBytes === undefined).length;
+    const known = own.reduce((n, c) => n + (c.estimatedSizeBytes ?? 0), 0);
+    if (unknown > 0) shares.set(shard, Math.floor(Math.max(0, size - known) / unknown));
+  }
+  return shares;
 }
