@@ -23,6 +23,7 @@ import type { DefragmentationAction, DefragmentationOutcome, DefragmentationStat
 import { nextDefragmentationActions, onDefragmentationOutcome, startDefragmentation } from './defragmentation.machine.js';
 import type { BalancingMode } from './balancer-settings.js';
 import type { CollectionDistribution, MigrationPlan, ShardStatistics, SplitPlan } from './distribution.js';
+import { unknownChunkBytesOf } from './distribution-status.js';
 import { decideOnSplitVector, isTooBigToMove } from './jumbo.js';
 import type { Random } from './seeded-random.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
@@ -43,7 +44,10 @@ export function simulateBalancing(scenario: SimulationScenario): SimulationRepor
 /** A recorded snapshot of one collection, as the simulator's starting state. */
 export interface RecordedCollectionSnapshot {
   readonly shards: readonly ShardStatistics[];
-  /** Its chunks (with their sizes: each shard's bytes are the sum of its chunks'), zones and max chunk size. */
+  /**
+   * Its chunks, zones and max chunk size; each shard's bytes are the sum of its chunks' sizes, or
+   * the recorded `shardDataSizeBytes`, shared among the chunks with no size as the policy shares them.
+   */
   readonly collection: CollectionDistribution;
   readonly mode?: BalancingMode;
 }
@@ -57,7 +61,12 @@ export interface SimulatedRound {
 
 /** Runs the simulator's first main-thread round from `recorded` and answers what it issued. */
 export function simulateFirstRound(recorded: RecordedCollectionSnapshot): SimulatedRound {
-  const { namespace, chunks, zones, maxChunkSizeBytes } = recorded.collection;
+  const { namespace, zones, maxChunkSizeBytes, shardDataSizeBytes } = recorded.collection;
+  const shares = unknownChunkBytesOf(recorded.collection.chunks, shardDataSizeBytes ?? {});
+  const chunks = recorded.collection.chunks.map((c) => {
+    const share = c.estimatedSizeBytes === undefined ? shares.get(c.shard) : undefined;
+    return share === undefined ? c : { ...c, estimatedSizeBytes: share };
+  });
   const scenario: SimulationScenario = {
     name: namespace,
     seed: 0,
