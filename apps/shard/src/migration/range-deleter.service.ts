@@ -109,6 +109,8 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
     while (!this.stopped) {
       let task: RangeDeletionRow | undefined;
       try {
+        // Each round, so right after a task ends too: outside the task, whose report a failure to
+        // count would otherwise lose.
         await this.refreshGauge();
         task = await this.store.nextReady();
         if (task !== undefined) await this.runTask(task);
@@ -140,7 +142,6 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
     }
     await this.store.remove(task.id);
     this.settle(task.id);
-    await this.refreshGauge();
     const details = {
       min: JSON.parse(task.min_ejson) as unknown,
       max: JSON.parse(task.max_ejson) as unknown,
