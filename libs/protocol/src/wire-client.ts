@@ -1,5 +1,5 @@
 import { constants as bufferConstants } from 'node:buffer';
-import { request as httpRequest } from 'node:http';
+import { type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import { TesseraError } from '@tessera/core';
 import { signRequest } from './cluster-auth.js';
@@ -204,60 +204,23 @@ export class WireConnection {
     link.socket.write(encodeFrame({ id, method: PING, path: WIRE_PATH, headers: {} }, ''));
   }
 
+  /**
+   * Opens the connection with an upgrade request; each request waiting for it shares the outcome.
+   * Within `connectTimeoutMs` or not at all: the opening then fails with `NETWORK_TIMEOUT`.
+   */
   private open(): Promise<Opened> {
     const origin = this.url.origin;
     const timeoutMs = this.options.connectTimeoutMs ?? 5_000;
-    const fallback = (reason: string): Opened => {
-      this.httpUntil = this.now() + HTTP_FALLBACK_MS;
-      this.options.onFallback?.(origin, reason);
-      return { fallback: reason };
-    };
     let deadline: NodeJS.Timeout | undefined;
     return new Promise<Opened>((resolve) => {
-      const upgrade = httpRequest({
-        // An IPv6 literal's brackets belong to the URL, not to the address.
-        host: this.url.hostname.replace(/^\[(.*)\]$/, '$1'),
-        port: this.url.port === '' ? 80 : Number(this.url.port),
-        method: 'GET',
-        path: WIRE_PATH,
-        agent: false,
-        headers: {
-          connection: 'Upgrade',
-          upgrade: WIRE_PROTOCOL,
-          ...signRequest(this.options.clusterKey, 'GET', WIRE_PATH, '', this.now()),
-        },
-      });
+      const upgrade = this.requestUpgrade();
       // Until the opening settles: a refusal's body that never ends must not hold it either.
       deadline = setTimeout(() => {
         upgrade.destroy();
         resolve({ error: (where) => networkTimeout(where, origin, timeoutMs) });
       }, timeoutMs);
-      upgrade.on('upgrade', (response, socket, head) => {
-        if (response.headers.upgrade?.toLowerCase() !== WIRE_PROTOCOL) {
-          socket.destroy();
-          resolve(fallback(`the upgrade was answered with ${response.headers.upgrade ?? 'no protocol'}, not ${WIRE_PROTOCOL}`));
-          return;
-        }
-        const link = this.attach(socket, head);
-        if (this.closing) socket.destroy();
-        resolve({ link });
-      });
-      upgrade.on('response', (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => chunks.push(chunk));
-        response.on('end', () => {
-          const error = errorOfAnswer(Buffer.concat(chunks).toString('utf8'), origin);
-          // A node shutting down refuses its wire as it refuses HTTP requests; any other refusal
-          // says the node does not take the wire, and HTTP will get the request's own answer.
-          if (error?.code === 'SHUTDOWN_IN_PROGRESS')
-            resolve({ error: (where) => new TesseraError(error.code, `${where}: ${error.message}`, { answeredBy: origin }) });
-          else
-            resolve(
-              fallback(`the upgrade to ${WIRE_PROTOCOL} was answered HTTP ${response.statusCode ?? 0}${error ? `: ${error.message}` : ''}`),
-            );
-        });
-        response.on('error', (error) => resolve({ error: (where) => hostUnreachable(where, origin, error.message, error) }));
-      });
+      upgrade.on('upgrade', (response, socket, head) => resolve(this.takeUpgraded(response, socket, head)));
+      upgrade.on('response', (response) => this.readRefusal(response, resolve));
       upgrade.on('error', (error: Error & { code?: string }) => {
         resolve({ error: (where) => hostUnreachable(where, origin, error.code ?? error.message, error) });
       });
@@ -266,6 +229,65 @@ export class WireConnection {
       clearTimeout(deadline);
       this.opening = undefined;
     });
+  }
+
+  /** The signed `GET` on the node's own port that asks to upgrade to the wire; not sent until ended. */
+  private requestUpgrade(): ClientRequest {
+    return httpRequest({
+      // An IPv6 literal's brackets belong to the URL, not to the address.
+      host: this.url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: this.url.port === '' ? 80 : Number(this.url.port),
+      method: 'GET',
+      path: WIRE_PATH,
+      agent: false,
+      headers: {
+        connection: 'Upgrade',
+        upgrade: WIRE_PROTOCOL,
+        ...signRequest(this.options.clusterKey, 'GET', WIRE_PATH, '', this.now()),
+      },
+    });
+  }
+
+  /**
+   * An upgrade answered: the socket becomes the link (closed at once if the connection is closing
+   * meanwhile) when the node switched to the wire's protocol; the node goes over HTTP otherwise.
+   */
+  private takeUpgraded(response: IncomingMessage, socket: Socket, head: Buffer): Opened {
+    if (response.headers.upgrade?.toLowerCase() !== WIRE_PROTOCOL) {
+      socket.destroy();
+      return this.fallBackToHttp(`the upgrade was answered with ${response.headers.upgrade ?? 'no protocol'}, not ${WIRE_PROTOCOL}`);
+    }
+    const link = this.attach(socket, head);
+    if (this.closing) socket.destroy();
+    return { link };
+  }
+
+  /** An upgrade refused with an HTTP answer: reads it to its end and resolves the opening with what it says. */
+  private readRefusal(response: IncomingMessage, resolve: (opened: Opened) => void): void {
+    const origin = this.url.origin;
+    const chunks: Buffer[] = [];
+    response.on('data', (chunk: Buffer) => chunks.push(chunk));
+    response.on('end', () => {
+      const error = errorOfAnswer(Buffer.concat(chunks).toString('utf8'), origin);
+      // A node shutting down refuses its wire as it refuses HTTP requests; any other refusal
+      // says the node does not take the wire, and HTTP will get the request's own answer.
+      if (error?.code === 'SHUTDOWN_IN_PROGRESS')
+        resolve({ error: (where) => new TesseraError(error.code, `${where}: ${error.message}`, { answeredBy: origin }) });
+      else
+        resolve(
+          this.fallBackToHttp(
+            `the upgrade to ${WIRE_PROTOCOL} was answered HTTP ${response.statusCode ?? 0}${error ? `: ${error.message}` : ''}`,
+          ),
+        );
+    });
+    response.on('error', (error) => resolve({ error: (where) => hostUnreachable(where, origin, error.message, error) }));
+  }
+
+  /** Sends the node's requests over HTTP for `HTTP_FALLBACK_MS`, and says why. */
+  private fallBackToHttp(reason: string): Opened {
+    this.httpUntil = this.now() + HTTP_FALLBACK_MS;
+    this.options.onFallback?.(this.url.origin, reason);
+    return { fallback: reason };
   }
 
   private attach(socket: Socket, head: Buffer): Link {

@@ -145,71 +145,29 @@ export class CursorManager {
     return { cursorId: id, documents };
   }
 
+  /** A cursor without a sort: the table in `_id` order, a page at a time. */
   private streamingCursor(
     handle: CollectionHandle,
-    where: { sql: string; params: unknown[]; pointQuery: boolean },
+    where: ScanConditions,
     accept: (row: StoredRow) => ValueObject | undefined,
     skip: number,
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
     sizeOf: SizeOf,
   ): Cursor {
-    let after: Buffer | null = null;
-    let toSkip = skip;
-    let remaining = limit ?? Infinity;
-    let done = false;
+    const stream: StreamPosition = { after: null, toSkip: skip, remaining: limit ?? Infinity, done: false };
     const { dataSource, maxBatchBytes } = this;
+    const returning: RowsToBatch = { accept, project, sizeOf, maxBatchBytes };
     return {
       lastUsed: this.now(),
       async next(count) {
-        const documents: unknown[] = [];
-        let bytes = 0;
-        let full = false;
-        while (!done && !full && documents.length < count && remaining > 0) {
-          // The first page has no lower bound on `id`: an `id > ''` condition would make Postgres
-          // read the whole primary key index alongside a narrow shard key range.
-          const params = after === null ? where.params : [...where.params, after];
-          const resume = after === null ? '' : ` AND id > $${params.length}`;
-          // A point query's first page is a named statement, parsed and planned once per connection.
-          // Its LIMIT is written out: with a parameter there, the plan made for any key assumes a
-          // limit of a tenth of the table and can walk the whole primary key in `id` order.
-          // A page ends too after the row that reaches a batch's bytes, so that large documents
-          // past it are not read (nor their TOASTed text fetched) only to be read again.
-          const { rows } = await poolStatement<StoredRow & { id: Buffer; page_rows: string }>(dataSource, {
-            ...(where.pointQuery && after === null ? { name: `find_${handle.table}` } : {}),
-            text:
-              `SELECT id, shard_key, doc, size, page_rows FROM (` +
-              `SELECT *, sum(size) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - size AS before, count(*) OVER () AS page_rows FROM (` +
-              `SELECT id, shard_key, doc, size FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}` +
-              `) AS page) AS sized WHERE before < ${maxBatchBytes} ORDER BY id`,
-            values: params,
-          });
-          // Rows after the last one taken are read again by the next page, which starts after it.
-          let taken = 0;
-          for (const row of rows) {
-            const document = accept(row);
-            const returned = document !== undefined && toSkip === 0;
-            const projected = returned ? project(document) : undefined;
-            const size = projected === undefined ? 0 : sizeOf(projected, row.size);
-            if (returned && documents.length > 0 && bytes + size > maxBatchBytes) {
-              full = true;
-              break;
-            }
-            after = row.id;
-            taken++;
-            if (projected === undefined) {
-              if (document !== undefined) toSkip--;
-              continue;
-            }
-            documents.push(toExtendedJsonObject(projected));
-            bytes += size;
-            remaining--;
-            if (documents.length >= count || remaining <= 0) break;
-          }
-          const pageRows = rows.length === 0 ? 0 : Number(rows[0]!.page_rows);
-          done = pageRows < PAGE_ROWS && rows.length === pageRows && taken === rows.length;
+        const batch: BatchInProgress = { documents: [], bytes: 0, full: false };
+        while (!stream.done && !batch.full && batch.documents.length < count && stream.remaining > 0) {
+          const rows = await readPage(dataSource, handle, where, stream.after, maxBatchBytes);
+          const taken = takeRows(rows, stream, batch, count, returning);
+          stream.done = isLastPage(rows, taken);
         }
-        return { documents, exhausted: done || remaining <= 0 };
+        return { documents: batch.documents, exhausted: stream.done || stream.remaining <= 0 };
       },
     };
   }
@@ -264,6 +222,110 @@ interface StoredRow {
   shard_key: Buffer;
   doc: unknown;
   size: number;
+}
+
+/** The SQL conditions of a scan (`scanConditions`), `pointQuery` when they are one shard key equality. */
+type ScanConditions = ReturnType<typeof scanConditions>;
+
+/** A page's row: a stored row with its `id`, and how many rows the page held before the cut at a batch's bytes. */
+type PageRow = StoredRow & { id: Buffer; page_rows: string };
+
+/** Where a streaming cursor is in the table, kept from one batch to the next. */
+interface StreamPosition {
+  /** The `id` of the last row taken; null before the first. The next page starts after it. */
+  after: Buffer | null;
+  /** Matching documents still to skip. */
+  toSkip: number;
+  /** Documents still to return under the limit. */
+  remaining: number;
+  /** True once the last page was read and taken to its end. */
+  done: boolean;
+}
+
+/** The batch a `next` call is filling. */
+interface BatchInProgress {
+  documents: unknown[];
+  bytes: number;
+  /** True once the next document would take the batch past its bytes. */
+  full: boolean;
+}
+
+/** What turns a row into a returned document, and the most bytes a batch holds. */
+interface RowsToBatch {
+  accept: (row: StoredRow) => ValueObject | undefined;
+  project: (document: ValueObject) => ValueObject;
+  sizeOf: SizeOf;
+  maxBatchBytes: number;
+}
+
+/**
+ * Reads the next page of the table's rows matching `where`, in `id` order after `after` (from the
+ * start when null): at most `PAGE_ROWS` rows, and none past the row that reaches `maxBatchBytes`.
+ */
+async function readPage(
+  dataSource: DataSource,
+  handle: CollectionHandle,
+  where: ScanConditions,
+  after: Buffer | null,
+  maxBatchBytes: number,
+): Promise<PageRow[]> {
+  // The first page has no lower bound on `id`: an `id > ''` condition would make Postgres
+  // read the whole primary key index alongside a narrow shard key range.
+  const params = after === null ? where.params : [...where.params, after];
+  const resume = after === null ? '' : ` AND id > $${params.length}`;
+  // A point query's first page is a named statement, parsed and planned once per connection.
+  // Its LIMIT is written out: with a parameter there, the plan made for any key assumes a
+  // limit of a tenth of the table and can walk the whole primary key in `id` order.
+  // A page ends too after the row that reaches a batch's bytes, so that large documents
+  // past it are not read (nor their TOASTed text fetched) only to be read again.
+  const { rows } = await poolStatement<PageRow>(dataSource, {
+    ...(where.pointQuery && after === null ? { name: `find_${handle.table}` } : {}),
+    text:
+      `SELECT id, shard_key, doc, size, page_rows FROM (` +
+      `SELECT *, sum(size) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - size AS before, count(*) OVER () AS page_rows FROM (` +
+      `SELECT id, shard_key, doc, size FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}` +
+      `) AS page) AS sized WHERE before < ${maxBatchBytes} ORDER BY id`,
+    values: params,
+  });
+  return rows;
+}
+
+/**
+ * Takes a page's rows in order into `batch`: a row that is an orphan or does not match is passed
+ * over, a matching one is skipped while `stream.toSkip` lasts, and the rest are projected and
+ * returned. Stops before the document that would take a non-empty batch past its bytes (leaving
+ * `batch.full`), or after the one that fills `count` or the limit. Leaves `stream.after` at the
+ * last row taken and answers how many were taken; rows after it are read again by the next page.
+ */
+function takeRows(rows: readonly PageRow[], stream: StreamPosition, batch: BatchInProgress, count: number, to: RowsToBatch): number {
+  let taken = 0;
+  for (const row of rows) {
+    const document = to.accept(row);
+    const returned = document !== undefined && stream.toSkip === 0;
+    const projected = returned ? to.project(document) : undefined;
+    const size = projected === undefined ? 0 : to.sizeOf(projected, row.size);
+    if (returned && batch.documents.length > 0 && batch.bytes + size > to.maxBatchBytes) {
+      batch.full = true;
+      break;
+    }
+    stream.after = row.id;
+    taken++;
+    if (projected === undefined) {
+      if (document !== undefined) stream.toSkip--;
+      continue;
+    }
+    batch.documents.push(toExtendedJsonObject(projected));
+    batch.bytes += size;
+    stream.remaining--;
+    if (batch.documents.length >= count || stream.remaining <= 0) break;
+  }
+  return taken;
+}
+
+/** Whether the page was the table's last and every row of it was taken. */
+function isLastPage(rows: readonly PageRow[], taken: number): boolean {
+  const pageRows = rows.length === 0 ? 0 : Number(rows[0]!.page_rows);
+  return pageRows < PAGE_ROWS && rows.length === pageRows && taken === rows.length;
 }
 
 function nonNegative(value: number | undefined, name: string): number | undefined {

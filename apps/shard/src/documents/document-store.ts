@@ -199,67 +199,85 @@ export class DocumentStore {
     ordered: boolean,
     writeErrors: WriteError[],
   ): Promise<Set<string>> {
-    let rows = prepared;
     return this.dataSource.transaction(async (manager) => {
       const indexes = await indexesForWrite(manager, handle);
       const entries = new Map<PreparedRow, DocumentEntries>();
-      rows = this.withIndexEntries(indexes, rows, entries, ordered, writeErrors);
+      const rows = this.withIndexEntries(indexes, prepared, entries, ordered, writeErrors);
       if (rows.length === 0) return new Set<string>();
-      const returned: Array<{ id: Buffer }> = await manager.query(
-        `INSERT INTO ${handle.table} (id, shard_key, doc, size)
-         SELECT id, shard_key, doc, size FROM ${ROWS_FROM}
-         ORDER BY n
-         ON CONFLICT DO NOTHING RETURNING id`,
-        rowParameters(rows),
-      );
-      const insertedIds = new Set(returned.map((r) => r.id.toString('hex')));
-      const inserted = new Set<string>();
-      const claimed = new Set<string>();
-      const failed: PreparedRow[] = [];
-      for (const row of rows) {
-        const hex = row.id.toString('hex');
-        if (insertedIds.has(hex) && !claimed.has(hex)) {
-          claimed.add(hex);
-          inserted.add(`${row.index}`);
-        } else {
-          failed.push(row);
-        }
-      }
-      const takenIds = await this.existingIds(manager, handle, failed);
-      for (const row of failed)
-        writeErrors.push({ index: row.index, error: duplicateKey(handle, row, takenIds.has(row.id.toString('hex'))) });
-      // A document refused by a unique secondary index is taken out again, whole.
-      const stored = rows.filter((r) => inserted.has(`${r.index}`));
-      const conflicts = await addEntries(
-        manager,
-        handle.ns,
-        indexes,
-        stored.map((r) => entries.get(r)!),
-      );
-      const refused = [...conflicts.keys()].map((position) => stored[position]!);
-      if (refused.length > 0) await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [refused.map((r) => r.id)]);
-      for (const [position, error] of conflicts) {
-        inserted.delete(`${stored[position]!.index}`);
-        writeErrors.push({ index: stored[position]!.index, error: withStatement(error, stored[position]!.index) });
-      }
-      const firstFailure = [...failed, ...refused].reduce<number | undefined>(
-        (min, r) => (min === undefined ? r.index : Math.min(min, r.index)),
-        undefined,
-      );
-      if (ordered && firstFailure !== undefined) {
-        // Ordered: nothing after the first failure may stay; undo those rows of this statement.
-        const undo = rows.filter((r) => r.index > firstFailure && inserted.has(`${r.index}`));
-        if (undo.length > 0) await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [undo.map((r) => r.id)]);
-        await removeEntries(
-          manager,
-          indexes,
-          undo.map((r) => entries.get(r)!),
-        );
-        for (const r of undo) inserted.delete(`${r.index}`);
-        writeErrors.splice(0, writeErrors.length, ...writeErrors.filter((e) => e.index <= firstFailure));
-      }
+      const batch: InsertBatch = { manager, handle, indexes, rows, entries, writeErrors };
+      const { inserted, failed } = claimInserted(rows, await this.insertStatement(batch));
+      await this.reportDuplicates(batch, failed);
+      const refused = await this.addIndexEntries(batch, inserted);
+      if (ordered) await this.undoAfterFirstFailure(batch, inserted, [...failed, ...refused]);
       return inserted;
     });
+  }
+
+  /** Runs the batch's INSERT, skipping rows whose `_id` or shard key conflicts; answers the `_id`s (hex) it stored. */
+  private async insertStatement({ manager, handle, rows }: InsertBatch): Promise<Set<string>> {
+    const returned: Array<{ id: Buffer }> = await manager.query(
+      `INSERT INTO ${handle.table} (id, shard_key, doc, size)
+       SELECT id, shard_key, doc, size FROM ${ROWS_FROM}
+       ORDER BY n
+       ON CONFLICT DO NOTHING RETURNING id`,
+      rowParameters(rows),
+    );
+    return new Set(returned.map((r) => r.id.toString('hex')));
+  }
+
+  /** Adds a DUPLICATE_KEY write error for each failed row, saying whether its `_id` or its shard key was taken. */
+  private async reportDuplicates({ manager, handle, writeErrors }: InsertBatch, failed: PreparedRow[]): Promise<void> {
+    const takenIds = await this.existingIds(manager, handle, failed);
+    for (const row of failed)
+      writeErrors.push({ index: row.index, error: duplicateKey(handle, row, takenIds.has(row.id.toString('hex'))) });
+  }
+
+  /**
+   * Adds the secondary index entries of the rows stored. A document refused by a unique secondary
+   * index is taken out again, whole: its row deleted, its index dropped from `inserted` and its
+   * error added. Answers the refused rows.
+   */
+  private async addIndexEntries(
+    { manager, handle, indexes, rows, entries, writeErrors }: InsertBatch,
+    inserted: Set<string>,
+  ): Promise<PreparedRow[]> {
+    const stored = rows.filter((r) => inserted.has(`${r.index}`));
+    const conflicts = await addEntries(
+      manager,
+      handle.ns,
+      indexes,
+      stored.map((r) => entries.get(r)!),
+    );
+    const refused = [...conflicts.keys()].map((position) => stored[position]!);
+    if (refused.length > 0) await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [refused.map((r) => r.id)]);
+    for (const [position, error] of conflicts) {
+      inserted.delete(`${stored[position]!.index}`);
+      writeErrors.push({ index: stored[position]!.index, error: withStatement(error, stored[position]!.index) });
+    }
+    return refused;
+  }
+
+  /**
+   * Ordered: nothing after the first failure may stay. Deletes the rows of this statement stored
+   * after it, with their index entries, drops them from `inserted`, and keeps only the write
+   * errors up to the first failure.
+   */
+  private async undoAfterFirstFailure(
+    { manager, handle, indexes, rows, entries, writeErrors }: InsertBatch,
+    inserted: Set<string>,
+    failures: readonly PreparedRow[],
+  ): Promise<void> {
+    const firstFailure = failures.reduce<number | undefined>((min, r) => (min === undefined ? r.index : Math.min(min, r.index)), undefined);
+    if (firstFailure === undefined) return;
+    const undo = rows.filter((r) => r.index > firstFailure && inserted.has(`${r.index}`));
+    if (undo.length > 0) await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [undo.map((r) => r.id)]);
+    await removeEntries(
+      manager,
+      indexes,
+      undo.map((r) => entries.get(r)!),
+    );
+    for (const r of undo) inserted.delete(`${r.index}`);
+    writeErrors.splice(0, writeErrors.length, ...writeErrors.filter((e) => e.index <= firstFailure));
   }
 
   /**
@@ -294,6 +312,37 @@ export class DocumentStore {
     ]);
     return new Set(rows.map((r) => r.id.toString('hex')));
   }
+}
+
+/** One insert statement's batch, as the steps of `insertRows` share it inside its transaction. */
+interface InsertBatch {
+  manager: EntityManager;
+  handle: CollectionHandle;
+  indexes: readonly SecondaryIndex[];
+  /** The rows of the statement, in request order, each with its index entries in `entries`. */
+  rows: PreparedRow[];
+  entries: Map<PreparedRow, DocumentEntries>;
+  writeErrors: WriteError[];
+}
+
+/**
+ * Which rows the statement stored: of rows sharing an `_id`, only the first (in request order)
+ * claims the stored one. Answers their indexes (as strings) and the rows that failed.
+ */
+function claimInserted(rows: readonly PreparedRow[], insertedIds: ReadonlySet<string>): { inserted: Set<string>; failed: PreparedRow[] } {
+  const inserted = new Set<string>();
+  const claimed = new Set<string>();
+  const failed: PreparedRow[] = [];
+  for (const row of rows) {
+    const hex = row.id.toString('hex');
+    if (insertedIds.has(hex) && !claimed.has(hex)) {
+      claimed.add(hex);
+      inserted.add(`${row.index}`);
+    } else {
+      failed.push(row);
+    }
+  }
+  return { inserted, failed };
 }
 
 /** Postgres' unique_violation, from the driver (`poolStatement`) or wrapped by TypeORM in a QueryFailedError. */

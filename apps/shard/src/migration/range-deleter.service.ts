@@ -109,7 +109,10 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
     while (!this.stopped) {
       let task: RangeDeletionRow | undefined;
       try {
+        // Each round, so right after a task ends too: outside the task, whose report a failure to
+        // count would otherwise lose.
         await this.refreshGauge();
+        await this.settleVanished();
         task = await this.store.nextReady();
         if (task !== undefined) await this.runTask(task);
       } catch (error) {
@@ -140,7 +143,6 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
     }
     await this.store.remove(task.id);
     this.settle(task.id);
-    await this.refreshGauge();
     const details = {
       min: JSON.parse(task.min_ejson) as unknown,
       max: JSON.parse(task.max_ejson) as unknown,
@@ -153,6 +155,16 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
 
   private async refreshGauge(): Promise<void> {
     this.metrics.rangeDeletionsPending.set(await this.pendingCount());
+  }
+
+  /**
+   * Answers the waiters of tasks that went without this queue removing them: removed by their
+   * migration's end, or by a removal whose answer was lost (so it failed here but took effect).
+   */
+  private async settleVanished(): Promise<void> {
+    for (const id of [...this.finished.keys()]) {
+      if (!(await this.store.exists(id))) this.settle(id);
+    }
   }
 
   private settle(id: string): void {

@@ -161,6 +161,7 @@ function arrayAt(working: MutableDocument, step: Step, original: ValueObject): V
   return current as Value[];
 }
 
+/** Applies one field's operator to `working`, in place. `original` is the document before the update, for errors. */
 function applyStep(working: MutableDocument, step: Step, options: ApplyUpdateOptions, original: ValueObject): void {
   const { operator, path, segments, operand } = step;
   switch (operator) {
@@ -173,55 +174,76 @@ function applyStep(working: MutableDocument, step: Step, options: ApplyUpdateOpt
       unsetPath(working, segments);
       return;
     case '$inc':
-    case '$mul': {
-      if (!isNumber(operand)) fail(operator, path, `needs a numeric argument, got ${display(operand)}`);
-      const current = getPath(working, segments);
-      if (current === undefined) return setPath(working, segments, operator === '$inc' ? operand : zeroLike(operand));
-      if (!isNumber(current))
-        fail(
-          operator,
-          path,
-          `cannot apply to a value of non-numeric type ${typeNameOf(current)} in document ${describeDocument(original)}`,
-        );
-      return setPath(working, segments, applyArithmetic(operator, current as Value, operand, path));
-    }
+    case '$mul':
+      return incrementOrMultiply(working, operator, step, original);
     case '$min':
-    case '$max': {
-      const current = getPath(working, segments);
-      const c = current === undefined ? 0 : compareValues(operand, current);
-      if (current === undefined || (operator === '$min' ? c < 0 : c > 0)) setPath(working, segments, cloneValue(operand));
-      return;
-    }
-    case '$rename': {
-      const value = getPath(working, segments);
-      if (value === undefined) return;
-      unsetPath(working, segments);
-      return setPath(working, parseUpdatePath(operand as string, operator), value);
-    }
+    case '$max':
+      return keepMinOrMax(working, step);
+    case '$rename':
+      return renameField(working, step);
     case '$currentDate':
       return setPath(working, segments, currentDate(operand, options.now, path));
     case '$push':
     case '$addToSet':
       return setPath(working, segments, appendToArray(operator, arrayAt(working, step, original) ?? [], operand, path));
-    case '$pull': {
-      const current = arrayAt(working, step, original);
-      if (current === undefined) return;
-      const matches = pullPredicate(operand);
-      return setPath(
-        working,
-        segments,
-        current.filter((element) => !matches(element)),
-      );
-    }
-    case '$pop': {
-      if (operand !== 1 && operand !== -1) fail(operator, path, `needs 1 or -1, got ${display(operand)}`);
-      const current = arrayAt(working, step, original);
-      if (current === undefined || current.length === 0) return;
-      return setPath(working, segments, operand === 1 ? current.slice(0, -1) : current.slice(1));
-    }
+    case '$pull':
+      return pullFromArray(working, step, original);
+    case '$pop':
+      return popFromArray(working, step, original);
     default:
       throw new TesseraError('FAILED_TO_PARSE', `Unknown modifier: ${operator}.`, { details: { operator } });
   }
+}
+
+/** `$inc` or `$mul`: a missing field is set to the operand (`$inc`) or a zero of its type (`$mul`). */
+function incrementOrMultiply(
+  working: MutableDocument,
+  operator: '$inc' | '$mul',
+  { path, segments, operand }: Step,
+  original: ValueObject,
+): void {
+  if (!isNumber(operand)) fail(operator, path, `needs a numeric argument, got ${display(operand)}`);
+  const current = getPath(working, segments);
+  if (current === undefined) return setPath(working, segments, operator === '$inc' ? operand : zeroLike(operand));
+  if (!isNumber(current))
+    fail(operator, path, `cannot apply to a value of non-numeric type ${typeNameOf(current)} in document ${describeDocument(original)}`);
+  return setPath(working, segments, applyArithmetic(operator, current as Value, operand, path));
+}
+
+/** `$min` or `$max`: sets the field to the operand when it is missing or the operand is lower (higher). */
+function keepMinOrMax(working: MutableDocument, { operator, segments, operand }: Step): void {
+  const current = getPath(working, segments);
+  const c = current === undefined ? 0 : compareValues(operand, current);
+  if (current === undefined || (operator === '$min' ? c < 0 : c > 0)) setPath(working, segments, cloneValue(operand));
+}
+
+/** `$rename`: moves the field's value to the operand's path; nothing when the field is missing. */
+function renameField(working: MutableDocument, { operator, segments, operand }: Step): void {
+  const value = getPath(working, segments);
+  if (value === undefined) return;
+  unsetPath(working, segments);
+  return setPath(working, parseUpdatePath(operand as string, operator), value);
+}
+
+/** `$pull`: removes the array's elements that match the operand; nothing when the field is missing. */
+function pullFromArray(working: MutableDocument, step: Step, original: ValueObject): void {
+  const current = arrayAt(working, step, original);
+  if (current === undefined) return;
+  const matches = pullPredicate(step.operand);
+  return setPath(
+    working,
+    step.segments,
+    current.filter((element) => !matches(element)),
+  );
+}
+
+/** `$pop`: removes the array's last element (1) or first (-1); nothing when it is missing or empty. */
+function popFromArray(working: MutableDocument, step: Step, original: ValueObject): void {
+  const { operator, path, segments, operand } = step;
+  if (operand !== 1 && operand !== -1) fail(operator, path, `needs 1 or -1, got ${display(operand)}`);
+  const current = arrayAt(working, step, original);
+  if (current === undefined || current.length === 0) return;
+  return setPath(working, segments, operand === 1 ? current.slice(0, -1) : current.slice(1));
 }
 
 function currentDate(operand: Value, now: Date, path: string): Value {
