@@ -11,6 +11,7 @@ import { ShardClient, WireAgent } from '@tessera/protocol';
 import { CatalogCache } from '@tessera/routing';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
 import { BackgroundWork } from './background-work.js';
+import { percentile } from './percentile.js';
 import { ProcessCpu, machineBusyMillis } from './process-cpu.js';
 import { isSteady } from './steady-state.js';
 
@@ -60,10 +61,6 @@ const payload = 'x'.repeat(150);
 const documentFor = (k: number) => ({ k, n: k, payload });
 /** The benchmarked collections' shard key; the raw baseline and the floor's stores encode the same key. */
 const SHARD_KEY = { k: 'hashed' } as const;
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 /** Before the reads, the machine's busy CPU must fall under this many ms per second (idle, with the cluster up, it spends 100-150)... */
 const SETTLE_QUIET_MS_PER_SECOND = 200;
