@@ -1,0 +1,174 @@
+import { ObjectId } from 'bson';
+import type pg from 'pg';
+import { encodeKey, extractShardKey, parseShardKeyPattern, toExtendedJsonObject } from '@tessera/core';
+import { type CrudFixture, postJson } from './crud-fixture.js';
+import type { CrudReport } from './crud-report.js';
+import { type CrudSettings, SHARD_KEY, documentFor } from './crud-settings.js';
+import type { ProcessCpu } from './process-cpu.js';
+import { isSteady } from './steady-state.js';
+
+/** Writes the `count` documents of keys from `first` on, one request or statement. */
+type Insert = (first: number, count: number) => Promise<void>;
+
+/** Insert throughput of the three ways, for batches of 1 and of 100 documents; each way's run is measured from a checkpoint. */
+export async function runInserts(fixture: CrudFixture, settings: CrudSettings, report: CrudReport): Promise<void> {
+  for (const batch of [1, 100]) {
+    await fixture.config.shardCollection({ ns: `bench.docs${batch}`, key: SHARD_KEY });
+    /**
+     * Measures `insert` from `concurrency` loops after the warm-up, with the CPU `meter` saw
+     * meanwhile. Each run is measured from a checkpoint, so every run starts with its pages clean.
+     */
+    const insertRun = (what: string, insert: Insert, meter: ProcessCpu = fixture.cpu) => {
+      const label = `insert ${what}, batches of ${batch}`;
+      return measured(
+        fixture,
+        report,
+        label,
+        'document',
+        (begin) => throughput(settings, report, label, batch, insert, begin),
+        (r) => r.documents,
+        meter,
+      );
+    };
+    const viaRouter = await insertRun('via router', insertViaRouter(fixture, batch));
+    const table = `raw${batch}`;
+    await fixture.raw.query(
+      `CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
+    );
+    await fixture.raw.query(`CREATE INDEX ON ${table} (shard_key)`);
+    const rawRate = await insertRun('raw pg', insertRaw(fixture.raw, table));
+    const floor = await insertRun('via floor', insertViaFloor(fixture, batch), fixture.floorCpu);
+    report.inserts.push({
+      what: `insert, batches of ${batch}`,
+      router: viaRouter.rate,
+      floor: floor.rate,
+      raw: rawRate.rate,
+      goal: batch === 1 ? 0.3 : 0.5,
+    });
+  }
+}
+
+/** Inserts into `bench.docs<batch>` through the router. */
+function insertViaRouter(fixture: CrudFixture, batch: number): Insert {
+  return async (first, count) => {
+    const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
+    const answer = await postJson<{ insertedCount?: number }>(fixture.host.agent, `${fixture.router}/v1/bench/docs${batch}/insert`, {
+      documents,
+      ordered: false,
+    });
+    if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+  };
+}
+
+/** Inserts the router's rows into `table` of the raw baseline's database, with the shard's statement. */
+function insertRaw(raw: pg.Pool, table: string): Insert {
+  // The collections' own key: a hashed key spreads the index inserts over the whole btree, which
+  // costs Postgres more per row than a ranged key's appends at its right edge, so a ranged key
+  // would not be the same rows.
+  const pattern = parseShardKeyPattern(SHARD_KEY);
+  return async (first, count) => {
+    const rows = Array.from({ length: count }, (_, i) => {
+      // As the router does for a document without one: an ObjectId `_id`, first.
+      const document = { _id: new ObjectId(), ...documentFor(first + i) };
+      const text = JSON.stringify(toExtendedJsonObject(document));
+      return [Buffer.from(encodeKey([document._id])), Buffer.from(encodeKey(extractShardKey(pattern, document))), text, text.length];
+    });
+    // The shard's statement: the documents as one JSON array, cut into rows by Postgres.
+    await raw.query(
+      `INSERT INTO ${table} (id, shard_key, doc, size)
+         SELECT * FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
+      [rows.map((row) => row[0]), rows.map((row) => row[1]), `[${rows.map((row) => row[2]).join(',')}]`, rows.map((row) => row[3])],
+    );
+  };
+}
+
+/** Inserts through the floor's relay. */
+function insertViaFloor(fixture: CrudFixture, batch: number): Insert {
+  // Its keys start past the other run's, so the two runs' rows never share an id.
+  const keyBase = batch === 1 ? 1_000_000_000 : 0;
+  return async (first, count) => {
+    const documents = Array.from({ length: count }, (_, i) => documentFor(keyBase + first + i));
+    const answer = await postJson<{ insertedCount?: number }>(fixture.host.agent, `${fixture.relay.url}/insert`, { documents });
+    if (answer.insertedCount !== count) throw new Error(`floor insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+  };
+}
+
+/**
+ * Runs `work` and records the CPU each process group spent on it per unit of `count`, and the
+ * background work that ran meanwhile, from the moment `work`'s call of `begin` resolves:
+ * `begin` first has Postgres take a checkpoint (see BackgroundWork).
+ */
+async function measured<T>(
+  fixture: CrudFixture,
+  report: CrudReport,
+  what: string,
+  per: string,
+  work: (begin: () => Promise<void>) => Promise<T>,
+  count: (result: T) => number,
+  meter: ProcessCpu,
+): Promise<T> {
+  const { background } = fixture;
+  let before = meter.snapshot();
+  let backgroundBefore = await background.snapshot();
+  const result = await work(async () => {
+    await background.checkpoint();
+    before = meter.snapshot();
+    backgroundBefore = await background.snapshot();
+  });
+  const spent = meter.since(before);
+  report.cpuRows.push({ what, per, spent, count: count(result), meanwhile: await background.since(backgroundBefore) });
+  return result;
+}
+
+/**
+ * Runs `insert` from `concurrency` loops in windows of `windowSeconds` until the rate is steady
+ * and `insertWarmupMinSeconds` have passed (or `warmupMaxSeconds`), then awaits `begin` (the
+ * load goes on meanwhile) and measures for `seconds`: answers the documents written per second,
+ * and how many, from the inserts that completed after `begin`.
+ */
+async function throughput(
+  settings: CrudSettings,
+  report: CrudReport,
+  what: string,
+  batch: number,
+  insert: Insert,
+  begin: () => Promise<void>,
+): Promise<{ rate: number; documents: number }> {
+  let next = 0;
+  let completed = 0;
+  let measuredFrom: number | undefined;
+  let stopAt = Infinity;
+  const started = performance.now();
+  const rates: number[] = [];
+  const loops = Promise.all(
+    Array.from({ length: settings.concurrency }, async () => {
+      while (performance.now() < stopAt) {
+        const first = next;
+        next += batch;
+        await insert(first, batch);
+        completed += batch;
+      }
+    }),
+  );
+  while (measuredFrom === undefined) {
+    const windowStart = performance.now();
+    const before = completed;
+    await new Promise((resolve) => setTimeout(resolve, settings.windowSeconds * 1000));
+    rates.push((completed - before) / ((performance.now() - windowStart) / 1000));
+    const elapsed = performance.now() - started;
+    if ((isSteady(rates) && elapsed >= settings.insertWarmupMinSeconds * 1000) || elapsed >= settings.warmupMaxSeconds * 1000) {
+      report.recordWarmup(
+        what,
+        elapsed / 1000,
+        rates,
+        rates.map((r) => r.toFixed(0)),
+      );
+      await begin();
+      completed = 0;
+      measuredFrom = performance.now();
+      stopAt = measuredFrom + settings.seconds * 1000;
+    }
+  }
+  await loops;
+  return { rate: completed / ((performance.now() - measuredFrom) / 1000), documents: completed };
+}
