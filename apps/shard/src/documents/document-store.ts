@@ -1,7 +1,6 @@
 import type { ObjectId } from 'bson';
 import type { DataSource, EntityManager } from 'typeorm';
 import {
-  type ErrorEnvelope,
   type ShardKeyPattern,
   TesseraError,
   type Value,
@@ -12,8 +11,9 @@ import {
   fromExtendedJsonObject,
   toExtendedJsonObject,
 } from '@tessera/core';
-import { databaseErrorCode, poolStatement } from '@tessera/platform';
+import { poolStatement } from '@tessera/platform';
 import { prepareInsert, prepareWireInsert } from '@tessera/query';
+import { type WriteError, duplicateKey, isUniqueViolation, toEnvelope, withStatement } from './write-errors.js';
 import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
 /** One collection's table on this shard, with the ownership view a request was checked against. */
@@ -29,12 +29,6 @@ export interface CollectionHandle {
   indexes?: ReadonlyArray<{ pattern: ShardKeyPattern; table: string }>;
   /** Told of each document a write stores (its encoded shard key and size): the auto-splitter's tracker. */
   onWrite?: (shardKey: Uint8Array, bytes: number) => void;
-}
-
-/** A statement that failed, by its index in the request, with MongoDB's error shape. */
-export interface WriteError {
-  index: number;
-  error: ErrorEnvelope;
 }
 
 export interface InsertResult {
@@ -112,7 +106,9 @@ export class DocumentStore {
   private prepare(handle: CollectionHandle, input: unknown, index: number, generateId: () => ObjectId): PreparedRow {
     const wire = prepareWireInsert(input, { generateId });
     if (wire !== undefined) {
-      const key = encodeKey(extractShardKeyFromWire(handle.pattern, input as Record<string, unknown>, wire.generated ? wire.id : undefined));
+      const key = encodeKey(
+        extractShardKeyFromWire(handle.pattern, input as Record<string, unknown>, wire.generated ? wire.id : undefined),
+      );
       this.checkOwned(handle, key, index);
       return {
         index,
@@ -229,7 +225,7 @@ export class DocumentStore {
   private async reportDuplicates({ manager, handle, writeErrors }: InsertBatch, failed: PreparedRow[]): Promise<void> {
     const takenIds = await this.existingIds(manager, handle, failed);
     for (const row of failed)
-      writeErrors.push({ index: row.index, error: duplicateKey(handle, row, takenIds.has(row.id.toString('hex'))) });
+      writeErrors.push({ index: row.index, error: duplicateKey(handle.ns, row, takenIds.has(row.id.toString('hex'))) });
   }
 
   /**
@@ -343,28 +339,4 @@ function claimInserted(rows: readonly PreparedRow[], insertedIds: ReadonlySet<st
     }
   }
   return { inserted, failed };
-}
-
-/** Postgres' unique_violation, from the driver (`poolStatement`) or wrapped by TypeORM in a QueryFailedError. */
-function isUniqueViolation(error: unknown): boolean {
-  return databaseErrorCode(error) === '23505';
-}
-
-function duplicateKey(handle: CollectionHandle, row: PreparedRow, idTaken: boolean): ErrorEnvelope {
-  const id = toExtendedJsonObject(row._id);
-  const message = idTaken
-    ? `E11000 duplicate key error collection: ${handle.ns} dup key: { _id: ${JSON.stringify(id)} }`
-    : `E11000 duplicate key error collection: ${handle.ns}: another document has the same unique shard key`;
-  return new TesseraError('DUPLICATE_KEY', message, {
-    details: { index: row.index, keyValue: idTaken ? { _id: id } : { shardKey: true } },
-  }).toEnvelope();
-}
-
-function withStatement(error: TesseraError, index: number): ErrorEnvelope {
-  return new TesseraError(error.code, error.message, { details: { ...error.details, index } }).toEnvelope();
-}
-
-function toEnvelope(error: unknown): ErrorEnvelope {
-  if (error instanceof TesseraError) return error.toEnvelope();
-  return new TesseraError('INTERNAL', (error as Error).message).toEnvelope();
 }
