@@ -39,6 +39,7 @@ export const ERROR_CODES = {
   DOCUMENT_TOO_LARGE: { code: 10334, codeName: 'BSONObjectTooLarge', retryable: false },
   NO_SUCH_TRANSACTION: { code: 251, codeName: 'NoSuchTransaction', retryable: false },
   TRANSACTION_TOO_OLD: { code: 225, codeName: 'TransactionTooOld', retryable: false },
+  INCOMPLETE_TRANSACTION_HISTORY: { code: 217, codeName: 'IncompleteTransactionHistory', retryable: false },
   INTERNAL: { code: 1, codeName: 'InternalError', retryable: false },
 } as const satisfies Record<string, { code: number; codeName: string; retryable: boolean }>;
 

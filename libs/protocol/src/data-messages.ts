@@ -19,8 +19,33 @@ const versioned = {
   databaseVersion: databaseVersionSchema.optional(),
 };
 
+/** A logical session id as it travels between nodes: MongoDB's `lsid: { id: <UUID> }`. */
+export const lsidSchema = z.strictObject({ id: z.uuid() });
+export type Lsid = z.infer<typeof lsidSchema>;
+
+/**
+ * What makes a write command retryable (sharding-internals.md, "Retryable writes"): its session,
+ * the session's `txnNumber`, and the `stmtId` of each statement, which the router assigns (the
+ * statement's index in the user's command) so that a retry, however it is split, names the same
+ * statements. All three or none; `stmtIds` has one entry per statement.
+ */
+const retryable = {
+  lsid: lsidSchema.optional(),
+  txnNumber: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  stmtIds: z
+    .array(
+      z
+        .number()
+        .int()
+        .min(0)
+        .max(2 ** 31 - 1),
+    )
+    .optional(),
+};
+
 export const insertCommandSchema = z.strictObject({
   ...versioned,
+  ...retryable,
   documents: z.array(z.unknown()).min(1).max(100_000),
   ordered: z.boolean().default(true),
 });
@@ -50,6 +75,7 @@ export const updateStatementSchema = z.strictObject({
 });
 export const updateCommandSchema = z.strictObject({
   ...versioned,
+  ...retryable,
   updates: z.array(updateStatementSchema).min(1).max(100_000),
   ordered: z.boolean().default(true),
 });
@@ -58,6 +84,7 @@ export type UpdateCommand = z.input<typeof updateCommandSchema>;
 export const deleteStatementSchema = z.strictObject({ q: ejsonDocument, limit: z.union([z.literal(0), z.literal(1)]) });
 export const deleteCommandSchema = z.strictObject({
   ...versioned,
+  ...retryable,
   deletes: z.array(deleteStatementSchema).min(1).max(100_000),
   ordered: z.boolean().default(true),
 });
@@ -65,6 +92,7 @@ export type DeleteCommand = z.input<typeof deleteCommandSchema>;
 
 export const findAndModifyCommandSchema = z.strictObject({
   ...versioned,
+  ...retryable,
   query: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
   update: z.union([ejsonDocument, z.array(z.unknown())]).optional(),
@@ -92,9 +120,14 @@ export interface WriteErrorEntry {
   error: ErrorEnvelope;
 }
 
-export interface InsertCommandResult {
+/** In a retryable write's answer: the statements answered from the session's history, not run again. */
+interface Retried {
+  retriedStmtIds?: number[];
+}
+
+export interface InsertCommandResult extends Retried {
   insertedCount: number;
-  /** The indexes of the documents inserted, ascending (their `_id`s are in the request). */
+  /** The indexes of the documents inserted, ascending (their `_id`s are in the request); retried ones included. */
   inserted: number[];
   writeErrors: WriteErrorEntry[];
 }
@@ -105,19 +138,19 @@ export interface CursorBatch {
   documents: unknown[];
 }
 
-export interface UpdateCommandResult {
+export interface UpdateCommandResult extends Retried {
   matchedCount: number;
   modifiedCount: number;
   upserted: Array<{ index: number; _id: unknown }>;
   writeErrors: WriteErrorEntry[];
 }
 
-export interface DeleteCommandResult {
+export interface DeleteCommandResult extends Retried {
   deletedCount: number;
   writeErrors: WriteErrorEntry[];
 }
 
-export interface FindAndModifyResult {
+export interface FindAndModifyResult extends Retried {
   value: unknown;
   lastErrorObject: { n: number; updatedExisting: boolean; upserted?: unknown };
 }

@@ -31,6 +31,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'STALE_EPOCH':
     case 'STALE_CHUNK_HISTORY':
     case 'TRANSACTION_TOO_OLD':
+    case 'INCOMPLETE_TRANSACTION_HISTORY':
     case 'CHUNK_TOO_BIG':
       return 409;
     case 'DOCUMENT_TOO_LARGE':

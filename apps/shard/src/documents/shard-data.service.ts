@@ -135,7 +135,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       multi: u.multi,
       upsert: u.upsert,
     }));
-    return this.withHandle(
+    return this.withHandle<UpdateCommandResult>(
       command,
       command.updates.some((u) => u.upsert),
       'write',
@@ -146,7 +146,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async delete(input: DeleteCommand): Promise<DeleteCommandResult> {
     const command = parseWith(deleteCommandSchema, input, 'delete command');
-    return this.withHandle(
+    return this.withHandle<DeleteCommandResult>(
       command,
       false,
       'write',
