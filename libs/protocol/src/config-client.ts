@@ -39,6 +39,7 @@ import type {
   UpdateSettingsRequest,
 } from './balancer-messages.js';
 import type { MigrationDecision, MoveChunkRequest, MoveRangeRequest, MoveRangeResult } from './migration-messages.js';
+import type { LiveSessionsRequest, RefreshSessionsRequest, RefreshSessionsResult } from './session-messages.js';
 
 /** Typed client of the config server's internal API. */
 export class ConfigClient {
@@ -226,5 +227,17 @@ export class ConfigClient {
   /** MongoDB's balancerCollectionStatus: whether the collection is balanced, and if not the first rule it breaks. */
   balancerCollectionStatus(ns: string): Promise<BalancerCollectionStatus> {
     return this.http.call('GET', `/internal/balancer/collectionStatus/${encodeURIComponent(ns)}`);
+  }
+
+  // ---- Logical sessions ----
+
+  /** The logical session cache's refresh: upserts used sessions, removes ended ones, answers which cached ones expired. */
+  refreshSessions(request: RefreshSessionsRequest): Promise<RefreshSessionsResult> {
+    return this.http.call('POST', '/internal/sessions/refresh', request);
+  }
+
+  /** Which of `ids` the sessions table still holds (a shard reaps the records of the others). */
+  liveSessions(request: LiveSessionsRequest): Promise<{ live: string[] }> {
+    return this.http.call('POST', '/internal/sessions/live', request);
   }
 }
