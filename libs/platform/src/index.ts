@@ -14,3 +14,4 @@ export * from './periodic.js';
 export * from './internal-clients.js';
 export * from './vector-clock.service.js';
 export * from './hot-routes.js';
+export * from './logical-session-cache.js';
