@@ -4,6 +4,7 @@
  * the OpenAPI request schemas, so the two cannot drift apart.
  */
 import { z } from 'zod';
+import { lsidBodySchema, txnNumberBodySchema } from './session-fields.js';
 
 /**
  * A document, filter, update, sort or projection: a JSON object (Extended JSON), checked for
@@ -17,6 +18,10 @@ export const documentSchema = z
   })
   .meta({ type: 'object', additionalProperties: {}, description: 'A document in Extended JSON (relaxed or canonical).' });
 const count = z.number().int().min(0);
+/** A read's session (its `lastUse` is what a session keeps alive). */
+const readSession = { lsid: lsidBodySchema.optional() };
+/** A write's session, and its txnNumber when the write is retryable. */
+const writeSession = { lsid: lsidBodySchema.optional(), txnNumber: txnNumberBodySchema.optional() };
 /** MongoDB's maxWriteBatchSize. */
 const MAX_WRITE_BATCH = 100_000;
 
@@ -27,22 +32,23 @@ export const insertBodySchema = z.strictObject({
     .max(MAX_WRITE_BATCH)
     .meta({ description: 'Documents to insert; `_id` is generated (an ObjectId) when missing.' }),
   ordered: z.boolean().default(true).meta({ description: 'Stop at the first error (true) or go on with the others (false).' }),
+  ...writeSession,
 });
 
 export const findBodySchema = z.strictObject({
+  ...readSession,
   filter: documentSchema.default({}),
   sort: documentSchema.optional(),
   projection: documentSchema.optional(),
   limit: count.optional().meta({ description: 'At most this many documents in all; 0 means no limit.' }),
   skip: count.optional(),
-  batchSize: count
-    .optional()
-    .meta({
-      description: 'Documents in the first batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.',
-    }),
+  batchSize: count.optional().meta({
+    description: 'Documents in the first batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.',
+  }),
 });
 
 export const nextBodySchema = z.strictObject({
+  ...readSession,
   batchSize: count
     .optional()
     .meta({ description: 'Documents in this batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.' }),
@@ -59,6 +65,7 @@ export const updateStatementBodySchema = z.strictObject({
 export const updateBodySchema = z.strictObject({
   updates: z.array(updateStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
   ordered: z.boolean().default(true),
+  ...writeSession,
 });
 
 export const deleteStatementBodySchema = z.strictObject({
@@ -68,6 +75,7 @@ export const deleteStatementBodySchema = z.strictObject({
 export const deleteBodySchema = z.strictObject({
   deletes: z.array(deleteStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
   ordered: z.boolean().default(true),
+  ...writeSession,
 });
 
 export const findAndModifyBodySchema = z
@@ -79,16 +87,19 @@ export const findAndModifyBodySchema = z
     new: z.boolean().default(false).meta({ description: 'Return the document after the update (true) or before it (false).' }),
     upsert: z.boolean().default(false),
     fields: documentSchema.optional().meta({ description: 'A projection of the returned document.' }),
+    ...writeSession,
   })
   .refine((body) => body.remove !== (body.update !== undefined), { message: 'exactly one of "remove: true" and "update" is required' });
 
 export const countBodySchema = z.strictObject({
+  ...readSession,
   filter: documentSchema.default({}),
   skip: count.optional(),
   limit: count.optional(),
 });
 
 export const distinctBodySchema = z.strictObject({
+  ...readSession,
   key: z.string().min(1).meta({ description: 'The field (dotted path) whose distinct values to return.' }),
   filter: documentSchema.default({}),
 });

@@ -6,6 +6,7 @@ import { compileProjection, compileSort, validateFilter } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { fromWire, toWire } from '../api/extended-json.js';
 import type { CountBody, DistinctBody, FindBody } from '../api/request-schemas.js';
+import { sessionOf } from '../api/session-fields.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { routeFilter } from '../writes/write-targeting.js';
 import { CursorRegistry } from './cursor-registry.js';
@@ -46,6 +47,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   }
 
   async find(ns: string, body: FindBody): Promise<CursorResponse> {
+    sessionOf(body);
     const filter = validateFilter(fromWire(body.filter), '');
     const compare = body.sort === undefined ? undefined : compileSort(fromWire(body.sort));
     const project = body.projection === undefined ? undefined : compileProjection(fromWire(body.projection));
@@ -87,6 +89,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** MongoDB's count: shards count in parallel; with several, skip and limit apply to the sum. */
   async count(ns: string, body: CountBody): Promise<{ n: number; ok: 1 }> {
+    sessionOf(body);
     const filter = validateFilter(fromWire(body.filter), '');
     return withStaleRetries(this.cluster.cache, ns, async () => {
       const routing = await this.cluster.routingForRead(ns);
@@ -111,6 +114,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** MongoDB's distinct: the union of each shard's distinct values, without duplicates (in value order). */
   async distinct(ns: string, body: DistinctBody): Promise<{ values: unknown[]; ok: 1 }> {
+    sessionOf(body);
     const filter = validateFilter(fromWire(body.filter), '');
     return withStaleRetries(this.cluster.cache, ns, async () => {
       const routing = await this.cluster.routingForRead(ns);

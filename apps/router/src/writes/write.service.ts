@@ -6,6 +6,7 @@ import { checkInsertFields, isOperatorUpdate } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { type PublicWriteError, documentFromWire, fromWire, publicWriteError, toWire } from '../api/extended-json.js';
 import type { DeleteBody, FindAndModifyBody, InsertBody, UpdateBody } from '../api/request-schemas.js';
+import { type CommandSession, sessionOf } from '../api/session-fields.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { type ShardWriteReply, type StatementRouting, type WriteExecution, envelopeOf, executeWriteBatch } from './write-execution.js';
 import type { ChildBatch, RoutedStatement, RouterWriteError } from './write-plan.js';
@@ -68,6 +69,7 @@ export class WriteService {
    * shard's to refuse. `bodyBytes` (the request's length) sizes the coalesced commands.
    */
   async insert(ns: string, body: InsertBody, bodyBytes?: number): Promise<InsertResponse> {
+    const session = sessionOf(body);
     const prepared = body.documents.map((json, index): WireInsert | TesseraError => {
       try {
         return wireInsert(json, index);
@@ -86,15 +88,31 @@ export class WriteService {
         if (insert instanceof TesseraError) throw insert;
         return [routeInsert(insert.document, routing)];
       },
-      (batch, routing) =>
-        this.inserts.insert(
+      (batch, routing) => {
+        const documents = batch.indexes.map((i) => (prepared[i] as WireInsert).document);
+        // A retryable insert names its session to the shard, so it is not coalesced with others.
+        if (session?.txnNumber !== undefined) {
+          return this.cluster
+            .shard(batch.shard)
+            .then((client) =>
+              client.insert({
+                ns,
+                ...routing.versioningFor(batch.shard),
+                ...retryableFields(session, batch),
+                documents,
+                ordered: body.ordered,
+              }),
+            );
+        }
+        return this.inserts.insert(
           batch.shard,
           ns,
           routing.versioningFor(batch.shard),
-          batch.indexes.map((i) => (prepared[i] as WireInsert).document),
+          documents,
           body.ordered,
           Math.ceil(bytesPerDocument * batch.indexes.length),
-        ),
+        );
+      },
     );
     const insertedIds: Record<string, unknown> = {};
     for (const { batch, reply } of execution.replies) {
@@ -107,11 +125,14 @@ export class WriteService {
       insertedCount: Object.keys(insertedIds).length,
       insertedIds,
       writeErrors: publicErrors(execution),
+      ...retriedOf(execution),
       ok: 1,
     };
   }
 
   async update(ns: string, body: UpdateBody): Promise<UpdateResponse> {
+    const session = sessionOf(body);
+    if (session?.txnNumber !== undefined && body.updates.some((s) => s.multi)) throw notRetryable('an update with multi: true');
     const statements: UpdateStatement[] = body.updates.map((s) => ({
       q: documentFromWire(s.q),
       u: fromWire(s.u),
@@ -132,6 +153,7 @@ export class WriteService {
           client.update({
             ns,
             ...routing.versioningFor(batch.shard),
+            ...retryableFields(session, batch),
             ordered: body.ordered,
             updates: batch.indexes.map((i) => {
               const s = statements[i]!;
@@ -160,11 +182,14 @@ export class WriteService {
       upsertedCount,
       upsertedIds,
       writeErrors: publicErrors(execution),
+      ...retriedOf(execution),
       ok: 1,
     };
   }
 
   async delete(ns: string, body: DeleteBody): Promise<DeleteResponse> {
+    const session = sessionOf(body);
+    if (session?.txnNumber !== undefined && body.deletes.some((s) => s.limit === 0)) throw notRetryable('a delete with limit: 0');
     const statements = body.deletes.map((s) => ({ q: documentFromWire(s.q), limit: s.limit }));
     const execution = await this.execute<DeleteCommandResult>(
       ns,
@@ -179,17 +204,19 @@ export class WriteService {
           client.delete({
             ns,
             ...routing.versioningFor(batch.shard),
+            ...retryableFields(session, batch),
             ordered: body.ordered,
             deletes: batch.indexes.map((i) => ({ q: toWire(statements[i]!.q) as Record<string, unknown>, limit: statements[i]!.limit })),
           }),
         ),
     );
     const deletedCount = execution.replies.reduce((sum, { reply }) => sum + reply.deletedCount, 0);
-    return { deletedCount, writeErrors: publicErrors(execution), ok: 1 };
+    return { deletedCount, writeErrors: publicErrors(execution), ...retriedOf(execution), ok: 1 };
   }
 
   /** MongoDB's findAndModify on one shard: `{ lastErrorObject, value, ok: 1 }`. */
   async findAndModify(ns: string, body: FindAndModifyBody): Promise<FindAndModifyResult & { ok: 1 }> {
+    const session = sessionOf(body);
     const query = documentFromWire(body.query);
     const update = body.update === undefined ? undefined : fromWire(body.update);
     if (update !== undefined) checkUpdateShape({ q: query, u: update, multi: false, upsert: body.upsert });
@@ -202,6 +229,7 @@ export class WriteService {
       const result = await client.findAndModify({
         ns,
         ...routing.versioningFor(shard),
+        ...retryableFields(session, { indexes: [0] }),
         query: body.query,
         remove: body.remove,
         new: body.new,
@@ -279,4 +307,25 @@ function wireInsert(json: Readonly<Record<string, unknown>>, index: number): Wir
   const id = fromWire(json['_id']);
   checkInsertFields(json, id, index);
   return { document: json, id: toWire(id) };
+}
+
+/**
+ * The fields that make a shard's part of a command retryable: the session, its txnNumber, and
+ * each statement's stmtId, its index in the user's command, so a retry however split or
+ * re-routed names the same statements. None for a command outside a retryable write.
+ */
+function retryableFields(session: CommandSession | undefined, batch: Pick<ChildBatch, 'indexes'>) {
+  if (session?.txnNumber === undefined) return {};
+  return { lsid: session.lsid, txnNumber: session.txnNumber, stmtIds: [...batch.indexes] };
+}
+
+/** The user's statements the shards answered from the session's history (MongoDB's `retriedStmtIds`), when any. */
+function retriedOf(execution: WriteExecution<ShardWriteReply & { retriedStmtIds?: number[] }>): { retriedStmtIds?: number[] } {
+  const retried = execution.replies.flatMap(({ reply }) => reply.retriedStmtIds ?? []).sort((a, b) => a - b);
+  return retried.length > 0 ? { retriedStmtIds: retried } : {};
+}
+
+/** MongoDB runs multi-document writes once but cannot promise a retry does not apply them again. */
+function notRetryable(what: string): TesseraError {
+  return new TesseraError('INVALID_OPTIONS', `${what} cannot be a retryable write: send it without txnNumber`);
 }
