@@ -3,6 +3,7 @@ import { ObjectId } from 'bson';
 import { TesseraError, type Value, type ValueObject } from '@tessera/core';
 import type { FindAndModifyResult, InsertCommandResult, UpdateCommandResult, DeleteCommandResult } from '@tessera/protocol';
 import { checkInsertFields, isOperatorUpdate } from '@tessera/query';
+import { Failpoints } from '@tessera/platform';
 import { withStaleRetries } from '@tessera/routing';
 import { type PublicWriteError, documentFromWire, fromWire, publicWriteError, toWire } from '../api/extended-json.js';
 import type { DeleteBody, FindAndModifyBody, InsertBody, UpdateBody } from '../api/request-schemas.js';
@@ -56,7 +57,10 @@ interface UpdateStatement {
 export class WriteService {
   private readonly inserts: InsertCoalescer;
 
-  constructor(private readonly cluster: ClusterRoutingService) {
+  constructor(
+    private readonly cluster: ClusterRoutingService,
+    private readonly failpoints: Failpoints,
+  ) {
     this.inserts = new InsertCoalescer((shard, command) => this.cluster.shard(shard).then((client) => client.insert(command)));
   }
 
@@ -92,17 +96,15 @@ export class WriteService {
         const documents = batch.indexes.map((i) => (prepared[i] as WireInsert).document);
         // A retryable insert names its session to the shard, so it is not coalesced with others.
         if (session?.txnNumber !== undefined) {
-          return this.cluster
-            .shard(batch.shard)
-            .then((client) =>
-              client.insert({
-                ns,
-                ...routing.versioningFor(batch.shard),
-                ...retryableFields(session, batch),
-                documents,
-                ordered: body.ordered,
-              }),
-            );
+          return this.cluster.shard(batch.shard).then((client) =>
+            client.insert({
+              ns,
+              ...routing.versioningFor(batch.shard),
+              ...retryableFields(session, batch),
+              documents,
+              ordered: body.ordered,
+            }),
+          );
         }
         return this.inserts.insert(
           batch.shard,
@@ -238,11 +240,12 @@ export class WriteService {
         ...(body.fields ? { fields: body.fields } : {}),
         ...(update !== undefined ? { update: toWire(update) as Record<string, unknown> } : {}),
       });
+      await this.failpoints.pauseAt('router.write.beforeReply', ns);
       return { ...result, ok: 1 as const };
     });
   }
 
-  private execute<R extends ShardWriteReply>(
+  private async execute<R extends ShardWriteReply>(
     ns: string,
     count: number,
     ordered: boolean,
@@ -250,7 +253,7 @@ export class WriteService {
     send: (batch: ChildBatch, routing: CollectionRouting) => Promise<R>,
   ): Promise<WriteExecution<R>> {
     let routing: CollectionRouting | undefined;
-    return executeWriteBatch<R>(count, ordered, {
+    const execution = await executeWriteBatch<R>(count, ordered, {
       route: async (indexes): Promise<StatementRouting> => {
         routing = await this.cluster.routingForWrite(ns);
         const statements: RoutedStatement[] = [];
@@ -268,6 +271,8 @@ export class WriteService {
       send: (batch) => send(batch, routing!),
       handleStale: (error) => this.cluster.handleStale(ns, error),
     });
+    await this.failpoints.pauseAt('router.write.beforeReply', ns);
+    return execution;
   }
 }
 
