@@ -11,6 +11,8 @@ import { HelloController } from './hello.controller.js';
 import { IndexesService } from './indexes/indexes.service.js';
 import { QueryService } from './reads/query.service.js';
 import { RouterRegistrationService } from './router-registration.service.js';
+import { SessionsController } from './controllers/sessions.controller.js';
+import { RouterSessions } from './sessions/router-sessions.service.js';
 import type { RouterSettings } from './router.settings.js';
 import { ClusterRoutingService } from './routing/cluster-routing.service.js';
 import { WriteService } from './writes/write.service.js';
@@ -26,6 +28,7 @@ export const ROUTER_CONTROLLERS = [
   DocumentsController,
   IndexesController,
   CursorsController,
+  SessionsController,
 ];
 
 /** A router's composition root. Routers are stateless: no database of their own. */
@@ -36,7 +39,15 @@ export class RouterModule {
       module: RouterModule,
       imports: [PlatformModule.forRoot(settings, logger)],
       controllers: ROUTER_CONTROLLERS,
-      providers: [RouterRegistrationService, ClusterRoutingService, QueryService, WriteService, DocumentsService, IndexesService],
+      providers: [
+        RouterRegistrationService,
+        ClusterRoutingService,
+        RouterSessions,
+        QueryService,
+        WriteService,
+        DocumentsService,
+        IndexesService,
+      ],
     };
   }
 }

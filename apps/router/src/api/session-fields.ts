@@ -19,6 +19,16 @@ export const txnNumberBodySchema = z
   .union([z.number().int().min(0), z.strictObject({ $numberLong: z.string().regex(/^\d{1,19}$/) })])
   .meta({ description: 'With `lsid`, makes a write retryable: sent again with the same pair, it runs once (MongoDB `txnNumber`).' });
 
+/** The body of endSessions, refreshSessions and killSessions: the sessions, as `lsid`s. */
+export const sessionListBodySchema = z.strictObject({
+  ids: z.array(lsidBodySchema).min(1).max(10_000).meta({ description: 'The sessions, each `{ id: { "$uuid": "..." } }`.' }),
+});
+
+/** The session ids of a session list. Throws `BAD_VALUE` for an id that is not a UUID. */
+export function sessionIdsOf(body: { ids: ReadonlyArray<{ id?: unknown }> }): string[] {
+  return body.ids.map((lsid) => uuidOf(lsid.id));
+}
+
 export interface SessionFieldsBody {
   lsid?: { id?: unknown } | undefined;
   txnNumber?: number | { $numberLong: string } | undefined;

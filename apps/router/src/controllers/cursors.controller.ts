@@ -2,7 +2,6 @@ import { Body, Controller, Delete, HttpCode, Param, Post } from '@nestjs/common'
 import { z } from 'zod';
 import { parseWith } from '@tessera/platform';
 import { nextBodySchema } from '../api/request-schemas.js';
-import { sessionOf } from '../api/session-fields.js';
 import { QueryService } from '../reads/query.service.js';
 
 const cursorIdSchema = z.string().regex(/^[1-9]\d{0,19}$/, 'must be a cursor id (decimal digits)');
@@ -16,8 +15,7 @@ export class CursorsController {
   @HttpCode(200)
   next(@Param('id') id: string, @Body() body: unknown) {
     const request = parseWith(nextBodySchema, body ?? {}, 'next request');
-    sessionOf(request);
-    return this.queries.next(parseWith(cursorIdSchema, id, 'cursor id'), request.batchSize);
+    return this.queries.next(parseWith(cursorIdSchema, id, 'cursor id'), request.batchSize, request);
   }
 
   @Delete(':id')

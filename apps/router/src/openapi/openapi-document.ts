@@ -17,24 +17,18 @@ import {
   nextBodySchema,
   updateBodySchema,
 } from '../api/request-schemas.js';
+import { type JsonSchema, type Operation, obj, ok, ref } from './operation.js';
+import { SESSION_OPERATIONS } from './session-operations.js';
 
-type JsonSchema = Record<string, unknown>;
-
-interface Operation {
-  readonly method: 'get' | 'post' | 'put' | 'patch' | 'delete';
-  readonly path: string;
-  readonly summary: string;
-  readonly description?: string;
-  readonly body?: z.ZodType;
-  readonly response: JsonSchema;
-  readonly tag: string;
-}
-
-const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
-const ok = { type: 'integer', const: 1 };
 const count = { type: 'integer', minimum: 0 };
 const byIndex = { type: 'object', additionalProperties: true, description: 'Values by statement index ("0", "1", ...).' };
 const writeErrors = { type: 'array', items: ref('WriteError') };
+const retriedStmtIds = {
+  type: 'array',
+  items: count,
+  description: "In a retryable write (lsid and txnNumber): the statements answered from the session's history, not run again.",
+};
+const WRITE_REQUIRED = ['writeErrors', 'ok'];
 
 const ns = '/v1/{db}/{coll}';
 const OPERATIONS: readonly Operation[] = [
@@ -60,7 +54,11 @@ const OPERATIONS: readonly Operation[] = [
     summary: 'insertMany',
     description: 'Creates the database and collection on first write. Ordered inserts stop at the first error; statements before it stay.',
     body: insertBodySchema,
-    response: obj({ insertedCount: count, insertedIds: byIndex, writeErrors, ok }),
+    response: obj({ insertedCount: count, insertedIds: byIndex, writeErrors, retriedStmtIds, ok }, [
+      'insertedCount',
+      'insertedIds',
+      ...WRITE_REQUIRED,
+    ]),
   },
   {
     tag: 'crud',
@@ -95,7 +93,10 @@ const OPERATIONS: readonly Operation[] = [
     description:
       'On a sharded collection an upsert, and a multi:false update that does not reach exactly one shard, need the full shard key by equality in q (SHARD_KEY_NOT_FOUND otherwise).',
     body: updateBodySchema,
-    response: obj({ matchedCount: count, modifiedCount: count, upsertedCount: count, upsertedIds: byIndex, writeErrors, ok }),
+    response: obj(
+      { matchedCount: count, modifiedCount: count, upsertedCount: count, upsertedIds: byIndex, writeErrors, retriedStmtIds, ok },
+      ['matchedCount', 'modifiedCount', 'upsertedCount', 'upsertedIds', ...WRITE_REQUIRED],
+    ),
   },
   {
     tag: 'crud',
@@ -105,7 +106,7 @@ const OPERATIONS: readonly Operation[] = [
     description:
       'On a sharded collection a limit:1 delete that does not reach exactly one shard needs the full shard key by equality in q.',
     body: deleteBodySchema,
-    response: obj({ deletedCount: count, writeErrors, ok }),
+    response: obj({ deletedCount: count, writeErrors, retriedStmtIds, ok }, ['deletedCount', ...WRITE_REQUIRED]),
   },
   {
     tag: 'crud',
@@ -211,10 +212,6 @@ const OPERATIONS: readonly Operation[] = [
   },
 ];
 
-function obj(properties: Record<string, JsonSchema>, required = Object.keys(properties)): JsonSchema {
-  return { type: 'object', properties, required };
-}
-
 /** The JSON Schema (2020-12, OpenAPI 3.1's dialect) of a request body, as the edge validates it. */
 function requestSchema(schema: z.ZodType): JsonSchema {
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
@@ -235,7 +232,7 @@ const PATH_PARAMETERS: Record<string, { description: string; schema: JsonSchema 
 /** Builds the document. Long because it is the document's literal shape, written out once. */
 export function buildOpenApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const operation of OPERATIONS) {
+  for (const operation of [...OPERATIONS, ...SESSION_OPERATIONS]) {
     const parameters = [...operation.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
       name,
       in: 'path',
@@ -284,6 +281,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
       { name: 'documents', description: 'Single-document convenience routes' },
       { name: 'indexes', description: 'Secondary indexes' },
       { name: 'router', description: 'About this router' },
+      { name: 'sessions', description: 'Logical sessions (lsid), which make writes retryable with a txnNumber' },
     ],
     paths,
     components: {
@@ -328,5 +326,5 @@ export function buildOpenApiDocument(): Record<string, unknown> {
 
 /** Every operation as `METHOD /path/{param}`, for the coverage test. */
 export function describedRoutes(): string[] {
-  return OPERATIONS.map((o) => `${o.method.toUpperCase()} ${o.path}`);
+  return [...OPERATIONS, ...SESSION_OPERATIONS].map((o) => `${o.method.toUpperCase()} ${o.path}`);
 }

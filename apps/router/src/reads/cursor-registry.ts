@@ -7,6 +7,8 @@ export const CURSOR_IDLE_TIMEOUT_MS = 10 * 60 * 1000;
 
 interface Entry {
   readonly cursor: RouterCursor;
+  /** The logical session the cursor was opened in; killed with it. */
+  readonly sessionId: string | undefined;
   lastUsed: number;
   /** The getMore in progress; the next waits for it, so batches never interleave. */
   busy: Promise<unknown>;
@@ -25,13 +27,13 @@ export class CursorRegistry {
     private readonly idleTimeoutMs = CURSOR_IDLE_TIMEOUT_MS,
   ) {}
 
-  /** Registers an open cursor and returns its id. */
-  register(cursor: RouterCursor): string {
+  /** Registers an open cursor (of a logical session, when given) and returns its id. */
+  register(cursor: RouterCursor, sessionId?: string): string {
     let id: string;
     do {
       id = (randomBytes(8).readBigUInt64BE() >> 1n).toString();
     } while (id === '0' || this.cursors.has(id));
-    this.cursors.set(id, { cursor, lastUsed: this.now(), busy: Promise.resolve() });
+    this.cursors.set(id, { cursor, sessionId, lastUsed: this.now(), busy: Promise.resolve() });
     return id;
   }
 
@@ -76,6 +78,22 @@ export class CursorRegistry {
     for (const [id] of idle) this.cursors.delete(id);
     await Promise.allSettled(idle.map(([, e]) => e.cursor.close()));
     return idle.map(([id]) => id);
+  }
+
+  /** The open cursors of a logical session. */
+  countOfSession(sessionId: string): number {
+    let count = 0;
+    for (const entry of this.cursors.values()) if (entry.sessionId === sessionId) count++;
+    return count;
+  }
+
+  /** Kills the cursors of these logical sessions (ended, expired or killed); returns their ids. */
+  async killSessions(sessionIds: readonly string[]): Promise<string[]> {
+    const sessions = new Set(sessionIds);
+    const doomed = [...this.cursors.entries()].filter(([, e]) => e.sessionId !== undefined && sessions.has(e.sessionId));
+    for (const [id] of doomed) this.cursors.delete(id);
+    await Promise.allSettled(doomed.map(async ([, e]) => e.busy.then(() => e.cursor.close())));
+    return doomed.map(([id]) => id);
   }
 
   /** Closes every cursor (shutdown). */

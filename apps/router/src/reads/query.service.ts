@@ -6,7 +6,8 @@ import { compileProjection, compileSort, validateFilter } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { fromWire, toWire } from '../api/extended-json.js';
 import type { CountBody, DistinctBody, FindBody } from '../api/request-schemas.js';
-import { sessionOf } from '../api/session-fields.js';
+import type { SessionFieldsBody } from '../api/session-fields.js';
+import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { routeFilter } from '../writes/write-targeting.js';
 import { CursorRegistry } from './cursor-registry.js';
@@ -31,7 +32,15 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   private readonly cursors = new CursorRegistry();
   private reaper: Periodic | undefined;
 
-  constructor(private readonly cluster: ClusterRoutingService) {}
+  constructor(
+    private readonly cluster: ClusterRoutingService,
+    private readonly sessions: RouterSessions,
+  ) {
+    sessions.attachCursors({
+      openCursors: (sessionId) => this.cursors.countOfSession(sessionId),
+      killSessions: async (sessionIds) => void (await this.cursors.killSessions(sessionIds)),
+    });
+  }
 
   onApplicationBootstrap(): void {
     this.reaper = runPeriodically(
@@ -47,7 +56,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   }
 
   async find(ns: string, body: FindBody): Promise<CursorResponse> {
-    sessionOf(body);
+    const session = this.sessions.use(body);
     const filter = validateFilter(fromWire(body.filter), '');
     const compare = body.sort === undefined ? undefined : compileSort(fromWire(body.sort));
     const project = body.projection === undefined ? undefined : compileProjection(fromWire(body.projection));
@@ -72,12 +81,13 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
         this.cursorPort(),
       );
       const documents = await cursor.nextBatch(firstBatchSize);
-      const id = cursor.isExhausted ? '0' : this.cursors.register(cursor);
+      const id = cursor.isExhausted ? '0' : this.cursors.register(cursor, session?.lsid.id);
       return { cursor: { id, ns, firstBatch: documents.map(toWire) }, ok: 1 };
     });
   }
 
-  async next(id: string, batchSize = DEFAULT_BATCH_SIZE): Promise<CursorResponse> {
+  async next(id: string, batchSize = DEFAULT_BATCH_SIZE, body: SessionFieldsBody = {}): Promise<CursorResponse> {
+    this.sessions.use(body);
     const { cursor, documents, exhausted } = await this.cursors.next(id, batchSize);
     return { cursor: { id: exhausted ? '0' : id, ns: cursor.ns, nextBatch: documents.map(toWire) }, ok: 1 };
   }
@@ -89,7 +99,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** MongoDB's count: shards count in parallel; with several, skip and limit apply to the sum. */
   async count(ns: string, body: CountBody): Promise<{ n: number; ok: 1 }> {
-    sessionOf(body);
+    this.sessions.use(body);
     const filter = validateFilter(fromWire(body.filter), '');
     return withStaleRetries(this.cluster.cache, ns, async () => {
       const routing = await this.cluster.routingForRead(ns);
@@ -114,7 +124,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** MongoDB's distinct: the union of each shard's distinct values, without duplicates (in value order). */
   async distinct(ns: string, body: DistinctBody): Promise<{ values: unknown[]; ok: 1 }> {
-    sessionOf(body);
+    this.sessions.use(body);
     const filter = validateFilter(fromWire(body.filter), '');
     return withStaleRetries(this.cluster.cache, ns, async () => {
       const routing = await this.cluster.routingForRead(ns);

@@ -7,7 +7,8 @@ import { Failpoints } from '@tessera/platform';
 import { withStaleRetries } from '@tessera/routing';
 import { type PublicWriteError, documentFromWire, fromWire, publicWriteError, toWire } from '../api/extended-json.js';
 import type { DeleteBody, FindAndModifyBody, InsertBody, UpdateBody } from '../api/request-schemas.js';
-import { type CommandSession, sessionOf } from '../api/session-fields.js';
+import type { CommandSession } from '../api/session-fields.js';
+import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { type ShardWriteReply, type StatementRouting, type WriteExecution, envelopeOf, executeWriteBatch } from './write-execution.js';
 import type { ChildBatch, RoutedStatement, RouterWriteError } from './write-plan.js';
@@ -59,6 +60,7 @@ export class WriteService {
 
   constructor(
     private readonly cluster: ClusterRoutingService,
+    private readonly sessions: RouterSessions,
     private readonly failpoints: Failpoints,
   ) {
     this.inserts = new InsertCoalescer((shard, command) => this.cluster.shard(shard).then((client) => client.insert(command)));
@@ -73,7 +75,7 @@ export class WriteService {
    * shard's to refuse. `bodyBytes` (the request's length) sizes the coalesced commands.
    */
   async insert(ns: string, body: InsertBody, bodyBytes?: number): Promise<InsertResponse> {
-    const session = sessionOf(body);
+    const session = this.sessions.use(body);
     const prepared = body.documents.map((json, index): WireInsert | TesseraError => {
       try {
         return wireInsert(json, index);
@@ -133,7 +135,7 @@ export class WriteService {
   }
 
   async update(ns: string, body: UpdateBody): Promise<UpdateResponse> {
-    const session = sessionOf(body);
+    const session = this.sessions.use(body);
     if (session?.txnNumber !== undefined && body.updates.some((s) => s.multi)) throw notRetryable('an update with multi: true');
     const statements: UpdateStatement[] = body.updates.map((s) => ({
       q: documentFromWire(s.q),
@@ -190,7 +192,7 @@ export class WriteService {
   }
 
   async delete(ns: string, body: DeleteBody): Promise<DeleteResponse> {
-    const session = sessionOf(body);
+    const session = this.sessions.use(body);
     if (session?.txnNumber !== undefined && body.deletes.some((s) => s.limit === 0)) throw notRetryable('a delete with limit: 0');
     const statements = body.deletes.map((s) => ({ q: documentFromWire(s.q), limit: s.limit }));
     const execution = await this.execute<DeleteCommandResult>(
@@ -218,7 +220,7 @@ export class WriteService {
 
   /** MongoDB's findAndModify on one shard: `{ lastErrorObject, value, ok: 1 }`. */
   async findAndModify(ns: string, body: FindAndModifyBody): Promise<FindAndModifyResult & { ok: 1 }> {
-    const session = sessionOf(body);
+    const session = this.sessions.use(body);
     const query = documentFromWire(body.query);
     const update = body.update === undefined ? undefined : fromWire(body.update);
     if (update !== undefined) checkUpdateShape({ q: query, u: update, multi: false, upsert: body.upsert });

@@ -1,0 +1,37 @@
+import { Body, Controller, HttpCode, Post } from '@nestjs/common';
+import { parseWith } from '@tessera/platform';
+import { sessionIdsOf, sessionListBodySchema } from '../api/session-fields.js';
+import { RouterSessions } from '../sessions/router-sessions.service.js';
+
+/** MongoDB's session commands under `/v1/admin`. A client may also make up its own session id, as drivers do. */
+@Controller('v1/admin')
+export class SessionsController {
+  constructor(private readonly sessions: RouterSessions) {}
+
+  @Post('startSession')
+  @HttpCode(200)
+  startSession() {
+    return { ...this.sessions.start(), ok: 1 as const };
+  }
+
+  @Post('refreshSessions')
+  @HttpCode(200)
+  refreshSessions(@Body() body: unknown) {
+    this.sessions.refresh(sessionIdsOf(parseWith(sessionListBodySchema, body, 'refreshSessions request')));
+    return { ok: 1 as const };
+  }
+
+  @Post('endSessions')
+  @HttpCode(200)
+  endSessions(@Body() body: unknown) {
+    this.sessions.end(sessionIdsOf(parseWith(sessionListBodySchema, body, 'endSessions request')));
+    return { ok: 1 as const };
+  }
+
+  @Post('killSessions')
+  @HttpCode(200)
+  async killSessions(@Body() body: unknown) {
+    await this.sessions.kill(sessionIdsOf(parseWith(sessionListBodySchema, body, 'killSessions request')));
+    return { ok: 1 as const };
+  }
+}
