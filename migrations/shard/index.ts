@@ -3,6 +3,7 @@ import { Collections1763900100000 } from './1763900100000-collections.js';
 import { Indexes1763900200000 } from './1763900200000-indexes.js';
 import { Migrations1763900300000 } from './1763900300000-migrations.js';
 import { ShardKeySizes1763902000000 } from './1763902000000-shard-key-sizes.js';
+import { Transactions1763903000000 } from './1763903000000-transactions.js';
 
 /** A shard database's migrations, in order. */
 export const shardMigrations = [
@@ -11,4 +12,5 @@ export const shardMigrations = [
   Indexes1763900200000,
   Migrations1763900300000,
   ShardKeySizes1763902000000,
+  Transactions1763903000000,
 ];

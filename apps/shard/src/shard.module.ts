@@ -31,6 +31,9 @@ import { MigrationSourceService } from './migration/migration-source.service.js'
 import { MigrationController } from './migration/migration.controller.js';
 import { RangeDeleterService } from './migration/range-deleter.service.js';
 import { RangeDeletionStore } from './migration/range-deletion.store.js';
+import { RetryableWriteService } from './sessions/retryable-write.service.js';
+import { SessionCatalog } from './sessions/session-catalog.js';
+import { TransactionsStore } from './sessions/transactions.store.js';
 import { ShardingRuntime } from './sharding/sharding-runtime.service.js';
 import type { ShardSettings } from './shard.settings.js';
 
@@ -51,6 +54,9 @@ export class ShardModule {
         ShardingRuntime,
         CollectionResolver,
         ShardDataService,
+        SessionCatalog,
+        TransactionsStore,
+        RetryableWriteService,
         ChunkSizingService,
         SplitVectorService,
         AutoSplitter,

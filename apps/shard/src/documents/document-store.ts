@@ -13,6 +13,7 @@ import {
 } from '@tessera/core';
 import { poolStatement } from '@tessera/platform';
 import { prepareInsert, prepareWireInsert } from '@tessera/query';
+import type { StatementHistory } from './statement-history.js';
 import { type WriteError, duplicateKey, isUniqueViolation, toEnvelope, withStatement } from './write-errors.js';
 import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
@@ -63,6 +64,19 @@ function rowParameters(rows: readonly PreparedRow[]): [Buffer[], Buffer[], strin
   return [rows.map((r) => r.id), rows.map((r) => r.shardKey), `[${rows.map((r) => r.doc).join(',')}]`, rows.map((r) => r.size)];
 }
 
+/** Inserts the rows of `ROWS_FROM` into `table` unless the collection has a secondary index (`$5` is the table's name). */
+function insertUnindexedSql(table: string): string {
+  return `INSERT INTO ${table} (id, shard_key, doc, size)
+         SELECT id, shard_key, doc, size FROM ${ROWS_FROM}
+         WHERE NOT EXISTS (SELECT 1 FROM indexes i JOIN collections c ON c.uuid = i.collection_uuid WHERE c.table_name = $5)
+         ORDER BY n`;
+}
+
+/** What a retryable insert records for each document it stored. */
+function recordedInserts(rows: readonly PreparedRow[]): Array<{ index: number; shardKey: Uint8Array; result: { op: 'insert' } }> {
+  return rows.map((r) => ({ index: r.index, shardKey: r.shardKey, result: { op: 'insert' } }));
+}
+
 /**
  * Documents of one collection in its Postgres table: the primitives the shard's CRUD commands
  * are built from. Documents are stored as relaxed Extended JSON (exact for every value
@@ -76,15 +90,25 @@ export class DocumentStore {
    * a write error for its index; `ordered` stops at the first error, keeping what came before
    * it; unordered goes on. A document whose shard key this shard does not own means the sender's
    * routing was stale: the whole request fails with `STALE_CONFIG` and nothing is written.
+   *
+   * With a `history` (a retryable write) a document whose statement already executed is not
+   * inserted again but counts as inserted, and each document stored is recorded in the
+   * transaction that stores it.
    */
   async insert(
     handle: CollectionHandle,
     documents: readonly unknown[],
-    options: { ordered: boolean; generateId: () => ObjectId },
+    options: { ordered: boolean; generateId: () => ObjectId; history?: StatementHistory | undefined },
   ): Promise<InsertResult> {
+    const { history } = options;
     const rows: PreparedRow[] = [];
     const writeErrors: WriteError[] = [];
+    const retried: number[] = [];
     for (const [index, input] of documents.entries()) {
+      if (history !== undefined && history.executed(index) !== undefined) {
+        retried.push(index);
+        continue;
+      }
       try {
         rows.push(this.prepare(handle, input, index, options.generateId));
       } catch (error) {
@@ -96,10 +120,17 @@ export class DocumentStore {
     const inserted =
       rows.length === 0
         ? new Set<string>()
-        : ((await this.insertIfUnindexed(handle, rows)) ?? (await this.insertRows(handle, rows, options.ordered, writeErrors)));
+        : history === undefined
+          ? ((await this.insertIfUnindexed(handle, rows)) ?? (await this.insertRows(handle, rows, options.ordered, writeErrors)))
+          : ((await this.insertIfUnindexedRecorded(handle, rows, history)) ??
+            (await this.insertRows(handle, rows, options.ordered, writeErrors, history)));
     if (handle.onWrite !== undefined) for (const row of rows) if (inserted.has(`${row.index}`)) handle.onWrite(row.shardKey, row.size);
     writeErrors.sort((a, b) => a.index - b.index);
     const insertedIndexes = rows.filter((r) => inserted.has(`${r.index}`)).map((r) => r.index);
+    if (retried.length > 0) {
+      insertedIndexes.push(...retried);
+      insertedIndexes.sort((a, b) => a - b);
+    }
     return { insertedCount: insertedIndexes.length, inserted: insertedIndexes, writeErrors };
   }
 
@@ -171,10 +202,7 @@ export class DocumentStore {
       // Named: each connection parses and plans it once per table, then only binds and runs it.
       ({ rowCount: inserted } = await poolStatement(this.dataSource, {
         name: `insert_${handle.table}`,
-        text: `INSERT INTO ${handle.table} (id, shard_key, doc, size)
-         SELECT id, shard_key, doc, size FROM ${ROWS_FROM}
-         WHERE NOT EXISTS (SELECT 1 FROM indexes i JOIN collections c ON c.uuid = i.collection_uuid WHERE c.table_name = $5)
-         ORDER BY n`,
+        text: insertUnindexedSql(handle.table),
         values: [...rowParameters(rows), handle.table],
       }));
     } catch (error) {
@@ -186,14 +214,43 @@ export class DocumentStore {
   }
 
   /**
+   * `insertIfUnindexed` for a retryable insert: the same statement, and the documents' record in
+   * the same transaction. A duplicate key rolls both back, and `insertRows` does the batch again.
+   */
+  private async insertIfUnindexedRecorded(
+    handle: CollectionHandle,
+    rows: PreparedRow[],
+    history: StatementHistory,
+  ): Promise<Set<string> | undefined> {
+    if (handle.indexes !== undefined && handle.indexes.length > 0) return undefined;
+    try {
+      return await this.dataSource.transaction(async (manager) => {
+        const counted: Array<{ inserted: number }> = await manager.query(
+          `WITH stored AS (${insertUnindexedSql(handle.table)} RETURNING 1) SELECT count(*)::int AS inserted FROM stored`,
+          [...rowParameters(rows), handle.table],
+        );
+        // All or nothing: nothing means the collection has a secondary index.
+        if (counted[0]!.inserted !== rows.length) return undefined;
+        await history.record(manager, recordedInserts(rows));
+        return new Set(rows.map((r) => `${r.index}`));
+      });
+    } catch (error) {
+      if (isUniqueViolation(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /**
    * One statement for the batch. Rows go in request order, so of two documents with one `_id`
    * the first is kept. Returns the indexes inserted; adds a DUPLICATE_KEY error for each other.
+   * With a `history`, records the documents that stay inserted, in the same transaction.
    */
   private async insertRows(
     handle: CollectionHandle,
     prepared: PreparedRow[],
     ordered: boolean,
     writeErrors: WriteError[],
+    history?: StatementHistory,
   ): Promise<Set<string>> {
     return this.dataSource.transaction(async (manager) => {
       const indexes = await indexesForWrite(manager, handle);
@@ -205,6 +262,7 @@ export class DocumentStore {
       await this.reportDuplicates(batch, failed);
       const refused = await this.addIndexEntries(batch, inserted);
       if (ordered) await this.undoAfterFirstFailure(batch, inserted, [...failed, ...refused]);
+      await history?.record(manager, recordedInserts(rows.filter((r) => inserted.has(`${r.index}`))));
       return inserted;
     });
   }

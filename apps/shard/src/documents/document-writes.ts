@@ -23,6 +23,7 @@ import {
 } from '@tessera/query';
 import { type StoredDocument, scanMatching } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
+import { type ImageKind, type StatementHistory, type StatementResult, recordedAs } from './statement-history.js';
 import { addDocumentEntries, entriesOf, indexesForWrite, removeEntries, replaceEntries } from './index-maintenance.js';
 
 export interface UpdateStatement {
@@ -58,6 +59,9 @@ interface Clock {
  * not at all; a failed statement is a write error for its index, and an ordered batch stops
  * there (earlier statements stay, as in MongoDB). A change of shard key value is refused: it
  * would move the document to another chunk, which needs a transaction (a later issue).
+ *
+ * With a `history` (a retryable write) a statement that already executed answers its recorded
+ * result instead of running, and each statement that runs is recorded in its own transaction.
  */
 export class DocumentWrites {
   constructor(
@@ -65,14 +69,27 @@ export class DocumentWrites {
     private readonly clock: Clock,
   ) {}
 
-  async update(handle: CollectionHandle, statements: readonly UpdateStatement[], ordered: boolean): Promise<UpdateCommandResult> {
+  async update(
+    handle: CollectionHandle,
+    statements: readonly UpdateStatement[],
+    ordered: boolean,
+    history?: StatementHistory,
+  ): Promise<UpdateCommandResult> {
     const result: UpdateCommandResult = { matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] };
     for (const [index, statement] of statements.entries()) {
       try {
-        const outcome = await this.dataSource.transaction((manager) => this.updateOne(manager, handle, statement, index));
-        result.matchedCount += outcome.matched;
-        result.modifiedCount += outcome.modified;
-        if (outcome.upsertedId !== undefined) result.upserted.push({ index, _id: toExtendedJsonObject(outcome.upsertedId) });
+        const recorded = history?.executed(index);
+        const outcome =
+          recorded !== undefined
+            ? recordedAs(recorded, 'update', index)
+            : await this.dataSource.transaction(async (manager) => {
+                const { shardKey, ...answer } = await this.updateOne(manager, handle, statement, index);
+                await history?.record(manager, [{ index, shardKey, result: answer }]);
+                return answer;
+              });
+        result.matchedCount += outcome.n;
+        result.modifiedCount += outcome.nModified;
+        if (outcome.upserted !== undefined) result.upserted.push({ index, _id: outcome.upserted });
       } catch (error) {
         recordWriteError(result.writeErrors, index, error);
         if (ordered) break;
@@ -81,18 +98,28 @@ export class DocumentWrites {
     return result;
   }
 
-  async delete(handle: CollectionHandle, statements: readonly DeleteStatement[], ordered: boolean): Promise<DeleteCommandResult> {
+  async delete(
+    handle: CollectionHandle,
+    statements: readonly DeleteStatement[],
+    ordered: boolean,
+    history?: StatementHistory,
+  ): Promise<DeleteCommandResult> {
     const result: DeleteCommandResult = { deletedCount: 0, writeErrors: [] };
     for (const [index, statement] of statements.entries()) {
       try {
-        result.deletedCount += await this.dataSource.transaction(async (manager) => {
-          const matches = await scanMatching(manager, handle, parseFilter(statement.q), {
-            forUpdate: true,
-            limit: statement.limit === 1 ? 1 : undefined,
-          });
-          if (matches.length > 0) await this.remove(manager, handle, matches);
-          return matches.length;
-        });
+        const recorded = history?.executed(index);
+        result.deletedCount +=
+          recorded !== undefined
+            ? recordedAs(recorded, 'delete', index).n
+            : await this.dataSource.transaction(async (manager) => {
+                const matches = await scanMatching(manager, handle, parseFilter(statement.q), {
+                  forUpdate: true,
+                  limit: statement.limit === 1 ? 1 : undefined,
+                });
+                if (matches.length > 0) await this.remove(manager, handle, matches);
+                await history?.record(manager, [{ index, shardKey: matches[0]?.shardKey, result: { op: 'delete', n: matches.length } }]);
+                return matches.length;
+              });
       } catch (error) {
         recordWriteError(result.writeErrors, index, error);
         if (ordered) break;
@@ -101,37 +128,70 @@ export class DocumentWrites {
     return result;
   }
 
-  /** MongoDB's findAndModify: the first match by `sort`, removed or updated, before or after. */
-  async findAndModify(handle: CollectionHandle, request: FindAndModifyRequest): Promise<FindAndModifyResult> {
+  /**
+   * MongoDB's findAndModify: the first match by `sort`, removed or updated, before or after.
+   * A retried one answers the recorded image under the request's projection.
+   */
+  async findAndModify(handle: CollectionHandle, request: FindAndModifyRequest, history?: StatementHistory): Promise<FindAndModifyResult> {
     if (request.remove === (request.update !== undefined)) {
       throw new TesseraError('FAILED_TO_PARSE', 'findAndModify needs exactly one of remove: true and an update');
     }
     if (request.remove && (request.upsert || request.new))
       throw new TesseraError('FAILED_TO_PARSE', 'findAndModify cannot combine remove with upsert or new');
     const project = compileProjection(request.fields);
-    const sort = request.sort === undefined ? undefined : compileSort(request.sort);
+    const answer = (returned: ValueObject | undefined) => (returned === undefined ? null : toExtendedJsonObject(project(returned)));
+    const recorded = history?.executed(0);
+    if (recorded !== undefined) {
+      const retried = recordedAs(recorded, 'findAndModify', 0);
+      return { value: answer(retriedImage(retried, history!, request)), lastErrorObject: retried.lastErrorObject };
+    }
     return this.dataSource.transaction(async (manager) => {
-      const matches = await scanMatching(manager, handle, parseFilter(request.query), { forUpdate: true, limit: sort ? undefined : 1 });
-      if (sort) matches.sort((a, b) => sort(a.document, b.document));
-      const target = matches[0];
-      if (target === undefined) {
-        if (!request.upsert) return { value: null, lastErrorObject: { n: 0, updatedExisting: false } };
-        const inserted = await this.upsert(manager, handle, request.query, request.update, 0);
-        return {
-          value: request.new ? toExtendedJsonObject(project(inserted)) : null,
-          lastErrorObject: { n: 1, updatedExisting: false, upserted: toExtendedJsonObject(inserted['_id'] as Value) },
-        };
-      }
-      if (request.remove) {
-        await this.remove(manager, handle, [target]);
-        return { value: toExtendedJsonObject(project(target.document)), lastErrorObject: { n: 1, updatedExisting: false } };
-      }
-      const after = await this.rewrite(manager, handle, target, request.update);
-      return {
-        value: toExtendedJsonObject(project(request.new ? after : target.document)),
-        lastErrorObject: { n: 1, updatedExisting: true },
-      };
+      const outcome = await this.findAndModifyIn(manager, handle, request);
+      const image = outcome.returned && { kind: imageKindOf(request), document: toExtendedJsonObject(outcome.returned) };
+      await history?.record(
+        manager,
+        [
+          {
+            index: 0,
+            shardKey: outcome.shardKey,
+            result: { op: 'findAndModify', lastErrorObject: outcome.lastErrorObject, ...(image && { image: image.kind }) },
+          },
+        ],
+        image,
+      );
+      return { value: answer(outcome.returned), lastErrorObject: outcome.lastErrorObject };
     });
+  }
+
+  /** findAndModify's write, in `manager`'s transaction: answers the document to return (unprojected), if any. */
+  private async findAndModifyIn(
+    manager: EntityManager,
+    handle: CollectionHandle,
+    request: FindAndModifyRequest,
+  ): Promise<{
+    returned: ValueObject | undefined;
+    lastErrorObject: FindAndModifyResult['lastErrorObject'];
+    shardKey: Uint8Array | undefined;
+  }> {
+    const sort = request.sort === undefined ? undefined : compileSort(request.sort);
+    const matches = await scanMatching(manager, handle, parseFilter(request.query), { forUpdate: true, limit: sort ? undefined : 1 });
+    if (sort) matches.sort((a, b) => sort(a.document, b.document));
+    const target = matches[0];
+    if (target === undefined) {
+      if (!request.upsert) return { returned: undefined, lastErrorObject: { n: 0, updatedExisting: false }, shardKey: undefined };
+      const inserted = await this.upsert(manager, handle, request.query, request.update, 0);
+      return {
+        returned: request.new ? inserted.document : undefined,
+        lastErrorObject: { n: 1, updatedExisting: false, upserted: toExtendedJsonObject(inserted.document['_id'] as Value) },
+        shardKey: inserted.shardKey,
+      };
+    }
+    if (request.remove) {
+      await this.remove(manager, handle, [target]);
+      return { returned: target.document, lastErrorObject: { n: 1, updatedExisting: false }, shardKey: target.shardKey };
+    }
+    const after = await this.rewrite(manager, handle, target, request.update);
+    return { returned: request.new ? after : target.document, lastErrorObject: { n: 1, updatedExisting: true }, shardKey: target.shardKey };
   }
 
   private async updateOne(
@@ -139,12 +199,21 @@ export class DocumentWrites {
     handle: CollectionHandle,
     statement: UpdateStatement,
     index: number,
-  ): Promise<{ matched: number; modified: number; upsertedId?: Value }> {
-    const matches = await scanMatching(manager, handle, parseFilter(statement.q), { forUpdate: true, limit: statement.multi ? undefined : 1 });
+  ): Promise<{ op: 'update'; n: number; nModified: number; upserted?: unknown; shardKey: Uint8Array | undefined }> {
+    const matches = await scanMatching(manager, handle, parseFilter(statement.q), {
+      forUpdate: true,
+      limit: statement.multi ? undefined : 1,
+    });
     if (matches.length === 0) {
-      if (!statement.upsert) return { matched: 0, modified: 0 };
+      if (!statement.upsert) return { op: 'update', n: 0, nModified: 0, shardKey: undefined };
       const inserted = await this.upsert(manager, handle, statement.q, statement.u, index);
-      return { matched: 0, modified: 0, upsertedId: inserted['_id'] as Value };
+      return {
+        op: 'update',
+        n: 0,
+        nModified: 0,
+        upserted: toExtendedJsonObject(inserted.document['_id'] as Value),
+        shardKey: inserted.shardKey,
+      };
     }
     let modified = 0;
     for (const match of matches) {
@@ -152,7 +221,8 @@ export class DocumentWrites {
       const after = await this.rewrite(manager, handle, match, statement.u);
       if (JSON.stringify(toExtendedJsonObject(after)) !== before) modified++;
     }
-    return { matched: matches.length, modified };
+    // A multi-document update is never retryable, so one shard key names the document written.
+    return { op: 'update', n: matches.length, nModified: modified, shardKey: matches.length === 1 ? matches[0]!.shardKey : undefined };
   }
 
   /** Applies `update` to a stored document and writes it back; returns the new document. */
@@ -188,7 +258,7 @@ export class DocumentWrites {
     query: ValueObject,
     update: unknown,
     index: number,
-  ): Promise<ValueObject> {
+  ): Promise<{ document: ValueObject; shardKey: Uint8Array }> {
     const seeded = upsertDocument(query, update, this.clock.now());
     const { document, size } = prepareInsert(seeded, { generateId: () => this.clock.generateId() }, index);
     const key = encodeKey(extractShardKey(handle.pattern, document));
@@ -217,7 +287,7 @@ export class DocumentWrites {
       );
     }
     await addDocumentEntries(manager, handle.ns, indexes, entries);
-    return document;
+    return { document, shardKey: key };
   }
 
   /** Deletes stored documents and their index entries. */
@@ -231,6 +301,34 @@ export class DocumentWrites {
         documents.map((d) => entriesOf(indexes, d.id, d.document)),
       );
   }
+}
+
+/** The image a findAndModify returns: the document before it changed, or after when `new`. */
+function imageKindOf(request: FindAndModifyRequest): ImageKind {
+  return request.new ? 'postImage' : 'preImage';
+}
+
+/**
+ * The document a retried findAndModify returns, from the session's image. A retry must ask for
+ * the image the first attempt recorded; a recorded image that is gone cannot be answered.
+ */
+function retriedImage(
+  recorded: Extract<StatementResult, { op: 'findAndModify' }>,
+  history: StatementHistory,
+  request: FindAndModifyRequest,
+): ValueObject | undefined {
+  if (recorded.image === undefined) return undefined;
+  if (recorded.image !== imageKindOf(request)) {
+    throw new TesseraError(
+      'INVALID_OPTIONS',
+      `this findAndModify retry asks for the ${imageKindOf(request)} but the first attempt recorded the ${recorded.image}: a retry must send the same new option`,
+    );
+  }
+  const image = history.image();
+  if (image === undefined || image.kind !== recorded.image) {
+    throw new TesseraError('INCOMPLETE_TRANSACTION_HISTORY', 'the image of this retried findAndModify is no longer recorded');
+  }
+  return fromExtendedJsonObject(image.document) as ValueObject;
 }
 
 /**

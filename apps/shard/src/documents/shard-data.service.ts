@@ -37,6 +37,8 @@ import {
   updateCommandSchema,
 } from '@tessera/protocol';
 import { LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
+import { RetryableWriteService } from '../sessions/retryable-write.service.js';
+import { retryableWriteOf } from '../sessions/retryable-write.js';
 import { type OperationKind, ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { CollectionResolver, type Versioned } from './collection-resolver.js';
 import { CursorManager } from './cursor-manager.js';
@@ -66,6 +68,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     dataSource: DataSource,
     private readonly collections: CollectionResolver,
     private readonly runtime: ShardingRuntime,
+    private readonly retryable: RetryableWriteService,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.store = new DocumentStore(dataSource);
@@ -92,8 +95,11 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async insert(input: InsertCommand): Promise<InsertCommandResult> {
     const command = parseWith(insertCommandSchema, input, 'insert command');
-    return this.withHandle(command, true, 'write', unreachable, (handle) =>
-      this.store.insert(handle, command.documents, { ordered: command.ordered, generateId: () => new ObjectId() }),
+    const write = retryableWriteOf(command, command.documents);
+    return this.withHandle(command, true, 'write', unreachable, (handle, collectionUuid) =>
+      this.retryable.run(write, collectionUuid, (history) =>
+        this.store.insert(handle, command.documents, { ordered: command.ordered, generateId: () => new ObjectId(), history }),
+      ),
     );
   }
 
@@ -135,48 +141,50 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       multi: u.multi,
       upsert: u.upsert,
     }));
+    const write = retryableWriteOf(command, statements, (s) => (s.multi ? 'an update with multi: true' : undefined));
     return this.withHandle<UpdateCommandResult>(
       command,
       command.updates.some((u) => u.upsert),
       'write',
       () => ({ matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] }),
-      (handle) => this.writes.update(handle, statements, command.ordered),
+      (handle, collectionUuid) =>
+        this.retryable.run(write, collectionUuid, (history) => this.writes.update(handle, statements, command.ordered, history)),
     );
   }
 
   async delete(input: DeleteCommand): Promise<DeleteCommandResult> {
     const command = parseWith(deleteCommandSchema, input, 'delete command');
+    const statements = command.deletes.map((d) => ({ q: fromWire(d.q), limit: d.limit }));
+    const write = retryableWriteOf(command, statements, (s) => (s.limit === 0 ? 'a delete with limit: 0' : undefined));
     return this.withHandle<DeleteCommandResult>(
       command,
       false,
       'write',
       () => ({ deletedCount: 0, writeErrors: [] }),
-      (handle) =>
-        this.writes.delete(
-          handle,
-          command.deletes.map((d) => ({ q: fromWire(d.q), limit: d.limit })),
-          command.ordered,
-        ),
+      (handle, collectionUuid) =>
+        this.retryable.run(write, collectionUuid, (history) => this.writes.delete(handle, statements, command.ordered, history)),
     );
   }
 
   async findAndModify(input: FindAndModifyCommand): Promise<FindAndModifyResult> {
     const command = parseWith(findAndModifyCommandSchema, input, 'findAndModify command');
+    const request = {
+      query: fromWire(command.query),
+      ...(command.sort ? { sort: fromWire(command.sort) } : {}),
+      ...(command.update !== undefined ? { update: Array.isArray(command.update) ? command.update : fromWire(command.update) } : {}),
+      ...(command.fields ? { fields: fromWire(command.fields) } : {}),
+      remove: command.remove,
+      new: command.new,
+      upsert: command.upsert,
+    };
+    const write = retryableWriteOf(command, [request]);
     return this.withHandle<FindAndModifyResult>(
       command,
       command.upsert,
       'write',
       () => ({ value: null, lastErrorObject: { n: 0, updatedExisting: false } }),
-      (handle) =>
-        this.writes.findAndModify(handle, {
-          query: fromWire(command.query),
-          ...(command.sort ? { sort: fromWire(command.sort) } : {}),
-          ...(command.update !== undefined ? { update: Array.isArray(command.update) ? command.update : fromWire(command.update) } : {}),
-          ...(command.fields ? { fields: fromWire(command.fields) } : {}),
-          remove: command.remove,
-          new: command.new,
-          upsert: command.upsert,
-        }),
+      (handle, collectionUuid) =>
+        this.retryable.run(write, collectionUuid, (history) => this.writes.findAndModify(handle, request, history)),
     );
   }
 
@@ -258,18 +266,18 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     return { shardVersion: (await state.checkShardVersion(ns, IGNORED_VERSION)).shardVersion };
   }
 
-  /** Runs `work` with the command's handle and releases the lease after; `missing` when the collection is not here. */
+  /** Runs `work` with the command's handle (and collection uuid) and releases the lease after; `missing` when the collection is not here. */
   private async withHandle<T>(
     command: Versioned,
     create: boolean,
     kind: OperationKind,
     missing: () => T,
-    work: (handle: CollectionHandle) => Promise<T>,
+    work: (handle: CollectionHandle, collectionUuid: string) => Promise<T>,
   ): Promise<T> {
     const resolved = await this.collections.resolve(command, create, kind);
     if (resolved === undefined) return missing();
     try {
-      return await work(resolved.handle);
+      return await work(resolved.handle, resolved.collection.uuid);
     } finally {
       resolved.lease.release();
     }

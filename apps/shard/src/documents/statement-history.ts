@@ -1,0 +1,60 @@
+import type { EntityManager } from 'typeorm';
+import { TesseraError } from '@tessera/core';
+
+/**
+ * A statement's answer as the session's history keeps it, enough to answer a retry without
+ * running it again (JSON: it is stored as jsonb).
+ */
+export type StatementResult =
+  /** An inserted document. */
+  | { op: 'insert' }
+  /** An update statement: matched and modified counts, and the upserted `_id` (Extended JSON). */
+  | { op: 'update'; n: number; nModified: number; upserted?: unknown }
+  /** A delete statement. */
+  | { op: 'delete'; n: number }
+  /** A findAndModify; its `value` comes from the session's image, when `image` names one. */
+  | { op: 'findAndModify'; lastErrorObject: { n: number; updatedExisting: boolean; upserted?: unknown }; image?: ImageKind };
+
+export type ImageKind = 'preImage' | 'postImage';
+
+/** An executed statement to record: its index in the command, the written document's shard key when known, its answer. */
+export interface ExecutedStatement {
+  index: number;
+  shardKey: Uint8Array | undefined;
+  result: StatementResult;
+}
+
+/**
+ * The seam between the write paths and a retryable write's session. A write path asks, for each
+ * statement before running it, whether it already executed (then it answers the recorded result
+ * and does not run it), and records what it executed inside the transaction of the write itself,
+ * so that the write and its record commit together or not at all. A failed statement is not
+ * recorded: a retry runs it again. Non-retryable writes have no history.
+ */
+export interface StatementHistory {
+  /** The recorded result of the statement at `index` of this command, when it already executed. */
+  executed(index: number): StatementResult | undefined;
+  /** The document a retried findAndModify answers with (before projection). */
+  image(): { kind: ImageKind; document: unknown } | undefined;
+  /** Records executed statements (and a findAndModify's image) in the write's transaction. */
+  record(manager: EntityManager, statements: readonly ExecutedStatement[], image?: { kind: ImageKind; document: unknown }): Promise<void>;
+}
+
+/**
+ * `result` as the recorded answer of a statement of kind `op`. A statement recorded as another
+ * kind means the client reused a stmtId for a different statement under one txnNumber.
+ */
+export function recordedAs<O extends StatementResult['op']>(
+  result: StatementResult,
+  op: O,
+  index: number,
+): Extract<StatementResult, { op: O }> {
+  if (result.op !== op) {
+    throw new TesseraError(
+      'INVALID_OPTIONS',
+      `statement ${index} of this retryable write already executed as a ${result.op}, not a ${op}: a stmtId names one statement`,
+      { details: { index } },
+    );
+  }
+  return result as Extract<StatementResult, { op: O }>;
+}
