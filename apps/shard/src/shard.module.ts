@@ -33,6 +33,7 @@ import { RangeDeleterService } from './migration/range-deleter.service.js';
 import { RangeDeletionStore } from './migration/range-deletion.store.js';
 import { RetryableWriteService } from './sessions/retryable-write.service.js';
 import { SessionCatalog } from './sessions/session-catalog.js';
+import { ShardSessions } from './sessions/shard-sessions.service.js';
 import { TransactionsStore } from './sessions/transactions.store.js';
 import { ShardingRuntime } from './sharding/sharding-runtime.service.js';
 import type { ShardSettings } from './shard.settings.js';
@@ -55,6 +56,7 @@ export class ShardModule {
         CollectionResolver,
         ShardDataService,
         SessionCatalog,
+        ShardSessions,
         TransactionsStore,
         RetryableWriteService,
         ChunkSizingService,

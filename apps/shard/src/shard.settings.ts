@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonSettingsShape, databaseSettingsShape, millisecondsSetting } from '@tessera/platform';
+import { commonSettingsShape, databaseSettingsShape, logicalSessionSettingsShape, millisecondsSetting } from '@tessera/platform';
 
 /** A shard's settings; docs/configuration.md documents each with its default. */
 export const shardSettingsSchema = z.object({
@@ -15,6 +15,7 @@ export const shardSettingsSchema = z.object({
   TESSERA_MIGRATION_CRITICAL_SECTION_TIMEOUT_MS: millisecondsSetting(10_000),
   /** Documents per batch a recipient clones from a donor. */
   TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: z.coerce.number().int().min(1).max(100_000).default(20_000),
+  ...logicalSessionSettingsShape,
 });
 
 export type ShardSettings = z.output<typeof shardSettingsSchema>;

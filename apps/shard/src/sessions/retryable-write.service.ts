@@ -4,6 +4,7 @@ import { TesseraError } from '@tessera/core';
 import type { ExecutedStatement, ImageKind, StatementHistory, StatementResult } from '../documents/statement-history.js';
 import type { RetryableWrite } from './retryable-write.js';
 import { type CheckedOutSession, SessionCatalog } from './session-catalog.js';
+import { ShardSessions } from './shard-sessions.service.js';
 import { TransactionsStore } from './transactions.store.js';
 
 /**
@@ -29,6 +30,7 @@ export class RetryableWriteService {
     private readonly dataSource: DataSource,
     private readonly catalog: SessionCatalog,
     private readonly store: TransactionsStore,
+    private readonly sessions: ShardSessions,
   ) {}
 
   /**
@@ -41,11 +43,14 @@ export class RetryableWriteService {
     work: (history: StatementHistory | undefined) => Promise<T>,
   ): Promise<T & { retriedStmtIds?: number[] }> {
     if (write === undefined) return work(undefined);
+    this.sessions.use(write.lsid, write.txnNumber);
     const session = await this.checkOut(write);
     try {
       const history = await this.beginWrite(write, collectionUuid);
       const result = await work(history);
-      return history.retriedStmtIds.length > 0 ? { ...result, retriedStmtIds: history.retriedStmtIds } : result;
+      if (history.retriedStmtIds.length === 0) return result;
+      this.sessions.noteRetryAnswered(write.lsid);
+      return { ...result, retriedStmtIds: history.retriedStmtIds };
     } finally {
       session.checkIn();
     }

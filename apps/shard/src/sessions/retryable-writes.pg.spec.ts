@@ -11,6 +11,7 @@ import type { StatementHistory } from '../documents/statement-history.js';
 import type { RetryableWrite } from './retryable-write.js';
 import { RetryableWriteService } from './retryable-write.service.js';
 import { SessionCatalog } from './session-catalog.js';
+import type { ShardSessions } from './shard-sessions.service.js';
 import { type StatementRecord, TransactionsStore } from './transactions.store.js';
 
 let db: TestDatabase;
@@ -20,12 +21,18 @@ let documents: DocumentStore;
 let writes: DocumentWrites;
 let retryable: RetryableWriteService;
 const generateId = () => new ObjectId();
+/** What the service told the node's session cache: sessions used, retries answered from history. */
+const sessionNotes = { used: [] as string[], retried: [] as string[] };
+const sessions = {
+  use: (lsid: string) => void sessionNotes.used.push(lsid),
+  noteRetryAnswered: (lsid: string) => void sessionNotes.retried.push(lsid),
+} as unknown as ShardSessions;
 
 beforeAll(async () => {
   db = await createTestDatabase('shard');
   documents = new DocumentStore(db.dataSource);
   writes = new DocumentWrites(db.dataSource, { now: () => new Date('2026-11-23T10:00:00Z'), generateId });
-  retryable = new RetryableWriteService(db.dataSource, new SessionCatalog(), new TransactionsStore());
+  retryable = new RetryableWriteService(db.dataSource, new SessionCatalog(), new TransactionsStore(), sessions);
 });
 afterAll(async () => db?.drop());
 
@@ -85,6 +92,9 @@ describe('retried inserts', () => {
     expect(first).toEqual({ insertedCount: 4, inserted: [0, 1, 2, 3], writeErrors: [] });
     expect(retry).toEqual({ insertedCount: 4, inserted: [0, 1, 2, 3], writeErrors: [], retriedStmtIds: [0, 1, 2, 3] });
     expect(await stored()).toHaveLength(7);
+    // The session cache learns both uses, and the retry answered from history (once).
+    expect(sessionNotes.used.filter((id) => id === write.lsid)).toHaveLength(2);
+    expect(sessionNotes.retried.filter((id) => id === write.lsid)).toHaveLength(1);
   });
 
   it('a batch whose first half ran runs only the rest', async () => {
@@ -228,7 +238,7 @@ class FailingRecordStore extends TransactionsStore {
 }
 
 describe('the write and its record commit together', () => {
-  const failing = () => new RetryableWriteService(db.dataSource, new SessionCatalog(), new FailingRecordStore());
+  const failing = () => new RetryableWriteService(db.dataSource, new SessionCatalog(), new FailingRecordStore(), sessions);
 
   it('an insert whose record fails leaves neither documents nor record', async () => {
     const write = retryableWrite(1, indexes(2));

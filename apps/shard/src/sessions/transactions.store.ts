@@ -109,4 +109,28 @@ export class TransactionsStore {
       [lsid, txnNumber, kind, JSON.stringify(document)],
     );
   }
+
+  /** Sessions whose last retryable write is older than `cutoff`, oldest first (the reaper's candidates). */
+  async staleSessions(manager: EntityManager, cutoff: Date, limit: number): Promise<string[]> {
+    const rows: Array<{ lsid: string }> = await manager.query(
+      'SELECT lsid FROM txn_records WHERE last_write_at < $1 ORDER BY last_write_at LIMIT $2',
+      [cutoff, limit],
+    );
+    return rows.map((r) => r.lsid);
+  }
+
+  /**
+   * Forgets the sessions' records, statements and images, unless a write touched a session after
+   * `cutoff` (it was used again while the reaper asked the config server); answers those reaped.
+   */
+  async reapSessions(manager: EntityManager, lsids: readonly string[], cutoff: Date): Promise<string[]> {
+    const rows: Array<{ lsid: string }> = await manager.query(
+      `WITH reaped AS (DELETE FROM txn_records WHERE lsid = ANY($1::uuid[]) AND last_write_at < $2 RETURNING lsid),
+            statements AS (DELETE FROM txn_statements WHERE lsid IN (SELECT lsid FROM reaped)),
+            images AS (DELETE FROM txn_images WHERE lsid IN (SELECT lsid FROM reaped))
+       SELECT lsid FROM reaped`,
+      [lsids, cutoff],
+    );
+    return rows.map((r) => r.lsid);
+  }
 }

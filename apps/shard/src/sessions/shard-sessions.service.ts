@@ -1,0 +1,102 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { DataSource } from 'typeorm';
+import type { ConfigClient } from '@tessera/protocol';
+import { InternalClients, LOGGER, LogicalSessionCache, type Periodic, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
+import { ShardIdentityService } from '../identity/shard-identity.service.js';
+import type { ShardSettings } from '../shard.settings.js';
+import { TransactionsStore } from './transactions.store.js';
+
+/** Sessions the reaper asks the config server about at a time. */
+const REAP_BATCH = 1_000;
+
+/**
+ * The shard's logical sessions (sharding-internals.md, "The logical session cache"): the
+ * sessions its retryable writes named, refreshed with the config server's sessions table every
+ * `logicalSessionRefreshMillis`, and then the reap: records of the transactions table whose last
+ * write is older than the session timeout are removed when their session is no longer in the
+ * sessions table (expired or ended). A shard not yet added to a cluster has nothing to refresh.
+ */
+@Injectable()
+export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly cache: LogicalSessionCache;
+  private loop: Periodic | undefined;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly store: TransactionsStore,
+    private readonly identity: ShardIdentityService,
+    private readonly clients: InternalClients,
+    @Inject(SETTINGS) private readonly settings: ShardSettings,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    this.cache = new LogicalSessionCache({
+      node: settings.TESSERA_NODE_NAME ?? advertisedUrl(settings),
+      role: 'shard',
+      now: () => Date.now(),
+      refresh: async (request) => (await this.config())!.refreshSessions(request),
+      // Shard cursors are the routers' to kill with their sessions.
+      openCursors: () => 0,
+      killCursors: async () => undefined,
+    });
+  }
+
+  onApplicationBootstrap(): void {
+    if (this.settings.TESSERA_DISABLE_LOGICAL_SESSION_CACHE_REFRESH) return;
+    this.loop = runPeriodically(
+      () => this.refreshAndReap(),
+      this.settings.TESSERA_LOGICAL_SESSION_REFRESH_MILLIS,
+      (error) => this.logger.warn({ err: error }, `logical session refresh or reap failed: ${(error as Error).message}; will retry`),
+    );
+  }
+
+  onApplicationShutdown(): void {
+    this.loop?.stop();
+  }
+
+  /** A retryable write named the session. */
+  use(lsid: string, txnNumber: number): void {
+    this.cache.vivify(lsid, txnNumber);
+  }
+
+  /** A retryable write of the session was answered from its history. */
+  noteRetryAnswered(lsid: string): void {
+    this.cache.noteRetryAnswered(lsid);
+  }
+
+  get activeSessions(): number {
+    return this.cache.size;
+  }
+
+  /** One period: the refresh, then the reap. Public for tests. */
+  async refreshAndReap(): Promise<void> {
+    if ((await this.config()) === undefined) return;
+    await this.cache.refresh();
+    await this.reap();
+  }
+
+  /** The reap: stale records of sessions the sessions table no longer holds are removed. */
+  async reap(): Promise<string[]> {
+    const config = (await this.config())!;
+    const cutoff = new Date(Date.now() - this.cache.timeoutMinutes * 60_000);
+    const reaped: string[] = [];
+    for (;;) {
+      const stale = (await this.store.staleSessions(this.dataSource.manager, cutoff, REAP_BATCH)).filter((id) => !reaped.includes(id));
+      if (stale.length === 0) break;
+      const { live } = await config.liveSessions({ ids: stale });
+      const gone = stale.filter((id) => !live.includes(id));
+      reaped.push(...(await this.store.reapSessions(this.dataSource.manager, gone, cutoff)));
+      if (stale.length < REAP_BATCH || gone.length === 0) break;
+    }
+    if (reaped.length > 0) {
+      this.cache.noteReaped(reaped);
+      this.logger.info({ sessions: reaped.length }, `reaped the retryable-write records of ${reaped.length} expired session(s)`);
+    }
+    return reaped;
+  }
+
+  private async config(): Promise<ConfigClient | undefined> {
+    const identity = await this.identity.get();
+    return identity === null ? undefined : this.clients.config(identity.configUrl, 10_000);
+  }
+}
