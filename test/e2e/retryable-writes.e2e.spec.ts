@@ -5,6 +5,7 @@
  * cluster acknowledged: each document inserted once, each `$inc` applied once.
  */
 import { randomUUID } from 'node:crypto';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
@@ -151,6 +152,14 @@ describe('retryable writes', () => {
     expect(retry.json.retriedStmtIds).toHaveLength(20);
     const after = await counters();
     for (let i = 0; i < 20; i++) expect(after.get(i)).toBe(before.get(i)! + 100);
+  });
+
+  it("shows on router1's /metrics the sessions it knows and the statements it answered from history", async () => {
+    const text = await (await request(`${cluster.routerUrls[1]}/metrics`)).body.text();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+    expect(value('tessera_logical_sessions_active')).toBeGreaterThanOrEqual(4);
+    // 50 inserts, 20 updates, 1 findAndModify and 20 updates were answered from history above.
+    expect(value('tessera_retryable_write_statements_retried_total')).toBeGreaterThanOrEqual(91);
   });
 
   it('refuses an older txnNumber, a multi update and a txnNumber without a session, applying nothing', async () => {

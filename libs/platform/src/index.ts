@@ -15,3 +15,4 @@ export * from './internal-clients.js';
 export * from './vector-clock.service.js';
 export * from './hot-routes.js';
 export * from './logical-session-cache.js';
+export * from './session-metrics.js';

@@ -1,7 +1,17 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { InternalClients, LOGGER, LogicalSessionCache, type Periodic, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
+import {
+  InternalClients,
+  LOGGER,
+  LogicalSessionCache,
+  MetricsService,
+  type Periodic,
+  SETTINGS,
+  SessionMetrics,
+  advertisedUrl,
+  runPeriodically,
+} from '@tessera/platform';
 import { type CommandSession, type SessionFieldsBody, sessionOf } from '../api/session-fields.js';
 import type { RouterSettings } from '../router.settings.js';
 
@@ -20,6 +30,7 @@ export interface SessionCursors {
 @Injectable()
 export class RouterSessions implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly cache: LogicalSessionCache;
+  private readonly metrics: SessionMetrics;
   private cursors: SessionCursors | undefined;
   private loop: Periodic | undefined;
 
@@ -27,6 +38,7 @@ export class RouterSessions implements OnApplicationBootstrap, OnApplicationShut
     @Inject(SETTINGS) private readonly settings: RouterSettings,
     @Inject(LOGGER) private readonly logger: Logger,
     clients: InternalClients,
+    metrics: MetricsService,
   ) {
     const config = clients.config(settings.TESSERA_CONFIG_URL, 10_000);
     this.cache = new LogicalSessionCache({
@@ -37,6 +49,7 @@ export class RouterSessions implements OnApplicationBootstrap, OnApplicationShut
       openCursors: (id) => this.cursors?.openCursors(id) ?? 0,
       killCursors: async (ids) => this.cursors?.killSessions(ids),
     });
+    this.metrics = new SessionMetrics(metrics, this.cache);
   }
 
   onApplicationBootstrap(): void {
@@ -89,7 +102,8 @@ export class RouterSessions implements OnApplicationBootstrap, OnApplicationShut
     await this.cursors?.killSessions(ids);
   }
 
-  get activeSessions(): number {
-    return this.cache.size;
+  /** A retryable write's statements were answered from the session's history (`retriedStmtIds`). */
+  noteRetried(statements: number): void {
+    this.metrics.retriedStatements.inc(statements);
   }
 }

@@ -129,7 +129,7 @@ export class WriteService {
       insertedCount: Object.keys(insertedIds).length,
       insertedIds,
       writeErrors: publicErrors(execution),
-      ...retriedOf(execution),
+      ...this.retried(execution),
       ok: 1,
     };
   }
@@ -186,7 +186,7 @@ export class WriteService {
       upsertedCount,
       upsertedIds,
       writeErrors: publicErrors(execution),
-      ...retriedOf(execution),
+      ...this.retried(execution),
       ok: 1,
     };
   }
@@ -215,7 +215,7 @@ export class WriteService {
         ),
     );
     const deletedCount = execution.replies.reduce((sum, { reply }) => sum + reply.deletedCount, 0);
-    return { deletedCount, writeErrors: publicErrors(execution), ...retriedOf(execution), ok: 1 };
+    return { deletedCount, writeErrors: publicErrors(execution), ...this.retried(execution), ok: 1 };
   }
 
   /** MongoDB's findAndModify on one shard: `{ lastErrorObject, value, ok: 1 }`. */
@@ -242,9 +242,18 @@ export class WriteService {
         ...(body.fields ? { fields: body.fields } : {}),
         ...(update !== undefined ? { update: toWire(update) as Record<string, unknown> } : {}),
       });
+      if (result.retriedStmtIds !== undefined) this.sessions.noteRetried(result.retriedStmtIds.length);
       await this.failpoints.pauseAt('router.write.beforeReply', ns);
       return { ...result, ok: 1 as const };
     });
+  }
+
+  /** The user's statements the shards answered from the session's history (MongoDB's `retriedStmtIds`), when any. */
+  private retried(execution: WriteExecution<ShardWriteReply & { retriedStmtIds?: number[] }>): { retriedStmtIds?: number[] } {
+    const retried = execution.replies.flatMap(({ reply }) => reply.retriedStmtIds ?? []).sort((a, b) => a - b);
+    if (retried.length === 0) return {};
+    this.sessions.noteRetried(retried.length);
+    return { retriedStmtIds: retried };
   }
 
   private async execute<R extends ShardWriteReply>(
@@ -324,12 +333,6 @@ function wireInsert(json: Readonly<Record<string, unknown>>, index: number): Wir
 function retryableFields(session: CommandSession | undefined, batch: Pick<ChildBatch, 'indexes'>) {
   if (session?.txnNumber === undefined) return {};
   return { lsid: session.lsid, txnNumber: session.txnNumber, stmtIds: [...batch.indexes] };
-}
-
-/** The user's statements the shards answered from the session's history (MongoDB's `retriedStmtIds`), when any. */
-function retriedOf(execution: WriteExecution<ShardWriteReply & { retriedStmtIds?: number[] }>): { retriedStmtIds?: number[] } {
-  const retried = execution.replies.flatMap(({ reply }) => reply.retriedStmtIds ?? []).sort((a, b) => a - b);
-  return retried.length > 0 ? { retriedStmtIds: retried } : {};
 }
 
 /** MongoDB runs multi-document writes once but cannot promise a retry does not apply them again. */

@@ -49,7 +49,7 @@ export class RetryableWriteService {
       const history = await this.beginWrite(write, collectionUuid);
       const result = await work(history);
       if (history.retriedStmtIds.length === 0) return result;
-      this.sessions.noteRetryAnswered(write.lsid);
+      this.sessions.noteRetryAnswered(write.lsid, history.retriedStmtIds.length);
       return { ...result, retriedStmtIds: history.retriedStmtIds };
     } finally {
       session.checkIn();

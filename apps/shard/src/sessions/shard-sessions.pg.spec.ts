@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { InternalClients } from '@tessera/platform';
+import { type InternalClients, MetricsService } from '@tessera/platform';
 import type { RefreshSessionsRequest } from '@tessera/protocol';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import type { ShardIdentityService } from '../identity/shard-identity.service.js';
@@ -27,7 +27,7 @@ function shardSessions(live: Set<string>, refreshes: RefreshSessionsRequest[] = 
   const identity = { get: async () => ({ configUrl: 'http://config.test:7080' }) } as unknown as ShardIdentityService;
   const clients = { config: () => config } as unknown as InternalClients;
   const settings = { TESSERA_NODE_NAME: 'shard0' } as ShardSettings;
-  return new ShardSessions(db.dataSource, new TransactionsStore(), identity, clients, settings, pino({ level: 'silent' }));
+  return new ShardSessions(db.dataSource, new TransactionsStore(), identity, clients, settings, pino({ level: 'silent' }), new MetricsService());
 }
 
 /** A session with a record and a statement, last written `minutesAgo`. */

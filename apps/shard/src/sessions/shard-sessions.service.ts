@@ -2,7 +2,17 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShut
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import type { ConfigClient } from '@tessera/protocol';
-import { InternalClients, LOGGER, LogicalSessionCache, type Periodic, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
+import {
+  InternalClients,
+  LOGGER,
+  LogicalSessionCache,
+  MetricsService,
+  type Periodic,
+  SETTINGS,
+  SessionMetrics,
+  advertisedUrl,
+  runPeriodically,
+} from '@tessera/platform';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { TransactionsStore } from './transactions.store.js';
@@ -20,6 +30,7 @@ const REAP_BATCH = 1_000;
 @Injectable()
 export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly cache: LogicalSessionCache;
+  private readonly metrics: SessionMetrics;
   private loop: Periodic | undefined;
 
   constructor(
@@ -29,6 +40,7 @@ export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutd
     private readonly clients: InternalClients,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
+    metrics: MetricsService,
   ) {
     this.cache = new LogicalSessionCache({
       node: settings.TESSERA_NODE_NAME ?? advertisedUrl(settings),
@@ -39,6 +51,7 @@ export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutd
       openCursors: () => 0,
       killCursors: async () => undefined,
     });
+    this.metrics = new SessionMetrics(metrics, this.cache);
   }
 
   onApplicationBootstrap(): void {
@@ -59,13 +72,10 @@ export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutd
     this.cache.vivify(lsid, txnNumber);
   }
 
-  /** A retryable write of the session was answered from its history. */
-  noteRetryAnswered(lsid: string): void {
+  /** `statements` of a retryable write of the session were answered from its history. */
+  noteRetryAnswered(lsid: string, statements: number): void {
     this.cache.noteRetryAnswered(lsid);
-  }
-
-  get activeSessions(): number {
-    return this.cache.size;
+    this.metrics.retriedStatements.inc(statements);
   }
 
   /** One period: the refresh, then the reap. Public for tests. */
