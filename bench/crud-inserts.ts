@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
 import type pg from 'pg';
 import { encodeKey, extractShardKey, parseShardKeyPattern, toExtendedJsonObject } from '@tessera/core';
@@ -31,6 +32,8 @@ export async function runInserts(fixture: CrudFixture, settings: CrudSettings, r
       );
     };
     const viaRouter = await insertRun('via router', insertViaRouter(fixture, batch));
+    const retryable = await insertRun('retryable via router', insertRetryableViaRouter(fixture, batch));
+    report.retryable.push({ what: `insert, batches of ${batch}`, plain: viaRouter.rate, retryable: retryable.rate });
     const table = `raw${batch}`;
     await fixture.raw.query(
       `CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
@@ -57,6 +60,30 @@ function insertViaRouter(fixture: CrudFixture, batch: number): Insert {
       ordered: false,
     });
     if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+  };
+}
+
+/**
+ * Inserts into `bench.docs<batch>` through the router as retryable writes, as drivers send them:
+ * each client loop holds a session and sends each command with the session's next txnNumber.
+ */
+function insertRetryableViaRouter(fixture: CrudFixture, batch: number): Insert {
+  const idle: Array<{ id: string; txnNumber: number }> = [];
+  return async (first, count) => {
+    const session = idle.pop() ?? { id: randomUUID(), txnNumber: 0 };
+    session.txnNumber += 1;
+    try {
+      const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
+      const answer = await postJson<{ insertedCount?: number }>(fixture.host.agent, `${fixture.router}/v1/bench/docs${batch}/insert`, {
+        documents,
+        ordered: false,
+        lsid: { id: { $uuid: session.id } },
+        txnNumber: session.txnNumber,
+      });
+      if (answer.insertedCount !== count) throw new Error(`retryable insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
+    } finally {
+      idle.push(session);
+    }
   };
 }
 

@@ -18,6 +18,16 @@ export interface InsertResult {
   readonly goal: number;
 }
 
+/** Retryable inserts through the router against the same inserts without a session (issue 25: at most 10% more cost). */
+export interface RetryableResult {
+  readonly what: string;
+  readonly plain: number;
+  readonly retryable: number;
+}
+
+/** The least retryable ÷ plain throughput the goal allows: 10% more cost per document. */
+const RETRYABLE_GOAL = 1 / 1.1;
+
 /** One way's measured point reads: each read's latency in ms, in the order made, taken in slices of `sliceLength`. */
 export interface ReadResult {
   readonly what: string;
@@ -40,6 +50,7 @@ const CPU_GROUPS = ['client', 'router', 'shards', 'config', 'postgres'];
 export class CrudReport {
   readonly warmups: Array<{ what: string; warmup: Warmup }> = [];
   readonly inserts: InsertResult[] = [];
+  readonly retryable: RetryableResult[] = [];
   readonly reads: ReadResult[] = [];
   readonly cpuRows: CpuRow[] = [];
 
@@ -55,6 +66,7 @@ export class CrudReport {
     this.printWarmups(settings);
     console.log('');
     this.printInserts();
+    this.printRetryable();
     this.printReads();
     this.printCpu();
     console.log('\nbackground work during each measured run (Postgres checkpoints; the cluster changelog but balancer rounds):');
@@ -78,6 +90,15 @@ export class CrudReport {
       const ratio = r.router / r.raw;
       console.log(
         `${r.what.padEnd(27)} ${r.router.toFixed(0).padStart(13)}   ${r.floor.toFixed(0).padStart(12)}   ${r.raw.toFixed(0).padStart(13)}   ${ratio.toFixed(2).padStart(5)}   ${(r.floor / r.raw).toFixed(2).padStart(11)}   >= ${r.goal} ${ratio >= r.goal ? 'met' : 'NOT met'}`,
+      );
+    }
+  }
+
+  private printRetryable(): void {
+    for (const r of this.retryable) {
+      const ratio = r.retryable / r.plain;
+      console.log(
+        `${`${r.what}, retryable`.padEnd(38)}: ${r.retryable.toFixed(0)} docs/s against ${r.plain.toFixed(0)} without a session: ratio ${ratio.toFixed(2)} (goal >= ${RETRYABLE_GOAL.toFixed(2)}: ${ratio >= RETRYABLE_GOAL ? 'met' : 'NOT met'})`,
       );
     }
   }

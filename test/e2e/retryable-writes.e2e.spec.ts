@@ -157,7 +157,7 @@ describe('retryable writes', () => {
   it("shows on router1's /metrics the sessions it knows and the statements it answered from history", async () => {
     const text = await (await request(`${cluster.routerUrls[1]}/metrics`)).body.text();
     const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
-    expect(value('tessera_logical_sessions_active')).toBeGreaterThanOrEqual(4);
+    expect(value('tessera_logical_session_cache_entries')).toBeGreaterThanOrEqual(4);
     // 50 inserts, 20 updates, 1 findAndModify and 20 updates were answered from history above.
     expect(value('tessera_retryable_write_statements_retried_total')).toBeGreaterThanOrEqual(91);
   });

@@ -9,7 +9,7 @@ export class SessionMetrics {
   constructor(metrics: MetricsService, cache: LogicalSessionCache) {
     const registers = [metrics.registry];
     new Gauge({
-      name: 'tessera_logical_sessions_active',
+      name: 'tessera_logical_session_cache_entries',
       help: "Logical sessions in this node's cache (used since they last expired or ended)",
       registers,
       collect() {
