@@ -146,8 +146,8 @@ export class SessionsStore {
     };
     if (options.lsid !== undefined) add('s.lsid = ?::uuid', options.lsid);
     if (options.node !== undefined) add('EXISTS (SELECT 1 FROM session_nodes f WHERE f.lsid = s.lsid AND f.node = ?)', options.node);
-    const filter = where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`;
-    const counted = await queryRows<{ n: number }>(this.dataSource, `SELECT count(*)::int AS n FROM sessions s ${filter}`, parameters);
+    const whereSql = () => (where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`);
+    const counted = await queryRows<{ n: number }>(this.dataSource, `SELECT count(*)::int AS n FROM sessions s ${whereSql()}`, parameters);
     if (options.after !== undefined) add('s.lsid > ?::uuid', options.after);
     parameters.push(options.first + 1);
     const rows = await queryRows<SessionViewRow>(
@@ -157,7 +157,7 @@ export class SessionsStore {
               coalesce(json_agg(json_build_object('node', n.node, 'role', n.role, 'refreshed_at', n.refreshed_at,
                 'open_cursors', n.open_cursors, 'txn_number', n.txn_number) ORDER BY n.node) FILTER (WHERE n.node IS NOT NULL), '[]') AS nodes
          FROM sessions s LEFT JOIN session_nodes n ON n.lsid = s.lsid
-         ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
+         ${whereSql()}
         GROUP BY s.lsid ORDER BY s.lsid LIMIT $${parameters.length}`,
       parameters,
     );
