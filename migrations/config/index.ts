@@ -4,6 +4,7 @@ import { ActiveMigrations1763900200000 } from './1763900200000-active-migrations
 import { MigrationDecisions1763900300000 } from './1763900300000-migration-decisions.js';
 import { EventSequence1763900900000 } from './1763900900000-event-sequence.js';
 import { BalancerState1763901000000 } from './1763901000000-balancer-state.js';
+import { Sessions1763901100000 } from './1763901100000-sessions.js';
 
 /** The config database's migrations, in order. Listed explicitly: globs do not load under ESM. */
 export const configMigrations = [
@@ -13,4 +14,5 @@ export const configMigrations = [
   MigrationDecisions1763900300000,
   EventSequence1763900900000,
   BalancerState1763901000000,
+  Sessions1763901100000,
 ];

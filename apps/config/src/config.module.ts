@@ -51,6 +51,11 @@ import { ShardEntity } from './shards/shard.entity.js';
 import { ShardMonitorService } from './shards/shard-monitor.service.js';
 import { ShardRegistryService } from './shards/shard-registry.service.js';
 import { ShardsController } from './shards/shards.controller.js';
+import { SessionExpiryService } from './sessions/session-expiry.service.js';
+import { SessionMetricsService } from './sessions/session-metrics.service.js';
+import { SessionsController } from './sessions/sessions.controller.js';
+import { SessionsService } from './sessions/sessions.service.js';
+import { SessionsStore } from './sessions/sessions.store.js';
 
 /** The config server's composition root. */
 @Module({})
@@ -78,6 +83,7 @@ export class ConfigServerModule {
         ChangelogController,
         SettingsController,
         BalancerController,
+        SessionsController,
         ...(settings.TESSERA_GRAPHQL_DEVELOPMENT ? [GraphiqlController] : []),
       ],
       providers: [
@@ -112,6 +118,10 @@ export class ConfigServerModule {
         MigrationRecordsService,
         ClusterSettingsService,
         ...BALANCER_PROVIDERS,
+        SessionsStore,
+        SessionsService,
+        SessionExpiryService,
+        SessionMetricsService,
         EventBusService,
         ControlPlaneReadsService,
         ControlPlaneCommandsService,

@@ -43,6 +43,14 @@ export const configSettingsSchema = z.object({
   TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: nonNegativeInteger(300),
   /** MongoDB's transactionLifetimeLimitSeconds, as the auto-merger reads it: a chunk migrated more recently is not auto-merged (60). */
   TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: nonNegativeInteger(60),
+  /**
+   * MongoDB's localLogicalSessionTimeoutMinutes: a session unused for this long expires (30). A
+   * number of minutes that may have decimals (MongoDB's is whole), so that tests can expire
+   * sessions in about a second (0.02) with the same one setting.
+   */
+  TESSERA_LOCAL_LOGICAL_SESSION_TIMEOUT_MINUTES: z.coerce.number().positive().max(525_600).default(30),
+  /** MongoDB's logicalSessionRefreshMillis, as the config server reads it: how often the leader expires sessions (5 min). */
+  TESSERA_LOGICAL_SESSION_REFRESH_MILLIS: millisecondsSetting(300_000),
   /** The control plane's admin token: GraphQL mutations need it (it also grants what the viewer token does). Unset: no mutations. */
   TESSERA_ADMIN_TOKEN: controlPlaneToken,
   /** The control plane's viewer token: GraphQL queries and subscriptions, socket.io /events. Unset: only the admin token reads. */

@@ -20,7 +20,7 @@ export interface ClusterEvent {
 
 /**
  * What an event is about, the unit clients subscribe to (socket.io rooms `topic:<name>`).
- * `sessions` is reserved for the sessions issue; `reports` is anything else a node reports.
+ * `sessions` is the logical sessions' (`session.*`, `transaction.*`); `reports` is anything else a node reports.
  */
 export const EVENT_TOPICS = ['placement', 'migrations', 'balancer', 'topology', 'ddl', 'sessions', 'reports'] as const;
 export type EventTopic = (typeof EVENT_TOPICS)[number];

@@ -6,6 +6,7 @@ import { BalancerResolver } from './balancer.resolver.js';
 import { ClusterResolver, DatabaseResolver, ShardResolver } from './cluster.resolver.js';
 import { CollectionResolver } from './collection.resolver.js';
 import { EventsResolver } from './events.resolver.js';
+import { SessionsResolver } from './sessions.resolver.js';
 
 /** Every resolver of the control plane: the module registers these, and the schema is built from them. */
 export const CONTROL_PLANE_RESOLVERS = [
@@ -16,6 +17,7 @@ export const CONTROL_PLANE_RESOLVERS = [
   EventsResolver,
   AdminResolver,
   BalancerResolver,
+  SessionsResolver,
 ] as const;
 
 /** The SDL the config server serves (sorted, as `sortSchema` sorts it): what `schema.graphql` must hold. */
