@@ -259,6 +259,20 @@ export class DdlCluster {
   }
 }
 
+/**
+ * How `work` failed, as `CODE message` (a database error that is no TesseraError has no code):
+ * what a spec matches its expected failure against. Throws if it did not fail.
+ */
+export async function failureOf(work: Promise<unknown>): Promise<string> {
+  const error = await work.then(
+    () => {
+      throw new Error('expected the operation to fail, but it succeeded');
+    },
+    (e: unknown) => e as Error,
+  );
+  return `${error instanceof TesseraError ? error.code : ''} ${error.message}`.trim();
+}
+
 /** A chunk bound's values, `MinKey`, `MaxKey` and numbers bare: `-4611686018427387904`, `(0, MinKey)`. */
 function readableBound(ejson: string): string {
   const values = Object.values(JSON.parse(ejson) as Record<string, unknown>).map((v) => {

@@ -3,7 +3,7 @@ import { TesseraError } from '@tessera/core';
 import type { ShardCollectionRequest } from '@tessera/protocol';
 import type { FakeFault } from '../../../../test/fakes/fake-network.js';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
-import { type ClusterState, DdlCluster, SHARD_URLS } from './ddl-fixture.js';
+import { type ClusterState, DdlCluster, SHARD_URLS, failureOf } from './ddl-fixture.js';
 
 let db: TestDatabase;
 let cluster: DdlCluster;
@@ -249,8 +249,7 @@ describe('shardCollection', () => {
       await scenarios[scenario].setup();
       const config = await cluster.leader();
       await inject();
-      const failure = await config.collections.shardCollection(request ?? scenarios[scenario].request).catch((e: unknown) => e);
-      expect(`${(failure as TesseraError).code ?? ''} ${(failure as Error).message}`).toMatch(error);
+      expect(await failureOf(config.collections.shardCollection(request ?? scenarios[scenario].request))).toMatch(error);
       expect(await cluster.state()).toEqual(end);
     },
   );
