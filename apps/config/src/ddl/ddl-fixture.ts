@@ -32,8 +32,8 @@ import { ShardDirectory } from './shard-directory.js';
  * The DDL coordinators of the config server over a real config database and fake shards, for
  * `*.pg.spec.ts` files: a `DdlCluster` per test holds the shards (`FakeShard`s on a
  * `FakeNetwork`) and reads the end state back; each `ConfigProcess` is one config server with
- * its own coordinator service, locks and leader term, so a spec can crash one inside a phase and
- * let another resume the coordinator. Only the network is fake.
+ * its own coordinator service, locks and leader term, so a spec can crash one at a phase and let
+ * another resume the coordinator, or wake a deposed one up. Only the network is fake.
  */
 
 const silent = pino({ level: 'silent' });
@@ -78,7 +78,7 @@ export type DatabaseFault =
   /** An internal error (XX000): the operation fails. */
   | 'permanent';
 
-/** One test's cluster: the config database emptied, two fake shards, and the config processes made so far. */
+/** One test's cluster: the config database emptied, two fake shards, and the config processes it makes. */
 export class DdlCluster {
   readonly network = new FakeNetwork();
   readonly shards: Record<ShardName, FakeShard>;
@@ -115,9 +115,9 @@ export class DdlCluster {
 
   /** A config process elected leader with the next term, its unfinished coordinators resumed. */
   async leader(): Promise<ConfigProcess> {
-    const process = this.process();
-    await process.elect();
-    return process;
+    const config = this.process();
+    await config.elect();
+    return config;
   }
 
   /** Waits until no coordinator is unfinished (a resumed one has run to its end). */
@@ -302,33 +302,59 @@ class LeaderStandIn {
   }
 }
 
+/** A process held at a phase: `reached` resolves when it gets there, `release` lets it go on. */
+export interface Hold {
+  reached: Promise<void>;
+  release(): void;
+}
+
 /**
  * The coordinator service of a spec: the phases its coordinators ran, retries included, a short
- * backoff, and a crash on demand.
+ * backoff, and a process held (or killed) at a phase on demand.
  */
 class ObservedDdlCoordinatorService extends DdlCoordinatorService {
   protected override readonly retryBackoffMs = 1;
   /** Every phase run, in order; a retried phase appears once per attempt. */
   readonly ran: string[] = [];
-  private crash: { phase: string; reached: () => void } | undefined;
+  private readonly holds = new Map<string, { reached: () => void; released: Promise<void> }>();
 
   override define<Request, State, Result>(definition: CoordinatorDefinition<Request, State, Result>): void {
     super.define<Request, State, Result>({
       ...definition,
       runPhase: async (phase, context) => {
+        await this.stopAt(`before ${phase}`);
         this.ran.push(phase);
         const state = await definition.runPhase(phase, context);
-        if (this.crash?.phase !== phase) return state;
-        this.crash.reached();
-        // The process is gone: nothing it would still have done happens.
-        return new Promise<State>(() => undefined);
+        await this.stopAt(`after ${phase}`);
+        return state;
       },
     });
   }
 
-  /** Resolves when a phase named `phase` has done its work and this process has died, before recording the next phase. */
+  /**
+   * Holds this process when it reaches `phase`: `before` it runs (its checkpoint written), or
+   * `after` its work, before the next checkpoint. A hold never released is a process that died
+   * there: nothing it would still have done happens.
+   */
+  hold(phase: string, when: 'before' | 'after'): Hold {
+    let reached!: () => void;
+    let release!: () => void;
+    const hold: Hold = { reached: new Promise((resolve) => (reached = resolve)), release: () => release() };
+    this.holds.set(`${when} ${phase}`, { reached, released: new Promise((resolve) => (release = resolve)) });
+    return hold;
+  }
+
+  /** Resolves when this process has done the work of `phase` and died, before recording the next phase. */
   crashAfter(phase: string): Promise<void> {
-    return new Promise((resolve) => (this.crash = { phase, reached: resolve }));
+    return this.hold(phase, 'after').reached;
+  }
+
+  private async stopAt(point: string): Promise<void> {
+    const hold = this.holds.get(point);
+    if (hold === undefined) return;
+    this.holds.delete(point);
+    hold.reached();
+    await hold.released;
   }
 }
 

@@ -56,10 +56,6 @@ describe('dropCollection', () => {
       inject: () => cluster.network.failNth({ ...tableDrop('shard1'), fault: 'timeout' }),
     },
     {
-      fault: 'stopping its migrations is a serialization failure',
-      inject: () => cluster.failNextStatement('collections', 'UPDATE', 'transient'),
-    },
-    {
       fault: 'forgetting it in the catalog is a serialization failure',
       inject: () => cluster.failNextStatement('collections', 'DELETE', 'transient'),
     },

@@ -110,12 +110,6 @@ describe('shardCollection', () => {
       inject: timeout({ node: SHARD_URLS.shard1, method: 'PUT', path: /^\/internal\/collections\// }),
     },
     {
-      phase: 'createOnShards',
-      scenario: 'existing',
-      fault: 'the re-key times out',
-      inject: timeout({ path: /\/refine$/ }),
-    },
-    {
       phase: 'commit',
       scenario: 'new',
       fault: 'the catalog insert is a serialization failure',
@@ -141,9 +135,8 @@ describe('shardCollection', () => {
     { phase: 'createOnShards', scenario: 'new' },
     { phase: 'commit', scenario: 'new' },
     { phase: 'rekeyAfterCommit', scenario: 'new' },
-    { phase: 'prepare', scenario: 'existing' },
+    // Adopting differs from a new collection in what createOnShards and rekeyAfterCommit do.
     { phase: 'createOnShards', scenario: 'existing' },
-    { phase: 'commit', scenario: 'existing' },
     { phase: 'rekeyAfterCommit', scenario: 'existing' },
   ])(
     'a leader that dies after the work of $phase ($scenario collection) leaves the coordinator there, and the next leader repeats it to a clean end',
@@ -161,6 +154,35 @@ describe('shardCollection', () => {
       expect(await cluster.state()).toEqual(cleanEnd[scenario]);
     },
   );
+
+  it('a deposed leader that wakes up inside commit after the next leader finished writes nothing, and answers NOT_LEADER', async () => {
+    const deposed = await cluster.leader();
+    const paused = deposed.coordinators.hold('commit', 'before');
+    const answer = failureOf(deposed.collections.shardCollection(scenarios.new.request));
+    await paused.reached;
+    await cluster.leader();
+    await cluster.settled();
+
+    paused.release();
+    expect(await answer).toMatch(/^NOT_LEADER /);
+    expect(deposed.coordinators.ran).toEqual(['prepare', 'createOnShards', 'commit']);
+    expect(await cluster.state()).toEqual(SHARDED_NEW);
+  });
+
+  it('joins an identical request to the running coordinator and refuses a different one with CONFLICTING_OPERATION', async () => {
+    const config = await cluster.leader();
+    const paused = config.coordinators.hold('createOnShards', 'before');
+    const first = config.collections.shardCollection(scenarios.new.request);
+    await paused.reached;
+    const second = config.collections.shardCollection(scenarios.new.request);
+    expect(await failureOf(config.collections.shardCollection(scenarios.existing.request))).toMatch(/^CONFLICTING_OPERATION /);
+
+    paused.release();
+    const [a, b] = await Promise.all([first, second]);
+    expect(b).toEqual(a);
+    expect(config.coordinators.ran).toEqual(PHASES);
+    expect(await cluster.state()).toEqual(SHARDED_NEW);
+  });
 
   /** After a failure: the database that prepare created stays (as enableSharding leaves it), and nothing else. */
   const failedWithDatabase = (code: string): ClusterState => ({
