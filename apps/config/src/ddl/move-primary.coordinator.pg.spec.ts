@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
-import { type ClusterState, DdlCluster, SHARD_URLS, failureOf } from './ddl-fixture.js';
+import { type ClusterState, DdlCluster, SHARD_URLS, failureOf } from '../../../../test/pg/ddl-cluster.js';
 
 let db: TestDatabase;
 let cluster: DdlCluster;

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { TesseraError } from '@tessera/core';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { k } from '../catalog/catalog-fixture.js';
-import { type ClusterState, DdlCluster, SHARD_URLS, failureOf } from './ddl-fixture.js';
+import { type ClusterState, DdlCluster, SHARD_URLS, failureOf } from '../../../../test/pg/ddl-cluster.js';
 
 let db: TestDatabase;
 let cluster: DdlCluster;

@@ -3,7 +3,7 @@ import { TesseraError } from '@tessera/core';
 import type { ShardCollectionRequest } from '@tessera/protocol';
 import type { FakeFault } from '../../../../test/fakes/fake-network.js';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
-import { type ClusterState, DdlCluster, SHARD_URLS, failureOf } from './ddl-fixture.js';
+import { type ClusterState, DdlCluster, SHARD_URLS, failureOf } from '../../../../test/pg/ddl-cluster.js';
 
 let db: TestDatabase;
 let cluster: DdlCluster;
