@@ -100,6 +100,19 @@ describe('the fake network', () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(45);
   });
 
+  it("hands a route's :name segments to the handler decoded, preferring a route without any", async () => {
+    const net = network();
+    const shard = 'http://shard0.test:4001';
+    net
+      .node(shard)
+      .on('GET', '/internal/namespaces/:ns', (request) => ({ uuid: request.params.ns, keyPattern: { _id: 1 }, documents: 0 }))
+      .on('GET', '/internal/namespaces/fixed', () => ({ uuid: 'fixed', keyPattern: { _id: 1 }, documents: 0 }));
+    const client = net.internalClients().shard(shard);
+    await expect(client.describeNamespace('app.a b')).resolves.toMatchObject({ uuid: 'app.a b' });
+    await expect(client.describeNamespace('fixed')).resolves.toMatchObject({ uuid: 'fixed' });
+    expect(net.calls[0]?.params).toEqual({ ns: 'app.a b' });
+  });
+
   it('answers NOT_FOUND for a route no node registered', async () => {
     const net = network();
     const error = await failure(new ConfigClient('http://config.test:4000', net.clientOptions()).decideMigration('m1'));

@@ -7,6 +7,7 @@
  *
  *     const network = new FakeNetwork();
  *     network.node('http://recipient').on('POST', '/internal/migration/recvChunkStart', (req) => status);
+ *     network.node('http://shard0').on('DELETE', '/internal/collections/:uuid', (req) => drop(req.params.uuid));
  *     network.failNth({ path: '/internal/migration/recvChunkStatus', nth: 2, fault: 'unreachable' });
  *     const recipient = new MigrationClient('http://recipient', network.clientOptions());
  *
@@ -33,6 +34,8 @@ export interface FakeRequest {
   headers: Record<string, string>;
   /** The parsed JSON body; undefined without one. */
   body: unknown;
+  /** The values of the route's `:name` segments, decoded; empty for a route without any. */
+  params: Record<string, string>;
 }
 
 /** Answers a request: a string goes out as text, anything else as JSON. Throw to answer an error. */
@@ -65,18 +68,38 @@ interface Rule extends Required<Omit<CallMatcher, 'node' | 'method'>> {
 
 /** The routes of one node. */
 export class FakeNode {
-  private readonly routes = new Map<string, FakeHandler>();
+  private readonly routes: Array<{ method: string; segments: string[]; handler: FakeHandler }> = [];
 
   constructor(readonly url: string) {}
 
-  /** Registers the handler of `method path` (a later one for the same route replaces it). */
+  /**
+   * Registers the handler of `method path` (a later one for the same route replaces it). A
+   * segment `:name` matches any one segment, handed to the handler decoded as `params.name`.
+   */
   on(method: string, path: string, handler: FakeHandler): this {
-    this.routes.set(`${method.toUpperCase()} ${path}`, handler);
+    const route = { method: method.toUpperCase(), segments: path.split('/'), handler };
+    const same = this.routes.findIndex((r) => r.method === route.method && r.segments.join('/') === path);
+    if (same === -1) this.routes.push(route);
+    else this.routes[same] = route;
     return this;
   }
 
-  handler(method: string, path: string): FakeHandler | undefined {
-    return this.routes.get(`${method.toUpperCase()} ${path.split('?')[0]}`);
+  /** The handler of a request and the values of its route's parameters; a route without parameters wins. */
+  route(method: string, path: string): { handler: FakeHandler; params: Record<string, string> } | undefined {
+    const segments = (path.split('?')[0] ?? path).split('/');
+    let found: { handler: FakeHandler; params: Record<string, string> } | undefined;
+    for (const route of this.routes) {
+      if (route.method !== method.toUpperCase() || route.segments.length !== segments.length) continue;
+      const params: Record<string, string> = {};
+      const matched = route.segments.every((segment, i) => {
+        if (segment.startsWith(':')) params[segment.slice(1)] = decodeURIComponent(segments[i]!);
+        return segment.startsWith(':') || segment === segments[i];
+      });
+      if (!matched) continue;
+      if (Object.keys(params).length === 0) return { handler: route.handler, params };
+      found ??= { handler: route.handler, params };
+    }
+    return found;
   }
 }
 
@@ -153,6 +176,7 @@ export class FakeNetwork {
       path: options.path,
       headers: (options.headers ?? {}) as Record<string, string>,
       body: text === '' ? undefined : (JSON.parse(text) as unknown),
+      params: this.nodes.get(origin)?.route(method, options.path)?.params ?? {},
     };
     this.calls.push(request);
     for (const rule of this.rules) {
@@ -180,7 +204,7 @@ export class FakeNetwork {
   }
 
   private async answer(request: FakeRequest) {
-    const handler = this.nodes.get(request.origin)?.handler(request.method, request.path);
+    const handler = this.nodes.get(request.origin)?.route(request.method, request.path)?.handler;
     if (handler === undefined) {
       return errorResponse(new TesseraError('NOT_FOUND', `no route ${request.method} ${request.path} on ${request.origin}`));
     }

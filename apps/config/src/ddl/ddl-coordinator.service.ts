@@ -25,6 +25,8 @@ class FencedError extends Error {}
 @Injectable()
 export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
   readonly name = 'ddl-coordinators';
+  /** The wait before a phase's first retry; it doubles with every further attempt, up to MAX_BACKOFF_MS. */
+  protected readonly retryBackoffMs: number = 200;
   private readonly definitions = new Map<string, CoordinatorDefinition<unknown, unknown, unknown>>();
   private readonly running = new Map<string, Promise<unknown>>();
   private term: number | undefined;
@@ -176,7 +178,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
         // retry the phase: failing here could leave a destructive phase half-done.
         const retryable = error instanceof TesseraError ? error.retryable : isTransientDatabaseError(error);
         if (!retryable) throw error;
-        const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt);
+        const delay = Math.min(MAX_BACKOFF_MS, this.retryBackoffMs * 2 ** (attempt - 1));
         this.logger.warn(
           { id: run.id, phase: run.phase, attempt, err: error },
           `${run.row.kind} phase ${run.phase} will retry in ${delay} ms: ${(error as Error).message}`,

@@ -79,6 +79,7 @@ export class ShardCollectionCoordinator implements OnModuleInit {
       initialState: () => ({ uuid: randomUUID(), epoch: new ObjectId().toHexString(), shards: [], numChunks: 1 }),
       runPhase: (phase, context) => this.runPhase(phase, context),
       result: (state) => (state.existing ?? state.result)!,
+      onFailure: (request, state) => this.dropUncommitted(request, state),
     });
   }
 
@@ -173,6 +174,20 @@ export class ShardCollectionCoordinator implements OnModuleInit {
   private async rekeyAfterCommit({ request, state }: Context): Promise<ShardCollectionState> {
     if (state.adopt) await (await this.shards.shard(state.shards[0]!)).refineShardKey(state.uuid, request.key);
     return state;
+  }
+
+  /**
+   * After a failure, drops the tables createOnShards made for a collection the catalog never
+   * took: a shard stores one collection per namespace, so a table left behind under this uuid
+   * would refuse every later shardCollection of the namespace. An adopted collection keeps its
+   * documents, and a committed one stays. Dropping by uuid is idempotent, and a shard that never
+   * created the table has nothing to drop.
+   */
+  private async dropUncommitted(request: ShardCollectionArgs, state: ShardCollectionState): Promise<void> {
+    if (state.adopt) return;
+    if ((await this.catalog.find(request.ns))?.uuid === state.uuid) return;
+    const shards = await this.shards.all();
+    await Promise.all(shards.map(({ client }) => client.dropCollection(state.uuid)));
   }
 
   /** The collection and its initial chunks in the catalog, at a new ConfigTime; answers how many chunks. */
