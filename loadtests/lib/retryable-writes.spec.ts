@@ -89,9 +89,17 @@ describe('a retryable-writes session', () => {
   });
 
   it('retries through another router than the first when there are several, through the same when there is one', () => {
-    expect(routersOf(ROUTERS, 3)).toEqual({ first: ROUTERS[1], retry: ROUTERS[0] });
-    expect(routersOf(ROUTERS, 4)).toEqual({ first: ROUTERS[0], retry: ROUTERS[1] });
-    expect(routersOf(['http://only:1'], 4)).toEqual({ first: 'http://only:1', retry: 'http://only:1' });
+    expect(routersOf(ROUTERS, 1, 0, 0)).toEqual({ first: ROUTERS[1], retry: ROUTERS[0] });
+    expect(routersOf(ROUTERS, 1, 0, 1)).toEqual({ first: ROUTERS[0], retry: ROUTERS[1] });
+    expect(routersOf(['http://only:1'], 1, 0, 1)).toEqual({ first: 'http://only:1', retry: 'http://only:1' });
+  });
+
+  it('sends each kind of write first through every router in turn over the iterations', () => {
+    const routers = ['a', 'b', 'c'];
+    const inserts = [0, 1, 2].map((iteration) => routersOf(routers, 4, iteration, 0).first);
+    const updates = [0, 1, 2].map((iteration) => routersOf(routers, 4, iteration, 1).first);
+    expect(inserts.sort()).toEqual(routers);
+    expect(updates.sort()).toEqual(routers);
   });
 });
 
@@ -101,8 +109,8 @@ describe('a retryable-writes iteration', () => {
   it('inserts its own document with n 0, then $incs it, each with the session and its next txnNumber', () => {
     const { result, steps } = drive(retryableWritesIteration(options({ RETRY_RATE: '0' }), session, 5, rolls(0.5)), honestRouter());
     expect(steps.map((s) => [s.name, s.path, s.routerUrl])).toEqual([
-      ['insert', '/v1/load/retryable_writes/insert', ROUTERS[1]],
-      ['update', '/v1/load/retryable_writes/update', ROUTERS[0]],
+      ['insert', '/v1/load/retryable_writes/insert', ROUTERS[0]],
+      ['update', '/v1/load/retryable_writes/update', ROUTERS[1]],
     ]);
     const insert = steps[0]!.body as { documents: Array<Record<string, unknown>>; lsid: unknown; txnNumber: number };
     expect(insert.documents[0]).toMatchObject({ _id: 'vu3-5', vu: 3, n: 0 });

@@ -58,12 +58,14 @@ export function retryableDocumentId(vuId: number, iteration: number): string {
 }
 
 /**
- * The routers of write `txnNumber`: the first send goes round the routers, and the retry to the
- * next one, so with two routers or more the retry never goes through the router that answered.
+ * The routers of a VU's write: the first send takes turns over the routers (by VU, iteration and
+ * write, so every router gets both kinds of write), and the retry goes to the next one, so with
+ * two routers or more a retry never goes through the router that answered the first send.
  */
-export function routersOf(routerUrls: readonly string[], txnNumber: number): { first: string; retry: string } {
+export function routersOf(routerUrls: readonly string[], vuId: number, iteration: number, write: number): { first: string; retry: string } {
+  const turn = vuId + iteration + write;
   const at = (i: number) => routerUrls[i % routerUrls.length] as string;
-  return { first: at(txnNumber), retry: at(txnNumber + 1) };
+  return { first: at(turn), retry: at(turn + 1) };
 }
 
 export type RetryableOp = 'insert' | 'update';
@@ -144,13 +146,14 @@ function* sendRetryable(
   session: VuSession,
   op: RetryableOp,
   command: Answer,
-  txnNumber: number,
+  iteration: number,
+  write: number,
   random: RandomSource,
   outcome: IterationOutcome,
 ): Sequence<boolean> {
   const path = pathOf(options.ns, op);
-  const body = { ...command, lsid: session.lsid, txnNumber };
-  const routers = routersOf(options.routerUrls, txnNumber);
+  const body = { ...command, lsid: session.lsid, txnNumber: txnNumberOf(iteration, write) };
+  const routers = routersOf(options.routerUrls, session.vuId, iteration, write);
   const first: StepAnswer = yield { kind: 'router', method: 'POST', path, body, routerUrl: routers.first, name: op };
   const verdict = judgeFirstAnswer(op, first.status, first.body);
   outcome.sends.push(verdict);
@@ -182,10 +185,10 @@ export function* retryableWritesIteration(
   const _id = retryableDocumentId(session.vuId, iteration);
   const document = buildDocument({ _id, vu: session.vuId, n: 0 }, options.docBytes, iteration);
   const insert = { documents: [document] };
-  if (!(yield* sendRetryable(options, session, 'insert', insert, txnNumberOf(iteration, 0), random, outcome))) return outcome;
+  if (!(yield* sendRetryable(options, session, 'insert', insert, iteration, 0, random, outcome))) return outcome;
   outcome.inserted = 1;
   const update = { updates: [{ q: { _id }, u: { $inc: { n: 1 } } }] };
-  yield* sendRetryable(options, session, 'update', update, txnNumberOf(iteration, 1), random, outcome);
+  yield* sendRetryable(options, session, 'update', update, iteration, 1, random, outcome);
   return outcome;
 }
 
