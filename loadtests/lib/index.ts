@@ -7,6 +7,7 @@ export * from './graphql-ws.ts';
 export * from './keys.ts';
 export * from './options.ts';
 export * from './report.ts';
+export * from './retryable-writes.ts';
 export * from './steps.ts';
 export * from './summary.ts';
 export * from './workloads.ts';

@@ -14,6 +14,8 @@ export const SHARD_KEYS = {
   random: { x: 1 },
   /** crud-mix: ranged on a scrambled id, so seeded keys are spread over the key space. */
   crud: { k: 1 },
+  /** retryable-writes: hashed on _id, pre-split, so every shard takes writes and the balancer has little to move. */
+  retryable: { _id: 'hashed' },
 } as const;
 
 /** Random ranged keys fall in [0, RANDOM_KEY_SPACE). */

@@ -2,7 +2,8 @@
 // problem is collected and reported at once, naming the variable, what was expected and what was
 // given, so a mistyped run fails before it sends a request.
 
-export type WorkloadName = 'insert-monotonic' | 'insert-hashed' | 'insert-random' | 'crud-mix' | 'add-shard-under-load' | 'subscriptions';
+export type WorkloadName =
+  'insert-monotonic' | 'insert-hashed' | 'insert-random' | 'crud-mix' | 'add-shard-under-load' | 'subscriptions' | 'retryable-writes';
 
 export const WORKLOADS: readonly WorkloadName[] = [
   'insert-monotonic',
@@ -11,12 +12,15 @@ export const WORKLOADS: readonly WorkloadName[] = [
   'crud-mix',
   'add-shard-under-load',
   'subscriptions',
+  'retryable-writes',
 ];
 
 export interface WorkloadOptions {
   workload: WorkloadName;
   /** The router's base URL (REST API under /v1). */
   routerUrl: string;
+  /** Every router the load may use (ROUTER_URLS), ROUTER_URL alone by default; retryable-writes retries through another one. */
+  routerUrls: string[];
   /** A config server's base URL (GraphQL at /graphql, graphql-ws at ws://.../graphql). */
   configUrl: string;
   /** The control plane's admin token: setup and teardown need mutations and queries. */
@@ -51,6 +55,8 @@ export interface WorkloadOptions {
   newShardName: string;
   newShardUrl: string;
   addShardAfterMs: number;
+  /** retryable-writes: the share of writes sent a second time, from 0 to 1. */
+  retryRate: number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -70,6 +76,7 @@ export const DEFAULTS = {
   SUBSCRIBERS: 20,
   NEW_SHARD_NAME: 'shard3',
   NEW_SHARD_URL: 'http://127.0.0.1:7104',
+  RETRY_RATE: 0.2,
 } as const;
 
 export const MIN_CHUNK_SIZE = 64 * 1024;
@@ -161,6 +168,21 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
   };
 
   const routerUrl = url('ROUTER_URL', DEFAULTS.ROUTER_URL);
+  const routerUrlsText = text('ROUTER_URLS', '');
+  const routerUrls =
+    routerUrlsText === ''
+      ? [routerUrl]
+      : routerUrlsText
+          .split(',')
+          .map((u) => u.trim().replace(/\/+$/, ''))
+          .filter((u) => u !== '');
+  for (const u of routerUrls)
+    if (!/^https?:\/\/[^/\s]+/.test(u)) problems.push(`ROUTER_URLS must be a comma-separated list of http:// or https:// URLs, got "${u}"`);
+  const retryRateText = text('RETRY_RATE', String(DEFAULTS.RETRY_RATE));
+  let retryRate: number = DEFAULTS.RETRY_RATE;
+  if (!/^\d*\.?\d+$/.test(retryRateText.trim()) || Number(retryRateText) > 1)
+    problems.push(`RETRY_RATE must be a share from 0 to 1 (0.2 retries one write in five), got "${retryRateText}"`);
+  else retryRate = Number(retryRateText);
   const configUrl = url('CONFIG_URL', DEFAULTS.CONFIG_URL);
   const adminToken = text('ADMIN_TOKEN', '');
   if (adminToken === '')
@@ -184,6 +206,7 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
   const options: WorkloadOptions = {
     workload,
     routerUrl,
+    routerUrls,
     configUrl,
     adminToken,
     viewerToken: text('VIEWER_TOKEN', adminToken),
@@ -203,6 +226,7 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
     newShardName: text('NEW_SHARD_NAME', DEFAULTS.NEW_SHARD_NAME),
     newShardUrl: url('NEW_SHARD_URL', DEFAULTS.NEW_SHARD_URL),
     addShardAfterMs,
+    retryRate,
   };
   if (problems.length > 0) throw new OptionsError(problems);
   return options;
@@ -210,6 +234,6 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
 
 /** The options as they go into the JSON summary: everything but the tokens. */
 export function describeOptions(options: WorkloadOptions): Record<string, string | number> {
-  const { adminToken: _admin, viewerToken: _viewer, ...rest } = options;
-  return { ...rest };
+  const { adminToken: _admin, viewerToken: _viewer, routerUrls, ...rest } = options;
+  return { ...rest, routerUrls: routerUrls.join(',') };
 }

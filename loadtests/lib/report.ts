@@ -99,6 +99,10 @@ export const REPORT_METRICS = [
   'tessera_compliant',
   'tessera_settled_after_ms',
   'tessera_watched_shard_chunks',
+  // retryable-writes: teardown's check of the documents (retryable-writes.ts, writeCheckMetrics).
+  'tessera_documents',
+  'tessera_doubled_writes',
+  'tessera_unapplied_incs',
 ] as const;
 
 export type ReportMetric = (typeof REPORT_METRICS)[number];

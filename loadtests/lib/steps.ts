@@ -21,7 +21,16 @@ import { type RouterRequest, judgeAnswer } from './workloads.ts';
 
 export type Step =
   | { kind: 'graphql'; request: GraphqlRequest }
-  | { kind: 'router'; method: 'POST'; path: string; body: unknown }
+  | {
+      kind: 'router';
+      method: 'POST';
+      path: string;
+      body: unknown;
+      /** The router to send it to; the workload's ROUTER_URL when unset. */
+      routerUrl?: string;
+      /** Set for the load's own requests (a latency metric tag); setup's and teardown's have none. */
+      name?: string;
+    }
   | { kind: 'sleep'; ms: number };
 
 /** What a driver hands back: the HTTP status and the parsed JSON body (or the text when it is not JSON). */

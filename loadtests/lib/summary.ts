@@ -18,6 +18,9 @@ export const LOAD_METRICS = {
   wsEventLagMs: 'tessera_ws_event_lag_ms',
   /** Trend (ms): from opening the websocket to connection_ack. */
   wsHandshakeMs: 'tessera_ws_handshake_ms',
+  /** Counters (retryable-writes): writes sent a second time, and those answered from the session's history. */
+  retriesSent: 'tessera_retries_sent',
+  retriesFromHistory: 'tessera_retries_from_history',
 } as const;
 
 /** k6 reports these statistics for every Trend (p(99) is not in k6's default list). */
@@ -38,6 +41,7 @@ export function workloadThresholds(options: WorkloadOptions): Record<string, str
     thresholds[LOAD_METRICS.wsEventLagMs] = [`p(99)<${options.p99Ms}`];
   }
   if (options.workload === 'add-shard-under-load') thresholds.tessera_watched_shard_chunks = ['value>0'];
+  if (options.workload === 'retryable-writes') thresholds.tessera_doubled_writes = ['value==0'];
   return thresholds;
 }
 
@@ -63,6 +67,8 @@ export interface WorkloadSummary {
     latencyMs: Record<string, number> | null;
     wsEvents: number | null;
     wsEventLagMs: Record<string, number> | null;
+    retriesSent: number | null;
+    retriesFromHistory: number | null;
   };
 }
 
@@ -91,6 +97,8 @@ export function buildSummary(options: WorkloadOptions, data: K6SummaryData): Wor
       latencyMs: values(LOAD_METRICS.requestMs),
       wsEvents: values(LOAD_METRICS.wsEvents)?.count ?? null,
       wsEventLagMs: values(LOAD_METRICS.wsEventLagMs),
+      retriesSent: values(LOAD_METRICS.retriesSent)?.count ?? null,
+      retriesFromHistory: values(LOAD_METRICS.retriesFromHistory)?.count ?? null,
     },
   };
 }
@@ -108,6 +116,10 @@ export function textSummary(summary: WorkloadSummary, summaryPath: string): stri
   if (summary.load.wsEvents !== null)
     lines.push(
       `  graphql-ws events ${summary.load.wsEvents}, lag ms p50 ${fixed(summary.load.wsEventLagMs?.med)} p99 ${fixed(summary.load.wsEventLagMs?.['p(99)'])}`,
+    );
+  if (summary.load.retriesSent !== null || summary.report?.tessera_doubled_writes !== undefined)
+    lines.push(
+      `  retries sent ${summary.load.retriesSent ?? 0}, answered from history ${summary.load.retriesFromHistory ?? 0}; documents ${summary.report?.tessera_documents ?? '-'}, doubled writes ${summary.report?.tessera_doubled_writes ?? '-'}, $inc not applied ${summary.report?.tessera_unapplied_incs ?? '-'}`,
     );
   if (summary.report === null)
     lines.push('  cluster report: missing (teardown did not run or its metrics did not reach the summary; see its log lines)');

@@ -29,10 +29,13 @@ export function collectionSpecOf(workload: WorkloadName, shardCount: number): Co
       return { key: SHARD_KEYS.random };
     case 'crud-mix':
       return { key: SHARD_KEYS.crud };
+    case 'retryable-writes':
+      return { key: SHARD_KEYS.retryable, numInitialChunks: Math.max(2, 2 * shardCount) };
   }
 }
 
-function pathOf(ns: string, command: string): string {
+/** A router command's path for `ns`: `/v1/<db>/<collection>/<command>`. */
+export function pathOf(ns: string, command: string): string {
   const dot = ns.indexOf('.');
   return `/v1/${encodeURIComponent(ns.slice(0, dot))}/${encodeURIComponent(ns.slice(dot + 1))}/${command}`;
 }

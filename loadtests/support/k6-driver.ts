@@ -6,6 +6,7 @@ import { sleep } from 'k6';
 import http, { type RefinedResponse, type ResponseType } from 'k6/http';
 import { Counter, Gauge, Rate, Trend } from 'k6/metrics';
 import {
+  type IterationOutcome,
   type K6SummaryData,
   LOAD_METRICS,
   REPORT_METRICS,
@@ -18,13 +19,17 @@ import {
   type StepAnswer,
   type TeardownReport,
   type WorkloadOptions,
+  type WriteCheck,
   buildSummary,
+  checkRetryableWrites,
   collectReport,
   formatReport,
+  formatWriteCheck,
   graphqlBody,
   judgeAnswer,
   reportMetrics,
   textSummary,
+  writeCheckMetrics,
 } from '../lib/index.ts';
 
 // Custom metrics must be created in the init context, so every script gets all of them; the ones
@@ -35,6 +40,8 @@ export const documentsInserted = new Counter(LOAD_METRICS.documentsInserted);
 export const wsEvents = new Counter(LOAD_METRICS.wsEvents);
 export const wsEventLagMs = new Trend(LOAD_METRICS.wsEventLagMs, true);
 export const wsHandshakeMs = new Trend(LOAD_METRICS.wsHandshakeMs, true);
+export const retriesSent = new Counter(LOAD_METRICS.retriesSent);
+export const retriesFromHistory = new Counter(LOAD_METRICS.retriesFromHistory);
 const reportGauges = Object.fromEntries(REPORT_METRICS.map((name) => [name, new Gauge(name)])) as Record<ReportMetric, Gauge>;
 
 function parseBody(response: RefinedResponse<ResponseType | undefined>): unknown {
@@ -63,10 +70,12 @@ export function runSequence<T>(options: WorkloadOptions, sequence: Sequence<T>):
         break;
       }
       case 'router': {
-        const response = http.post(`${options.routerUrl}${step.path}`, JSON.stringify(step.body), {
+        const response = http.post(`${step.routerUrl ?? options.routerUrl}${step.path}`, JSON.stringify(step.body), {
           headers: { 'content-type': 'application/json' },
-          tags: { name: 'setup router' },
+          tags: { name: step.name ?? 'setup router' },
         });
+        // The load's own requests (named steps) count in the latency; setup's and teardown's do not.
+        if (step.name !== undefined) requestMs.add(response.timings.duration, { op: step.name });
         answer = { status: response.status, body: parseBody(response) };
         break;
       }
@@ -92,6 +101,26 @@ export function send(options: WorkloadOptions, request: RouterRequest): boolean 
   if (verdict.inserted !== undefined) documentsInserted.add(verdict.inserted);
   if (!verdict.ok) console.warn(`${request.name} failed: ${verdict.problem ?? 'unknown'}`);
   return verdict.ok;
+}
+
+/** Records what a retryable-writes iteration came to: each send's verdict, the retries, the documents acknowledged. */
+export function recordIteration(outcome: IterationOutcome): void {
+  for (const send of outcome.sends) {
+    errors.add(!send.ok, { op: send.op });
+    if (!send.ok) console.warn(`${send.op} failed: ${send.problem ?? 'unknown'}`);
+  }
+  if (outcome.inserted > 0) documentsInserted.add(outcome.inserted);
+  if (outcome.retriesSent > 0) retriesSent.add(outcome.retriesSent);
+  if (outcome.retriesFromHistory > 0) retriesFromHistory.add(outcome.retriesFromHistory);
+}
+
+/** retryable-writes' teardown check: counts the documents whose n says a write doubled (or an $inc is missing), as Gauges. */
+export function reportWriteCheck(options: WorkloadOptions, setup: SetupData): WriteCheck {
+  const check = runSequence(options, checkRetryableWrites(setup.ns));
+  for (const [name, value] of Object.entries(writeCheckMetrics(check))) reportGauges[name as ReportMetric].add(value);
+  console.log(formatWriteCheck(setup.ns, check));
+  console.log(`tessera-write-check ${JSON.stringify(check)}`);
+  return check;
 }
 
 /**

@@ -24,6 +24,9 @@ interface FakeState {
   sockets: FakeWebSocket[];
   timers: Array<() => void>;
   iteration: number;
+  vuIteration: number;
+  /** Retryable writes answered so far, by lsid and txnNumber: a repeat is answered from here. */
+  retryableAnswers: Map<string, unknown>;
   graphqlProblems: string[];
   reset(): void;
   samples(name: string): Sample[];
@@ -37,12 +40,16 @@ export const fake: FakeState = (holder.tesseraFakeK6 ??= {
   sockets: [],
   timers: [],
   iteration: 0,
+  vuIteration: 0,
+  retryableAnswers: new Map(),
   graphqlProblems: [],
   reset(): void {
     this.http = [];
     this.sockets = [];
     this.timers = [];
     this.iteration = 0;
+    this.vuIteration = 0;
+    this.retryableAnswers = new Map();
     this.graphqlProblems = [];
     // Metrics are created once, when the first script imports the driver (init context): keep
     // the registry, drop the samples.
@@ -116,6 +123,20 @@ function answer(url: string, body: unknown): { status: number; body: unknown } {
     }
   }
   const command = url.slice(url.lastIndexOf('/') + 1);
+  // A retryable write sent again is answered as the first time, its one statement from history.
+  const { lsid, txnNumber } = body as { lsid?: { id: { $uuid: string } }; txnNumber?: number };
+  if (lsid !== undefined && txnNumber !== undefined) {
+    const key = `${lsid.id.$uuid}/${txnNumber}`;
+    const first = fake.retryableAnswers.get(key);
+    if (first !== undefined) return { status: 200, body: { ...(first as object), retriedStmtIds: [0] } };
+    const reply = answerCommand(command, body);
+    fake.retryableAnswers.set(key, reply.body);
+    return reply;
+  }
+  return answerCommand(command, body);
+}
+
+function answerCommand(command: string, body: unknown): { status: number; body: unknown } {
   switch (command) {
     case 'insert':
       return { status: 200, body: { insertedCount: (body as { documents: unknown[] }).documents.length, writeErrors: [] } };
@@ -123,6 +144,8 @@ function answer(url: string, body: unknown): { status: number; body: unknown } {
       return { status: 200, body: { cursor: { id: '0', firstBatch: [{ _id: 1 }] } } };
     case 'update':
       return { status: 200, body: { matchedCount: 1, modifiedCount: 1, writeErrors: [] } };
+    case 'count':
+      return { status: 200, body: { n: 0 } };
     default:
       return { status: 404, body: { ok: 0, codeName: 'NotFound' } };
   }
@@ -180,7 +203,9 @@ export const execution = {
     get scenario() {
       return { iterationInTest: fake.iteration++ };
     },
-    vu: { idInTest: 1 },
+    get vu() {
+      return { idInTest: 1, iterationInScenario: fake.vuIteration++ };
+    },
   },
 };
 

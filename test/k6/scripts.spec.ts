@@ -131,6 +131,18 @@ describe('the k6 scripts in a fake k6', () => {
         expect(fake.http.some((c) => (c.body as { operationName?: string }).operationName === 'AddShard')).toBe(true);
         expect(fake.samples('tessera_watched_shard_chunks').map((s) => s.value)).toEqual([1]);
       }
+      if (name === 'retryable-writes') {
+        // 20 iterations of an insert and an $inc; a fifth of them sent twice, each answered from history.
+        const writes = fake.http.filter((c) => /\/(insert|update)$/.test(c.url));
+        expect(writes.every((c) => (c.body as { txnNumber?: number }).txnNumber !== undefined)).toBe(true);
+        expect(writes.length).toBeGreaterThan(40);
+        const retries = fake.samples('tessera_retries_sent').reduce((sum, s) => sum + s.value, 0);
+        expect(retries).toBe(writes.length - 40);
+        expect(fake.samples('tessera_retries_from_history').reduce((sum, s) => sum + s.value, 0)).toBe(retries);
+        expect(fake.samples('tessera_doubled_writes').map((s) => s.value)).toEqual([0]);
+        expect(summary.report).toMatchObject({ tessera_doubled_writes: 0, tessera_unapplied_incs: 0 });
+        expect(script.options.thresholds.tessera_doubled_writes).toEqual(['value==0']);
+      }
       if (name === 'crud-mix') expect(fake.http.filter((c) => c.url.endsWith('/insert')).length).toBeGreaterThanOrEqual(5);
     },
   );
