@@ -151,6 +151,8 @@ export interface RecvChunkStatus {
   bytesCloned: number;
   /** Documents re-sent or deleted by the catch-up. */
   modsApplied: number;
+  /** Sessions whose retry history was taken from the donor (counted on each pull). */
+  sessionsMigrated: number;
   error?: { code: string; message: string };
 }
 
