@@ -14,6 +14,7 @@ function network(): FakeNetwork {
     documentsCloned: 3,
     bytesCloned: 30,
     modsApplied: 0,
+    sessionsMigrated: 0,
   }));
   return net;
 }

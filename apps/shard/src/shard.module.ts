@@ -14,6 +14,7 @@ import { IdentityController } from './identity/identity.controller.js';
 import { ShardIdentityService } from './identity/shard-identity.service.js';
 import { DonorPreconditions } from './migration/donor-preconditions.js';
 import { IncomingRangeStore } from './migration/incoming-range.store.js';
+import { IncomingSessionHistory } from './migration/incoming-session-history.js';
 import { MigrationCloner } from './migration/migration-cloner.js';
 import { MigrationCoordinator } from './migration/migration-coordinator.js';
 import { MigrationCoordinatorStore } from './migration/migration-coordinator.store.js';
@@ -73,6 +74,7 @@ export class ShardModule {
         RangeDeleterService,
         MigrationPeers,
         MigrationCloner,
+        IncomingSessionHistory,
         MigrationCoordinator,
         MigrationRecovery,
         DonorPreconditions,

@@ -10,6 +10,8 @@ import type {
   RecvChunkReleaseRequest,
   RecvChunkStartRequest,
   RecvChunkStatus,
+  SessionHistoryBatch,
+  SessionHistoryRequest,
   ShardMigrationStatus,
   SplitVectorRequest,
   SplitVectorResult,
@@ -64,6 +66,11 @@ export class MigrationClient {
   /** Recipient → donor: documents written in the range since the last call, as transfer lines. */
   transferMods(request: TransferModsRequest): Promise<string> {
     return this.http.callText('POST', '/internal/migration/transferMods', request);
+  }
+
+  /** Recipient → donor: the retry history of the range's documents, a page of sessions. */
+  sessionHistory(request: SessionHistoryRequest): Promise<SessionHistoryBatch> {
+    return this.http.call('POST', '/internal/migration/sessionHistory', request);
   }
 
   dataSize(request: DataSizeRequest): Promise<DataSizeResult> {

@@ -110,6 +110,37 @@ export type MigrateCloneRequest = z.input<typeof migrateCloneRequestSchema>;
 export const transferModsRequestSchema = z.strictObject({ migrationId, limit: z.number().int().min(1).max(100_000) });
 export type TransferModsRequest = z.input<typeof transferModsRequestSchema>;
 
+/**
+ * Recipient → donor (MongoDB's `_getNextSessionMods`): the retry history of the range's
+ * documents, up to `limit` sessions after `afterLsid`, in lsid order.
+ */
+export const sessionHistoryRequestSchema = z.strictObject({
+  migrationId,
+  afterLsid: z.uuid().optional(),
+  limit: z.number().int().min(1).max(10_000),
+});
+export type SessionHistoryRequest = z.input<typeof sessionHistoryRequestSchema>;
+
+/**
+ * A session's history for the range: its current txnNumber, the statements of that txnNumber
+ * whose documents lie in the range, and its findAndModify image of that txnNumber. Results and
+ * images travel as the JSON text the donor stored, so that a retry on the recipient answers
+ * byte for byte what the first attempt answered.
+ */
+export const migratedSessionSchema = z.strictObject({
+  lsid: z.uuid(),
+  txnNumber: z.number().int().min(0),
+  lastWriteAt: z.iso.datetime({ offset: true }),
+  statements: z
+    .array(z.strictObject({ stmtId: z.number().int().min(0), shardKey: z.string().regex(/^[0-9a-f]*$/), result: z.string() }))
+    .min(1),
+  image: z.strictObject({ kind: z.enum(['preImage', 'postImage']), document: z.string() }).optional(),
+});
+export type MigratedSession = z.infer<typeof migratedSessionSchema>;
+
+export const sessionHistoryBatchSchema = z.strictObject({ sessions: z.array(migratedSessionSchema) });
+export type SessionHistoryBatch = z.infer<typeof sessionHistoryBatchSchema>;
+
 /** The recipient's state, as MongoDB's `_recvChunkStatus` reports it. */
 export type RecipientState = 'waitingForRangeDeletion' | 'cloning' | 'catchup' | 'steady' | 'committing' | 'done' | 'failed';
 
@@ -120,6 +151,8 @@ export interface RecvChunkStatus {
   bytesCloned: number;
   /** Documents re-sent or deleted by the catch-up. */
   modsApplied: number;
+  /** Sessions whose retry history was taken from the donor (counted on each pull). */
+  sessionsMigrated: number;
   error?: { code: string; message: string };
 }
 

@@ -7,14 +7,18 @@ import {
   type DonorMoveRangeRequest,
   type MigrateCloneRequest,
   type RecvChunkStatus,
+  type SessionHistoryBatch,
+  type SessionHistoryRequest,
   type TransferModsRequest,
   deletionLine,
   documentLine,
   migrateCloneRequestSchema,
+  sessionHistoryRequestSchema,
   transferModsRequestSchema,
 } from '@tessera/protocol';
 import { LOGGER, SETTINGS, advertisedUrl, parseWith } from '@tessera/platform';
 import { loadIndexes } from '../documents/index-maintenance.js';
+import { TransactionsStore } from '../sessions/transactions.store.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { CaptureTriggers } from './capture-triggers.js';
 import { copyRangeOut } from './copy-transfer.js';
@@ -25,6 +29,7 @@ import { MigrationPeers } from './migration-peers.js';
 
 /** A range this shard is donating: what its clone and catch-up routes serve. */
 interface Donation {
+  collectionUuid: string;
   table: string;
   min: Buffer;
   max: Buffer;
@@ -35,7 +40,8 @@ const STATUS_POLL_MS = 25;
 
 /**
  * The donor's cloner (MongoDB's MigrationChunkClonerSource): captures the writes to a donated
- * range, starts the recipient, serves its clone (`migrateClone`) and catch-up (`transferMods`),
+ * range, starts the recipient, serves its clone (`migrateClone`), catch-up (`transferMods`) and
+ * the range's retry history (`sessionHistory`),
  * polls it until it reaches steady state and has it commit the clone. Serving ends with the
  * donation; the capture trigger is dropped without stalling the collection (see CaptureTriggers).
  */
@@ -48,6 +54,7 @@ export class MigrationCloner implements OnApplicationShutdown {
   constructor(
     private readonly dataSource: DataSource,
     private readonly mods: MigrationModsStore,
+    private readonly transactions: TransactionsStore,
     private readonly peers: MigrationPeers,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) logger: Logger,
@@ -71,7 +78,7 @@ export class MigrationCloner implements OnApplicationShutdown {
    */
   async startClone(request: DonorMoveRangeRequest, plan: DonorPlan): Promise<void> {
     await this.captures.create(request.migrationId, plan.table, plan.min, plan.max);
-    this.donations.set(request.migrationId, { table: plan.table, min: plan.min, max: plan.max });
+    this.donations.set(request.migrationId, { collectionUuid: plan.collectionUuid, table: plan.table, min: plan.min, max: plan.max });
     const indexes = await loadIndexes(this.dataSource.manager, plan.table);
     await this.peers.shard(request.recipientUrl).recvChunkStart({
       migrationId: request.migrationId,
@@ -132,6 +139,19 @@ export class MigrationCloner implements OnApplicationShutdown {
     }
     // One line per distinct _id; the caller compares the captured count with its limit.
     return `${captured.length}\n${text}`;
+  }
+
+  /**
+   * A page of the retry history of the range's documents (MongoDB's `_getNextSessionMods`): the
+   * sessions after `afterLsid` with their current txnNumber's statements in the range. Read
+   * whole each time: the recipient asks again inside the critical section, when no write to the
+   * range can add to it.
+   */
+  async sessionHistory(input: SessionHistoryRequest): Promise<SessionHistoryBatch> {
+    const request = parseWith(sessionHistoryRequestSchema, input, 'sessionHistory request');
+    const donation = this.donation(request.migrationId);
+    const sessions = await this.transactions.sessionHistoryInRange(this.dataSource.manager, donation, request.afterLsid, request.limit);
+    return { sessions };
   }
 
   /** Stops serving the donation: its clone and catch-up routes answer `NOT_FOUND` from now on. */

@@ -1,7 +1,9 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { TesseraError } from '@tessera/core';
+import type { DataSource, EntityManager } from 'typeorm';
 import {
+  type MigratedSession,
   type MigrationDecision,
   type RecvChunkStartRequest,
   type RecvChunkStatus,
@@ -13,9 +15,11 @@ import { FakeNetwork } from '../../../../test/fakes/fake-network.js';
 import type { CollectionStorageService } from '../collections/collection-storage.service.js';
 import type { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardSettings } from '../shard.settings.js';
+import type { TransactionsStore } from '../sessions/transactions.store.js';
 import type { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import type { CopiedRow } from './copy-transfer.js';
 import type { IncomingRangeStore } from './incoming-range.store.js';
+import { IncomingSessionHistory } from './incoming-session-history.js';
 import { MigrationDestinationService } from './migration-destination.service.js';
 import type { MigrationMetrics } from './migration-metrics.js';
 import { MigrationPeers } from './migration-peers.js';
@@ -49,6 +53,8 @@ interface Harness {
   steps: string[];
   cloned: number[];
   mods: TransferredDocument[][];
+  /** The lsids of each page of migrated history applied, in order. */
+  histories: string[][];
   reports: MigrationReport[];
 }
 
@@ -57,6 +63,9 @@ interface Options {
   applyMods?: () => Promise<void>;
   /** Captured writes the donor answers, round after round; then none. */
   modRounds?: string[];
+  /** The donor's answer to its nth `sessionHistory` call (from 0); none by default. */
+  sessionHistory?: (call: number) => MigratedSession[];
+  applySessions?: () => Promise<void>;
 }
 
 function harness(options: Options = {}): Harness {
@@ -68,7 +77,10 @@ function harness(options: Options = {}): Harness {
     .on('POST', '/internal/migration/migrateClone', (r) =>
       (r.body as { after?: unknown }).after === undefined ? rows[0]! + rows[1]! : rows[2]!,
     )
-    .on('POST', '/internal/migration/transferMods', () => rounds.shift() ?? '');
+    .on('POST', '/internal/migration/transferMods', () => rounds.shift() ?? '')
+    .on('POST', '/internal/migration/sessionHistory', () => ({
+      sessions: options.sessionHistory?.(network.callsTo('/internal/migration/sessionHistory').length - 1) ?? [],
+    }));
   const steps: string[] = [];
   const cloned: number[] = [];
   const mods: TransferredDocument[][] = [];
@@ -97,9 +109,29 @@ function harness(options: Options = {}): Harness {
       mods.push(documents);
     },
   } as unknown as IncomingRangeStore;
+  const histories: string[][] = [];
+  const transactions = {
+    applyMigratedSessions: async (_manager: EntityManager, uuid: string, sessions: MigratedSession[]) => {
+      expect(uuid).toBe(start.collectionUuid);
+      await options.applySessions?.();
+      histories.push(sessions.map((s) => s.lsid));
+      return sessions.map((s) => s.lsid);
+    },
+  } as unknown as TransactionsStore;
+  const dataSource = { transaction: (work: (manager: EntityManager) => unknown) => work({} as EntityManager) } as unknown as DataSource;
+  const sessionHistory = new IncomingSessionHistory(dataSource, transactions);
   const failpoints = { pauseAt: async () => undefined } as unknown as Failpoints;
   const settings = { TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: 2 } as unknown as ShardSettings;
-  const cloner = new MigrationRecipientCloner(storage, rangeDeleter, rangeDeletions, incoming, metrics, failpoints, settings);
+  const cloner = new MigrationRecipientCloner(
+    storage,
+    rangeDeleter,
+    rangeDeletions,
+    incoming,
+    sessionHistory,
+    metrics,
+    failpoints,
+    settings,
+  );
   const runtime = {
     state: async () => ({ invalidate: () => void steps.push('invalidate') }),
     enterCriticalSection: async () => {
@@ -111,7 +143,7 @@ function harness(options: Options = {}): Harness {
   const reporter = { report: (entry: MigrationReport) => reports.push(entry) } as unknown as MigrationReporter;
   const peers = new MigrationPeers({} as ShardIdentityService, network.internalClients());
   const service = new MigrationDestinationService(store, cloner, runtime, rangeDeleter, reporter, peers, logger);
-  return { network, service, steps, cloned, mods, reports };
+  return { network, service, steps, cloned, mods, histories, reports };
 }
 
 async function until(h: Harness, states: Array<RecvChunkStatus['state']>): Promise<RecvChunkStatus> {
@@ -121,6 +153,16 @@ async function until(h: Harness, states: Array<RecvChunkStatus['state']>): Promi
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   throw new Error(`the receipt never reached ${states.join(' or ')}: ${h.service.recvChunkStatus(MIGRATION).state}`);
+}
+
+/** A session's migrated history: one statement. lsids sort by `n`. */
+function migratedSession(n: number): MigratedSession {
+  return {
+    lsid: `00000000-0000-4000-8000-${n.toString().padStart(12, '0')}`,
+    txnNumber: 1,
+    lastWriteAt: '2026-01-01T00:00:00.000Z',
+    statements: [{ stmtId: 0, shardKey: '10', result: '{"op":"insert"}' }],
+  };
 }
 
 describe('the recipient', () => {
@@ -180,6 +222,21 @@ describe('the recipient', () => {
       },
       code: 'DUPLICATE_KEY',
     },
+    {
+      phase: 'session migration (a malformed history page)',
+      options: { sessionHistory: () => [{ lsid: 'not-a-uuid' } as unknown as MigratedSession] },
+      code: 'BAD_VALUE',
+    },
+    {
+      phase: 'session migration (applying the history fails)',
+      options: {
+        sessionHistory: () => [migratedSession(1)],
+        applySessions: async () => {
+          throw new TesseraError('INTERNAL', 'the recipient database failed');
+        },
+      },
+      code: 'INTERNAL',
+    },
   ])('fails on a failure in $phase', async ({ options, inject, code }) => {
     const h = harness(options);
     inject?.(h);
@@ -203,6 +260,33 @@ describe('the recipient', () => {
     await h.service.recvChunkRelease({ migrationId: MIGRATION, decision: 'aborted' });
     expect(h.steps).toEqual(['create', 'createCollection', 'recordPending', 'complete:aborted', 'poke']);
     expect(h.steps).not.toContain('enterCriticalSection');
+  });
+
+  it('pulls the retry history after the clone, page by page, and again inside the commit after the last captured writes', async () => {
+    const firstPage = Array.from({ length: 1000 }, (_, i) => migratedSession(i));
+    const h = harness({
+      modRounds: [`1\n${deletionLine('01')}`],
+      // After the clone: a full page, then the rest. Inside the commit: everything again, plus a
+      // session written during the migration.
+      sessionHistory: (call) => [firstPage, [migratedSession(1000)], [migratedSession(1), migratedSession(1001)]][call] ?? [],
+    });
+    await h.service.recvChunkStart(start);
+    const steady = await until(h, ['steady', 'failed']);
+    expect(steady).toMatchObject({ state: 'steady', modsApplied: 1, sessionsMigrated: 1001 });
+    const pulls = h.network.callsTo('/internal/migration/sessionHistory');
+    expect(pulls.map((c) => c.body)).toEqual([
+      { migrationId: MIGRATION, limit: 1000 },
+      { migrationId: MIGRATION, limit: 1000, afterLsid: firstPage[999]!.lsid },
+    ]);
+    expect(h.network.callsTo('/internal/migration/transferMods').length).toBeGreaterThan(0);
+
+    const committing = await h.service.recvChunkCommit(MIGRATION);
+    expect(committing).toMatchObject({ state: 'committing', sessionsMigrated: 1003 });
+    const last = h.network.calls.at(-1);
+    expect(last?.path).toBe('/internal/migration/sessionHistory');
+    expect(h.histories.at(-1)).toEqual([migratedSession(1).lsid, migratedSession(1001).lsid]);
+    await h.service.recvChunkRelease({ migrationId: MIGRATION, decision: 'committed' });
+    expect(h.reports.at(-1)?.details).toMatchObject({ sessionsMigrated: 1003 });
   });
 
   it('answers the same status to the same recvChunkStart', async () => {

@@ -81,6 +81,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
         documentsCloned: 0,
         bytesCloned: 0,
         modsApplied: 0,
+        sessionsMigrated: 0,
       },
       commitRequested: false,
       stopped: false,
@@ -107,6 +108,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
       documentsCloned: 0,
       bytesCloned: 0,
       modsApplied: 0,
+      sessionsMigrated: 0,
       error: { code: 'NOT_FOUND', message: 'the recipient is not receiving this migration (it ended, or the recipient restarted)' },
     };
   }
@@ -169,6 +171,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
         documentsCloned: receipt.status.documentsCloned,
         bytesCloned: receipt.status.bytesCloned,
         modsApplied: receipt.status.modsApplied,
+        sessionsMigrated: receipt.status.sessionsMigrated,
       },
     });
   }

@@ -7,6 +7,7 @@ import { CollectionStorageService } from '../collections/collection-storage.serv
 import type { ShardSettings } from '../shard.settings.js';
 import { type CopiedRow, parseCopyRows } from './copy-transfer.js';
 import { type IncomingRange, IncomingRangeStore } from './incoming-range.store.js';
+import { IncomingSessionHistory } from './incoming-session-history.js';
 import { MigrationMetrics } from './migration-metrics.js';
 import { RangeDeleterService } from './range-deleter.service.js';
 import { RangeDeletionStore } from './range-deletion.store.js';
@@ -38,7 +39,8 @@ const IDLE_CATCHUP_MS = 10;
 /**
  * The recipient's background work (MongoDB's MigrationDestinationManager migrate thread):
  * prepares the range, clones it in batches (fetching the next batch while writing the last),
- * then applies the donor's captured writes until told to commit, when it drains them.
+ * pulls the range's retry history, then applies the donor's captured writes until told to
+ * commit, when it drains them and pulls the retry history once more.
  */
 @Injectable()
 export class MigrationRecipientCloner {
@@ -47,6 +49,7 @@ export class MigrationRecipientCloner {
     private readonly rangeDeleter: RangeDeleterService,
     private readonly rangeDeletions: RangeDeletionStore,
     private readonly incoming: IncomingRangeStore,
+    private readonly sessionHistory: IncomingSessionHistory,
     private readonly metrics: MigrationMetrics,
     private readonly failpoints: Failpoints,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
@@ -57,8 +60,10 @@ export class MigrationRecipientCloner {
     await this.prepare(receipt);
     moveReceipt(receipt, 'cloning');
     await this.clone(receipt);
+    await this.migrateSessions(receipt);
     moveReceipt(receipt, 'catchup');
     await this.catchUp(receipt);
+    await this.migrateSessions(receipt);
   }
 
   /**
@@ -112,6 +117,19 @@ export class MigrationRecipientCloner {
       this.metrics.bytesCloned.inc(bytes);
       if (status.documentsCloned === batch.rows.length) await this.failpoints.pauseAt('migration.recipient.firstCloneBatch', request.ns);
     }
+  }
+
+  /**
+   * Pulls and applies the retry history of the range's documents (session migration). Runs
+   * after the clone, so that most of it moves before the critical section, and again after the
+   * drain: the donor's writes are blocked then, so the history recorded since the first pull is
+   * complete, and applying the history already applied changes nothing.
+   */
+  private async migrateSessions(receipt: Receipt): Promise<void> {
+    const { request, status } = receipt;
+    status.sessionsMigrated += await this.sessionHistory.receive(receipt.donor, request.migrationId, request.collectionUuid, () =>
+      checkStopped(receipt),
+    );
   }
 
   /**

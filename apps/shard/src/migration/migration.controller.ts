@@ -1,6 +1,12 @@
 import { Body, Controller, Get, Header, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { ClusterAuthGuard, parseWith } from '@tessera/platform';
-import { type MoveRangeResult, type RecvChunkStatus, type ShardMigrationStatus, migrationIdRequestSchema } from '@tessera/protocol';
+import {
+  type MoveRangeResult,
+  type RecvChunkStatus,
+  type SessionHistoryBatch,
+  type ShardMigrationStatus,
+  migrationIdRequestSchema,
+} from '@tessera/protocol';
 import { MigrationCloner } from './migration-cloner.js';
 import { MigrationDestinationService } from './migration-destination.service.js';
 import { MigrationSourceService } from './migration-source.service.js';
@@ -38,6 +44,12 @@ export class MigrationController {
   @Header('content-type', 'text/plain; charset=utf-8')
   transferMods(@Body() body: unknown): Promise<string> {
     return this.cloner.transferMods(body as never);
+  }
+
+  @Post('sessionHistory')
+  @HttpCode(200)
+  sessionHistory(@Body() body: unknown): Promise<SessionHistoryBatch> {
+    return this.cloner.sessionHistory(body as never);
   }
 
   @Post('recvChunkStart')

@@ -1,0 +1,44 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { type MigrationClient, sessionHistoryBatchSchema } from '@tessera/protocol';
+import { parseWith } from '@tessera/platform';
+import { TransactionsStore } from '../sessions/transactions.store.js';
+
+/** Sessions asked for per `sessionHistory` page. */
+const SESSIONS_BATCH = 1_000;
+
+/**
+ * The recipient's side of session migration (MongoDB's SessionCatalogMigrationDestination): pulls
+ * the retry history of the incoming range from the donor, a page of sessions at a time, and
+ * applies each page in one transaction, so that a session's record, statements and image land
+ * together or not at all. Applying is idempotent (see `TransactionsStore.applyMigratedSessions`),
+ * which is what lets the recipient pull the whole history again inside the critical section.
+ */
+@Injectable()
+export class IncomingSessionHistory {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly store: TransactionsStore,
+  ) {}
+
+  /**
+   * Pulls and applies the history of migration `migrationId` of the collection `collectionUuid`
+   * until a page comes back short; answers how many sessions took the migrated history.
+   * `checkStopped` runs before each page, so that a stopped receipt stops pulling.
+   */
+  async receive(donor: MigrationClient, migrationId: string, collectionUuid: string, checkStopped: () => void): Promise<number> {
+    let taken = 0;
+    let afterLsid: string | undefined;
+    for (;;) {
+      checkStopped();
+      const answer = await donor.sessionHistory({ migrationId, limit: SESSIONS_BATCH, ...(afterLsid ? { afterLsid } : {}) });
+      const { sessions } = parseWith(sessionHistoryBatchSchema, answer, 'sessionHistory batch');
+      if (sessions.length > 0) {
+        const applied = await this.dataSource.transaction((manager) => this.store.applyMigratedSessions(manager, collectionUuid, sessions));
+        taken += applied.length;
+        afterLsid = sessions[sessions.length - 1]!.lsid;
+      }
+      if (sessions.length < SESSIONS_BATCH) return taken;
+    }
+  }
+}
