@@ -355,4 +355,16 @@ describe('secondary indexes', () => {
       reference(documents, { filter: { tags: 't1' }, sort: { n: 1 } }),
     );
   });
+
+  it('a collection dropped and sharded again under its name takes writes again through the router', async () => {
+    const ns = 'shop.recreated';
+    for (const round of [1, 2]) {
+      await config.shardCollection({ ns, key: { k: 'hashed' } });
+      const documents = Array.from({ length: 30 }, (_, i) => ({ _id: `${round}-${i}`, k: i }));
+      const inserted = await api('POST', '/v1/shop/recreated/insert', { documents });
+      expect(inserted.json, JSON.stringify(inserted.json)).toMatchObject({ insertedCount: 30, writeErrors: [] });
+      expect(await findAll(ns, { filter: {} })).toHaveLength(30);
+      expect(await config.dropCollection({ ns })).toEqual({ dropped: true });
+    }
+  });
 });

@@ -20,12 +20,15 @@ export class CollectionsController {
   @HttpCode(200)
   async create(@Param('uuid', ParseUUIDPipe) uuid: string, @Body() body: unknown): Promise<{ ok: 1 }> {
     await this.storage.createCollection(uuid, body as never);
+    await this.forgetMetadata(await this.storage.namespaceOf(uuid));
     return { ok: 1 };
   }
 
   @Delete('collections/:uuid')
   async drop(@Param('uuid', ParseUUIDPipe) uuid: string): Promise<{ ok: 1 }> {
+    const ns = await this.storage.namespaceOf(uuid);
     await this.storage.dropCollection(uuid);
+    await this.forgetMetadata(ns);
     return { ok: 1 };
   }
 
@@ -71,5 +74,21 @@ export class CollectionsController {
   @Get('stats')
   stats(): Promise<ShardStats> {
     return this.storage.stats();
+  }
+
+  /**
+   * After a collection of `ns` is created or dropped here, the shard's routing metadata of `ns`
+   * may describe the previous collection of that name: forgotten, the next command refreshes it,
+   * and one sent with the old collection's version is answered STALE_CONFIG instead of writing
+   * into (or re-creating) the old collection.
+   */
+  private async forgetMetadata(ns: string | undefined): Promise<void> {
+    if (ns === undefined) return;
+    // A shard not yet added to a cluster has no metadata to forget.
+    const state = await this.runtime.state().catch((error: unknown) => {
+      if (error instanceof TesseraError && error.code === 'ILLEGAL_OPERATION') return undefined;
+      throw error;
+    });
+    state?.invalidate(ns);
   }
 }
