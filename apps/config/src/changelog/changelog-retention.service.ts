@@ -1,9 +1,10 @@
 import { Inject, Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { LOGGER, type Periodic, type Queryable, SETTINGS, queryRows, runPeriodically } from '@tessera/platform';
+import { LOGGER, type Queryable, SETTINGS, queryRows } from '@tessera/platform';
 import type { ConfigSettings } from '../config.settings.js';
 import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
+import { LeaderPeriodic } from '../leader/leader-periodic.js';
 
 /** Rows one DELETE removes at most, so that no statement holds the changelog for long. */
 const PRUNE_BATCH = 10_000;
@@ -40,7 +41,7 @@ export async function pruneChangelog(db: Queryable, maxRows: number, batch = PRU
 @Injectable()
 export class ChangelogRetentionService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
   readonly name = 'changelog retention';
-  private loop: Periodic | undefined;
+  private readonly loop = new LeaderPeriodic();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -54,8 +55,7 @@ export class ChangelogRetentionService implements LeaderOnlyService, OnModuleIni
   }
 
   async startAsLeader(): Promise<void> {
-    this.loop?.stop();
-    this.loop = runPeriodically(
+    this.loop.start(
       async () => {
         const deleted = await pruneChangelog(this.dataSource, this.settings.TESSERA_CHANGELOG_MAX_ROWS);
         if (deleted > 0)
@@ -67,11 +67,10 @@ export class ChangelogRetentionService implements LeaderOnlyService, OnModuleIni
   }
 
   async stopAsLeader(): Promise<void> {
-    this.loop?.stop();
-    this.loop = undefined;
+    this.loop.stop();
   }
 
   onApplicationShutdown(): void {
-    this.loop?.stop();
+    this.loop.stop();
   }
 }

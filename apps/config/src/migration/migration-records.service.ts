@@ -3,11 +3,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { decideMigrationRequestSchema, type MigrationDecision } from '@tessera/protocol';
-import { InternalClients, LOGGER, type Periodic, SETTINGS, parseWith, runPeriodically } from '@tessera/platform';
+import { InternalClients, LOGGER, SETTINGS, parseWith } from '@tessera/platform';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import type { FencedTransaction } from '../ddl/ddl-coordinator.js';
 import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
+import { LeaderPeriodic } from '../leader/leader-periodic.js';
 import { ActiveMigrationStore, type MigrationRecord } from './active-migration.store.js';
 
 /** How long a shard has to say whether it runs a migration. */
@@ -31,7 +32,7 @@ const DRAIN_LOG_MS = 10_000;
 @Injectable()
 export class MigrationRecordsService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
   readonly name = 'migration records';
-  private loop: Periodic | undefined;
+  private readonly loop = new LeaderPeriodic();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -48,8 +49,7 @@ export class MigrationRecordsService implements LeaderOnlyService, OnModuleInit,
   }
 
   async startAsLeader(): Promise<void> {
-    this.loop?.stop();
-    this.loop = runPeriodically(
+    this.loop.start(
       async () => {
         await this.reconcile();
       },
@@ -59,12 +59,11 @@ export class MigrationRecordsService implements LeaderOnlyService, OnModuleInit,
   }
 
   async stopAsLeader(): Promise<void> {
-    this.loop?.stop();
-    this.loop = undefined;
+    this.loop.stop();
   }
 
   onApplicationShutdown(): void {
-    this.loop?.stop();
+    this.loop.stop();
   }
 
   /**

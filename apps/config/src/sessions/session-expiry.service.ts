@@ -1,10 +1,11 @@
 import { Inject, Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { LOGGER, type Periodic, SETTINGS, runPeriodically } from '@tessera/platform';
+import { LOGGER, SETTINGS } from '@tessera/platform';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
+import { LeaderPeriodic } from '../leader/leader-periodic.js';
 import { sessionChangelogEntries } from './session-changelog.js';
 import { SessionsStore } from './sessions.store.js';
 
@@ -21,7 +22,7 @@ const EXPIRE_BATCH = 1_000;
 @Injectable()
 export class SessionExpiryService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
   readonly name = 'session expiry';
-  private loop: Periodic | undefined;
+  private readonly loop = new LeaderPeriodic();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -37,8 +38,7 @@ export class SessionExpiryService implements LeaderOnlyService, OnModuleInit, On
   }
 
   async startAsLeader(): Promise<void> {
-    this.loop?.stop();
-    this.loop = runPeriodically(
+    this.loop.start(
       async () => {
         const expired = await this.expire();
         if (expired > 0) this.logger.info({ expired }, `sessions: ${expired} unused sessions expired`);
@@ -49,12 +49,11 @@ export class SessionExpiryService implements LeaderOnlyService, OnModuleInit, On
   }
 
   async stopAsLeader(): Promise<void> {
-    this.loop?.stop();
-    this.loop = undefined;
+    this.loop.stop();
   }
 
   onApplicationShutdown(): void {
-    this.loop?.stop();
+    this.loop.stop();
   }
 
   /** Deletes every session unused for the timeout, a batch per transaction; answers how many went. */
