@@ -4,6 +4,7 @@ import { Indexes1763900200000 } from './1763900200000-indexes.js';
 import { Migrations1763900300000 } from './1763900300000-migrations.js';
 import { ShardKeySizes1763902000000 } from './1763902000000-shard-key-sizes.js';
 import { Transactions1763903000000 } from './1763903000000-transactions.js';
+import { TxnStatementsInRecords1764100000000 } from './1764100000000-txn-statements-in-records.js';
 
 /** A shard database's migrations, in order. */
 export const shardMigrations = [
@@ -13,4 +14,5 @@ export const shardMigrations = [
   Migrations1763900300000,
   ShardKeySizes1763902000000,
   Transactions1763903000000,
+  TxnStatementsInRecords1764100000000,
 ];

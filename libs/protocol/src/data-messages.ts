@@ -43,9 +43,23 @@ const retryable = {
     .optional(),
 };
 
+/**
+ * One session's part of an insert that carries several sessions' documents (the router's
+ * coalesced retryable inserts): the part owns as many of the command's documents, in order, as
+ * it has stmtIds.
+ */
+const sessionPartSchema = z.strictObject({
+  lsid: lsidSchema,
+  txnNumber: retryable.txnNumber.unwrap(),
+  stmtIds: retryable.stmtIds.unwrap(),
+});
+export type SessionPart = z.infer<typeof sessionPartSchema>;
+
 export const insertCommandSchema = z.strictObject({
   ...versioned,
   ...retryable,
+  /** Instead of `lsid`, `txnNumber` and `stmtIds`: the command's documents by session. */
+  sessionParts: z.array(sessionPartSchema).min(1).optional(),
   documents: z.array(z.unknown()).min(1).max(100_000),
   ordered: z.boolean().default(true),
 });
@@ -126,6 +140,8 @@ interface Retried {
 }
 
 export interface InsertCommandResult extends Retried {
+  /** For a command with `sessionParts`: per part, the stmtIds answered from its session's history. */
+  retriedByPart?: number[][];
   insertedCount: number;
   /** The indexes of the documents inserted, ascending (their `_id`s are in the request); retried ones included. */
   inserted: number[];

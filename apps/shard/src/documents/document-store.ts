@@ -7,6 +7,9 @@ import type { StatementHistory } from './statement-history.js';
 import { type WriteError, duplicateKey, isUniqueViolation, toEnvelope, withStatement } from './write-errors.js';
 import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
+/** What the retryable insert's single statement raises when a secondary index kept it from storing its rows. */
+const ALL_STORED = 'ROWS_NOT_ALL_STORED';
+
 /** One collection's table on this shard, with the ownership view a request was checked against. */
 export interface CollectionHandle {
   ns: string;
@@ -119,8 +122,11 @@ export class DocumentStore {
   }
 
   /**
-   * `insertIfUnindexed` for a retryable insert: the same statement, and the documents' record in
-   * the same transaction. A duplicate key rolls both back, and `insertRows` does the batch again.
+   * `insertIfUnindexed` for a retryable insert: the same rows and the documents' record in one
+   * statement, which checks its own effects and raises unless every row was stored (a secondary
+   * index, see above) and every session's record written; the raise rolls it back whole. On a
+   * secondary index or a duplicate key `insertRows` does the batch again; a record that could
+   * not be written is the history's to handle (its error goes up).
    */
   private async insertIfUnindexedRecorded(
     handle: CollectionHandle,
@@ -128,21 +134,22 @@ export class DocumentStore {
     history: StatementHistory,
   ): Promise<Set<string> | undefined> {
     if (handle.indexes !== undefined && handle.indexes.length > 0) return undefined;
+    const statements = recordedInserts(rows);
+    const recording = history.recording(7, statements);
     try {
-      return await this.dataSource.transaction(async (manager) => {
-        const counted: Array<{ inserted: number }> = await manager.query(
-          `WITH stored AS (${insertUnindexedSql(handle.table)} RETURNING 1) SELECT count(*)::int AS inserted FROM stored`,
-          [...rowParameters(rows), handle.table],
-        );
-        // All or nothing: nothing means the collection has a secondary index.
-        if (counted[0]!.inserted !== rows.length) return undefined;
-        await history.record(manager, recordedInserts(rows));
-        return new Set(rows.map((r) => `${r.index}`));
+      // Named, as `insertIfUnindexed`: the recording's text is the same for every command.
+      await poolStatement(this.dataSource, {
+        name: `insert_recorded_${handle.table}`,
+        text: `WITH stored AS (${insertUnindexedSql(handle.table)} RETURNING 1), ${recording.ctes}
+               SELECT txn_expect((SELECT count(*) FROM stored) = $6, '${ALL_STORED}') AND ${recording.check}`,
+        values: [...rowParameters(rows), handle.table, rows.length, ...recording.values],
       });
     } catch (error) {
-      if (isUniqueViolation(error)) return undefined;
+      if (isUniqueViolation(error) || (error instanceof Error && error.message.includes(ALL_STORED))) return undefined;
       throw error;
     }
+    history.recorded(statements);
+    return new Set(rows.map((r) => `${r.index}`));
   }
 
   /**

@@ -38,7 +38,8 @@ import {
 } from '@tessera/protocol';
 import { LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
 import { RetryableWriteService } from '../sessions/retryable-write.service.js';
-import { retryableWriteOf } from '../sessions/retryable-write.js';
+import { retryableInsertOf, retryableWriteOf } from '../sessions/retryable-write.js';
+import type { StatementHistory } from './statement-history.js';
 import { type OperationKind, ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { CollectionResolver, type Versioned } from './collection-resolver.js';
 import { CursorManager } from './cursor-manager.js';
@@ -95,12 +96,15 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async insert(input: InsertCommand): Promise<InsertCommandResult> {
     const command = parseWith(insertCommandSchema, input, 'insert command');
-    const write = retryableWriteOf(command, command.documents);
-    return this.withHandle(command, true, 'write', unreachable, (handle, collectionUuid) =>
-      this.retryable.run(write, collectionUuid, (history) =>
-        this.store.insert(handle, command.documents, { ordered: command.ordered, generateId: () => new ObjectId(), history }),
-      ),
-    );
+    const parts = retryableInsertOf(command, command.documents);
+    return this.withHandle(command, true, 'write', unreachable, async (handle, collectionUuid) => {
+      const insert = (history?: StatementHistory) =>
+        this.store.insert(handle, command.documents, { ordered: command.ordered, generateId: () => new ObjectId(), history });
+      if (parts === undefined) return insert();
+      const { result, retried } = await this.retryable.runParts(parts, collectionUuid, insert);
+      if (command.sessionParts !== undefined) return { ...result, retriedByPart: retried };
+      return retried[0]!.length === 0 ? result : { ...result, retriedStmtIds: retried[0]! };
+    });
   }
 
   /** Starts a query; a cursor keeps the query's ownership view (and its lease) until it is closed. */

@@ -38,6 +38,22 @@ export interface StatementHistory {
   image(): { kind: ImageKind; document: unknown } | undefined;
   /** Records executed statements (and a findAndModify's image) in the write's transaction. */
   record(manager: EntityManager, statements: readonly ExecutedStatement[], image?: { kind: ImageKind; document: unknown }): Promise<void>;
+  /**
+   * The SQL recording `statements` inside the write's own statement, its parameters numbered
+   * from `$first`: CTEs to add to the statement's, and a check to select, which raises (rolling
+   * the statement back) when the record could not be written. Once the statement succeeded,
+   * the write path calls `recorded` with the same statements.
+   */
+  recording(first: number, statements: readonly ExecutedStatement[]): StatementRecording;
+  /** The statements `recording` recorded are stored. */
+  recorded(statements: readonly ExecutedStatement[]): void;
+}
+
+/** See `StatementHistory.recording`. */
+export interface StatementRecording {
+  ctes: string;
+  check: string;
+  values: unknown[];
 }
 
 /**

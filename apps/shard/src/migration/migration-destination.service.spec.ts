@@ -28,6 +28,7 @@ import type { MigrationRecipientStore } from './migration-recipient.store.js';
 import type { MigrationReport, MigrationReporter } from './migration-reporter.js';
 import type { RangeDeleterService } from './range-deleter.service.js';
 import type { RangeDeletionStore } from './range-deletion.store.js';
+import { SessionCatalog } from '../sessions/session-catalog.js';
 
 const DONOR = 'http://donor.test:4001';
 const MIGRATION = '00000000-0000-4000-8000-000000000002';
@@ -119,7 +120,7 @@ function harness(options: Options = {}): Harness {
     },
   } as unknown as TransactionsStore;
   const dataSource = { transaction: (work: (manager: EntityManager) => unknown) => work({} as EntityManager) } as unknown as DataSource;
-  const sessionHistory = new IncomingSessionHistory(dataSource, transactions);
+  const sessionHistory = new IncomingSessionHistory(dataSource, transactions, new SessionCatalog());
   const failpoints = { pauseAt: async () => undefined } as unknown as Failpoints;
   const settings = { TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: 2 } as unknown as ShardSettings;
   const cloner = new MigrationRecipientCloner(

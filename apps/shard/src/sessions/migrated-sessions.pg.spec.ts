@@ -26,10 +26,10 @@ const update = (n: number): StatementResult => ({ op: 'update', n, nModified: n 
 /** Records a retryable write of `lsid` at `txnNumber`: one statement per shard key in `keys` (stmtId = index + `firstStmtId`). */
 async function write(lsid: string, txnNumber: number, keys: Array<number | undefined>, firstStmtId = 0, uuid = collectionUuid) {
   await db.dataSource.transaction(async (manager) => {
-    const stored = await store.lockSession(manager, lsid, txnNumber);
-    if (stored < txnNumber) await store.startTxnNumber(manager, lsid, txnNumber);
+    const stored = await store.loadSession(manager, lsid);
+    const seen = stored && { txnNumber: stored.txnNumber, statements: stored.statements.size };
     const statements = keys.map((k, i) => ({ stmtId: firstStmtId + i, shardKey: k === undefined ? undefined : key(k), result: update(1) }));
-    expect(await store.recordStatements(manager, lsid, txnNumber, uuid, statements)).toBe(true);
+    await store.recordStatements(manager, uuid, [{ lsid, txnNumber, seen, statements }]);
   });
 }
 
@@ -39,13 +39,12 @@ const apply = (sessions: MigratedSession[]) =>
   db.dataSource.transaction((manager) => store.applyMigratedSessions(manager, collectionUuid, sessions));
 
 async function recorded(lsid: string): Promise<{ txnNumber: number | undefined; stmtIds: number[] }> {
-  const [record] = await db.dataSource.query('SELECT txn_number FROM txn_records WHERE lsid = $1', [lsid]);
-  const rows: Array<{ stmt_id: number }> = await db.dataSource.query(
-    'SELECT stmt_id FROM txn_statements WHERE lsid = $1 ORDER BY stmt_id',
-    [lsid],
-  );
-  return { txnNumber: record === undefined ? undefined : Number(record.txn_number), stmtIds: rows.map((r) => r.stmt_id) };
+  const [record] = await db.dataSource.query('SELECT txn_number, stmt_ids FROM txn_records WHERE lsid = $1', [lsid]);
+  return { txnNumber: record === undefined ? undefined : Number(record.txn_number), stmtIds: ((record?.stmt_ids ?? []) as number[]).sort((a, b) => a - b) };
 }
+
+/** The session's executed statements and image, as a write would load them. */
+const loaded = (lsid: string, manager = db.dataSource.manager) => store.loadSession(manager, lsid);
 
 const migrated = (lsid: string, txnNumber: number, stmtIds: number[], image?: MigratedSession['image']): MigratedSession => ({
   lsid,
@@ -99,9 +98,8 @@ describe('applying migrated history', () => {
     expect(await apply([session])).toEqual([lsid]);
     expect(await apply([session])).toEqual([lsid]);
     expect(await recorded(lsid)).toEqual({ txnNumber: 3, stmtIds: [0, 1] });
-    expect(await store.image(db.dataSource.manager, lsid, 3)).toEqual({ kind: 'preImage', document: { _id: 7, b: 1, a: 0 } });
-    const executed = await store.executedStatements(db.dataSource.manager, lsid, 3, [0, 1, 2]);
-    expect([...executed.entries()]).toEqual([
+    expect((await loaded(lsid))?.image).toEqual({ kind: 'preImage', document: { _id: 7, b: 1, a: 0 } });
+    expect([...(await loaded(lsid))!.statements.entries()]).toEqual([
       [0, update(1)],
       [1, update(1)],
     ]);
@@ -127,7 +125,7 @@ describe('applying migrated history', () => {
     await db.dataSource.transaction((manager) => store.recordImage(manager, lsid, 1, 'preImage', { _id: 1 }));
     expect(await apply([migrated(lsid, 2, [7])])).toEqual([lsid]);
     expect(await recorded(lsid)).toEqual({ txnNumber: 2, stmtIds: [7] });
-    expect(await store.image(db.dataSource.manager, lsid, 1)).toBeUndefined();
+    expect((await loaded(lsid))?.image).toBeUndefined();
   });
 
   it('applies a batch atomically: a malformed statement leaves no session of the batch', async () => {
@@ -145,9 +143,9 @@ describe('applying migrated history', () => {
     const recipient = await createTestDatabase('shard', 2);
     try {
       await recipient.dataSource.transaction((manager) => store.applyMigratedSessions(manager, collectionUuid, history));
-      const executed = await store.executedStatements(recipient.dataSource.manager, lsid, 9, [0, 1]);
-      expect([...executed.keys()]).toEqual([0]);
-      expect(await store.image(recipient.dataSource.manager, lsid, 9)).toEqual({ kind: 'postImage', document: { _id: 11, n: 2 } });
+      const session = await loaded(lsid, recipient.dataSource.manager);
+      expect([...session!.statements.keys()]).toEqual([0]);
+      expect(session?.image).toEqual({ kind: 'postImage', document: { _id: 11, n: 2 } });
     } finally {
       await recipient.drop();
     }

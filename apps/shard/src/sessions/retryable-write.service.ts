@@ -1,28 +1,40 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { TesseraError } from '@tessera/core';
-import type { ExecutedStatement, ImageKind, StatementHistory, StatementResult } from '../documents/statement-history.js';
+import type {
+  ExecutedStatement,
+  ImageKind,
+  StatementHistory,
+  StatementRecording,
+  StatementResult,
+} from '../documents/statement-history.js';
 import type { RetryableWrite } from './retryable-write.js';
-import { type CheckedOutSession, SessionCatalog } from './session-catalog.js';
+import { type CheckedOutSession, SessionCatalog, type SessionTxnState } from './session-catalog.js';
 import { ShardSessions } from './shard-sessions.service.js';
-import { TransactionsStore } from './transactions.store.js';
+import { SESSION_RECORD_CHANGED, type SessionRecordPart, TransactionsStore } from './transactions.store.js';
+
+/** Runs of a command whose record found its session's row changed (see `run`) before it gives up. */
+const RECORD_ATTEMPTS = 3;
 
 /**
  * Runs write commands as retryable writes (sharding-internals.md, "Retryable writes"), one
  * method per step:
  *
- * 1. `checkOut` the session: one operation of a session at a time in this process.
- * 2. `beginWrite`: lock the session's row, compare txnNumbers (an older one is refused, a newer
- *    one forgets the older's history) and read which of the command's statements already ran.
- * 3. The write path runs the statements that did not, and `recordStatements` records each in
- *    the transaction of its write, after checking under the row lock that the session is still
- *    at the txnNumber.
+ * 1. `checkOut` the command's sessions: one operation of a session at a time in this process.
+ * 2. `beginWrite`: compare txnNumbers with the session's state (SessionCatalog), loading it from
+ *    the transactions table at its first use: an older one is refused, a newer one starts with
+ *    no history, an equal one answers which of the command's statements already ran.
+ * 3. The write path runs the statements that did not, and records each in the transaction (or
+ *    the single statement) of its write, on the condition that the session's row is as the
+ *    state saw it.
  * 4. `checkIn`, with the answer listing the statements answered from history.
  *
- * Step 2 commits on its own, before the statements run: a refused txnNumber fails the whole
- * command, while a statement's failure inside its transaction is a write error of that
- * statement. A txnNumber started by a command whose statements all failed stays started, as
- * MongoDB's in-memory transaction state does.
+ * A command may carry several sessions' statements, one part each: the router coalesces
+ * concurrent retryable inserts. Step 2 changes nothing stored: a refused txnNumber fails the
+ * whole command before anything runs, and a txnNumber whose statements all failed is started in
+ * memory only, as MongoDB's in-memory transaction state is. When a record finds its session's
+ * row changed (migrated history applied meanwhile), the write rolls back with it and the
+ * command runs again on the reloaded state.
  */
 @Injectable()
 export class RetryableWriteService {
@@ -43,101 +55,192 @@ export class RetryableWriteService {
     work: (history: StatementHistory | undefined) => Promise<T>,
   ): Promise<T & { retriedStmtIds?: number[] }> {
     if (write === undefined) return work(undefined);
-    this.sessions.use(write.lsid, write.txnNumber);
-    const session = await this.checkOut(write);
-    try {
-      const history = await this.beginWrite(write, collectionUuid);
-      const result = await work(history);
-      if (history.retriedStmtIds.length === 0) return result;
-      this.sessions.noteRetryAnswered(write.lsid, history.retriedStmtIds.length);
-      return { ...result, retriedStmtIds: history.retriedStmtIds };
-    } finally {
-      session.checkIn();
-    }
-  }
-
-  /** Step 1: waits until no other operation of this process holds the session, then holds it. */
-  checkOut(write: RetryableWrite): Promise<CheckedOutSession> {
-    return this.catalog.checkOut(write.lsid);
+    const { result, retried } = await this.runParts([write], collectionUuid, work);
+    return retried[0]!.length === 0 ? result : { ...result, retriedStmtIds: retried[0]! };
   }
 
   /**
-   * Step 2, with the session checked out: brings the session to `write.txnNumber` and answers
-   * its history for the command's statements. Throws TRANSACTION_TOO_OLD, changing nothing,
-   * when the session already started a newer txnNumber.
+   * Runs `work` as the retryable writes `parts`, which own the command's statements in order,
+   * each as many as its stmtIds; answers the result and, per part, the stmtIds answered from
+   * history. A part of an older txnNumber fails the command with TRANSACTION_TOO_OLD naming the
+   * part (`details.part`) before anything runs.
    */
-  async beginWrite(write: RetryableWrite, collectionUuid: string): Promise<SessionHistory> {
-    return this.dataSource.transaction(async (manager) => {
-      const stored = await this.store.lockSession(manager, write.lsid, write.txnNumber);
-      if (stored > write.txnNumber) {
+  async runParts<T>(
+    parts: readonly RetryableWrite[],
+    collectionUuid: string,
+    work: (history: StatementHistory) => Promise<T>,
+  ): Promise<{ result: T; retried: number[][] }> {
+    for (const part of parts) this.sessions.use(part.lsid, part.txnNumber);
+    const sessions = await this.checkOut(parts);
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const history = new SessionHistory(this, parts, await this.beginWrite(parts, sessions), collectionUuid);
+        try {
+          const result = await work(history);
+          for (const [i, stmtIds] of history.retried.entries())
+            if (stmtIds.length > 0) this.sessions.noteRetryAnswered(parts[i]!.lsid, stmtIds.length);
+          return { result, retried: history.retried };
+        } catch (error) {
+          // The outcome of a failed write may be unknown (a lost connection after its commit):
+          // what is stored is the truth, reloaded at the next use.
+          for (const session of sessions.values()) session.setState(undefined);
+          if (!isRecordChanged(error) || attempt === RECORD_ATTEMPTS) throw error;
+        }
+      }
+    } finally {
+      for (const session of sessions.values()) session.checkIn();
+    }
+  }
+
+  /** Step 1: waits until no other operation of this process holds the parts' sessions, then holds them. */
+  checkOut(parts: readonly RetryableWrite[]): Promise<Map<string, CheckedOutSession>> {
+    return this.catalog.checkOutAll(parts.map((p) => p.lsid));
+  }
+
+  /**
+   * Step 2, with the sessions checked out: brings each part's session to its txnNumber and
+   * answers the states the parts' statements are looked up in. Throws TRANSACTION_TOO_OLD,
+   * changing nothing, when a session already started a newer txnNumber.
+   */
+  async beginWrite(parts: readonly RetryableWrite[], sessions: ReadonlyMap<string, CheckedOutSession>): Promise<SessionTxnState[]> {
+    const states: SessionTxnState[] = [];
+    for (const [index, write] of parts.entries()) {
+      const session = sessions.get(write.lsid)!;
+      const state = session.state() ?? (await this.load(write.lsid));
+      if (state.txnNumber > write.txnNumber) {
         throw new TesseraError(
           'TRANSACTION_TOO_OLD',
-          `Retryable write with txnNumber ${write.txnNumber} is prohibited on session ${write.lsid} because a newer retryable write with txnNumber ${stored} has already started on this session.`,
-          { details: { lsid: write.lsid, txnNumber: write.txnNumber, activeTxnNumber: stored } },
+          `Retryable write with txnNumber ${write.txnNumber} is prohibited on session ${write.lsid} because a newer retryable write with txnNumber ${state.txnNumber} has already started on this session.`,
+          {
+            details: {
+              lsid: write.lsid,
+              txnNumber: write.txnNumber,
+              activeTxnNumber: state.txnNumber,
+              ...(parts.length > 1 ? { part: index } : {}),
+            },
+          },
         );
       }
-      if (stored < write.txnNumber) {
-        await this.store.startTxnNumber(manager, write.lsid, write.txnNumber);
-        return new SessionHistory(this, write, collectionUuid, new Map(), undefined);
-      }
-      const executed = await this.store.executedStatements(manager, write.lsid, write.txnNumber, write.stmtIds);
-      const needsImage = [...executed.values()].some((r) => r.op === 'findAndModify' && r.image !== undefined);
-      const image = needsImage ? await this.store.image(manager, write.lsid, write.txnNumber) : undefined;
-      return new SessionHistory(this, write, collectionUuid, executed, image);
-    });
+      if (state.txnNumber < write.txnNumber) Object.assign(state, { txnNumber: write.txnNumber, statements: new Map(), image: undefined });
+      session.setState(state);
+      states.push(state);
+    }
+    return states;
   }
 
-  /**
-   * Step 3, in the write's transaction: records the statements it executed (and a
-   * findAndModify's image). Throws TRANSACTION_TOO_OLD, which rolls the write back, when the
-   * session left the txnNumber meanwhile: only another process on this database can do that,
-   * the checkout keeps this one's operations apart.
-   */
-  async recordStatements(
+  /** Step 3's SQL: records `parts`' statements in the write's statement; the caller runs it. */
+  recording(first: number, collectionUuid: string, parts: readonly SessionRecordPart[]) {
+    return this.store.recording(first, collectionUuid, parts);
+  }
+
+  /** Step 3 in the write's transaction: records `parts`' statements and a findAndModify's image. */
+  async record(
     manager: EntityManager,
-    write: RetryableWrite,
     collectionUuid: string,
-    statements: readonly ExecutedStatement[],
-    image: { kind: ImageKind; document: unknown } | undefined,
+    parts: readonly SessionRecordPart[],
+    image: { lsid: string; txnNumber: number; kind: ImageKind; document: unknown } | undefined,
   ): Promise<void> {
-    if (statements.length === 0) return;
-    const records = statements.map((s) => ({ stmtId: write.stmtIds[s.index]!, shardKey: s.shardKey, result: s.result }));
-    if (!(await this.store.recordStatements(manager, write.lsid, write.txnNumber, collectionUuid, records))) {
-      throw new TesseraError(
-        'TRANSACTION_TOO_OLD',
-        `Retryable write with txnNumber ${write.txnNumber} on session ${write.lsid} was overtaken by a newer txnNumber while it ran.`,
-        { details: { lsid: write.lsid, txnNumber: write.txnNumber } },
-      );
-    }
-    if (image !== undefined) await this.store.recordImage(manager, write.lsid, write.txnNumber, image.kind, image.document);
+    await this.store.recordStatements(manager, collectionUuid, parts);
+    if (image !== undefined) await this.store.recordImage(manager, image.lsid, image.txnNumber, image.kind, image.document);
+  }
+
+  private async load(lsid: string): Promise<SessionTxnState> {
+    const stored = await this.store.loadSession(this.dataSource.manager, lsid);
+    if (stored === undefined) return { txnNumber: -1, seen: undefined, statements: new Map(), image: undefined };
+    return { ...stored, seen: { txnNumber: stored.txnNumber, statements: stored.statements.size } };
   }
 }
 
-/** One retryable command's view of its session's history (the write paths' `StatementHistory`). */
+/** True for the error a record raises when its session's row was not as the state saw it. */
+function isRecordChanged(error: unknown): boolean {
+  return error instanceof Error && error.message.includes(SESSION_RECORD_CHANGED);
+}
+
+/**
+ * One retryable command's view of its sessions' history (the write paths' `StatementHistory`):
+ * statement `index` of the command belongs to the part whose range holds it.
+ */
 export class SessionHistory implements StatementHistory {
-  /** The stmtIds answered from history, in the order the write path asked. */
-  readonly retriedStmtIds: number[] = [];
+  /** Per part, the stmtIds answered from history, in the order the write path asked. */
+  readonly retried: number[][];
+  /** Per part, the index of its first statement in the command. */
+  private readonly offsets: number[] = [];
 
   constructor(
     private readonly service: RetryableWriteService,
-    private readonly write: RetryableWrite,
+    private readonly parts: readonly RetryableWrite[],
+    private readonly states: readonly SessionTxnState[],
     private readonly collectionUuid: string,
-    private readonly executedByStmtId: ReadonlyMap<number, StatementResult>,
-    private readonly recordedImage: { kind: ImageKind; document: unknown } | undefined,
-  ) {}
+  ) {
+    this.retried = parts.map(() => []);
+    let offset = 0;
+    for (const part of parts) {
+      this.offsets.push(offset);
+      offset += part.stmtIds.length;
+    }
+  }
 
   executed(index: number): StatementResult | undefined {
-    const stmtId = this.write.stmtIds[index]!;
-    const result = this.executedByStmtId.get(stmtId);
-    if (result !== undefined) this.retriedStmtIds.push(stmtId);
+    const [part, stmtId] = this.locate(index);
+    const result = this.states[part]!.statements.get(stmtId);
+    if (result !== undefined) this.retried[part]!.push(stmtId);
     return result;
   }
 
   image(): { kind: ImageKind; document: unknown } | undefined {
-    return this.recordedImage;
+    return this.states[0]!.image;
   }
 
-  record(manager: EntityManager, statements: readonly ExecutedStatement[], image?: { kind: ImageKind; document: unknown }): Promise<void> {
-    return this.service.recordStatements(manager, this.write, this.collectionUuid, statements, image);
+  recording(first: number, statements: readonly ExecutedStatement[]): StatementRecording {
+    return this.service.recording(first, this.collectionUuid, this.recordParts(statements));
+  }
+
+  async record(
+    manager: EntityManager,
+    statements: readonly ExecutedStatement[],
+    image?: { kind: ImageKind; document: unknown },
+  ): Promise<void> {
+    if (statements.length === 0) return;
+    const first = this.parts[0]!;
+    const imageOf = image === undefined ? undefined : { lsid: first.lsid, txnNumber: first.txnNumber, ...image };
+    await this.service.record(manager, this.collectionUuid, this.recordParts(statements), imageOf);
+    this.recorded(statements, image);
+  }
+
+  recorded(statements: readonly ExecutedStatement[], image?: { kind: ImageKind; document: unknown }): void {
+    for (const statement of statements) {
+      const [part, stmtId] = this.locate(statement.index);
+      const state = this.states[part]!;
+      const count = state.seen?.txnNumber === state.txnNumber ? state.seen.statements : 0;
+      state.seen = { txnNumber: state.txnNumber, statements: count + 1 };
+      state.statements.set(stmtId, statement.result);
+    }
+    if (image !== undefined) this.states[0]!.image = image;
+  }
+
+  /** The parts that executed some of `statements`, each with its session's row as last seen. */
+  private recordParts(statements: readonly ExecutedStatement[]): SessionRecordPart[] {
+    const byPart = new Map<number, SessionRecordPart>();
+    for (const statement of statements) {
+      const [part, stmtId] = this.locate(statement.index);
+      let record = byPart.get(part);
+      if (record === undefined) {
+        const { lsid, txnNumber } = this.parts[part]!;
+        byPart.set(part, (record = { lsid, txnNumber, seen: this.states[part]!.seen, statements: [] }));
+      }
+      (record.statements as Array<SessionRecordPart['statements'][number]>).push({
+        stmtId,
+        shardKey: statement.shardKey,
+        result: statement.result,
+      });
+    }
+    return [...byPart.values()];
+  }
+
+  /** The part owning statement `index` of the command, and the statement's stmtId. */
+  private locate(index: number): [number, number] {
+    let part = this.parts.length - 1;
+    while (this.offsets[part]! > index) part--;
+    return [part, this.parts[part]!.stmtIds[index - this.offsets[part]!]!];
   }
 }

@@ -1,5 +1,5 @@
 import { TesseraError } from '@tessera/core';
-import type { Lsid } from '@tessera/protocol';
+import type { Lsid, SessionPart } from '@tessera/protocol';
 
 /** A write command run as a retryable write: its session, the session's txnNumber, one stmtId per statement. */
 export interface RetryableWrite {
@@ -14,6 +14,35 @@ export interface RetryableFields {
   lsid?: Lsid | undefined;
   txnNumber?: number | undefined;
   stmtIds?: number[] | undefined;
+}
+
+/**
+ * The retryable writes of an insert: one per session part when the command has `sessionParts`
+ * (each part's stmtIds distinct, the parts' sessions distinct, their documents adding up to the
+ * command's), else what `retryableWriteOf` makes of its fields. Throws before anything runs.
+ */
+export function retryableInsertOf(
+  command: RetryableFields & { sessionParts?: SessionPart[] | undefined },
+  documents: readonly unknown[],
+): RetryableWrite[] | undefined {
+  if (command.sessionParts === undefined) {
+    const write = retryableWriteOf(command, documents);
+    return write === undefined ? undefined : [write];
+  }
+  if (command.lsid !== undefined || command.txnNumber !== undefined || command.stmtIds !== undefined) {
+    throw new TesseraError('INVALID_OPTIONS', 'sessionParts replace lsid, txnNumber and stmtIds: give one or the other');
+  }
+  const parts = command.sessionParts;
+  const owned = parts.reduce((sum, part) => sum + part.stmtIds.length, 0);
+  if (owned !== documents.length) {
+    throw new TesseraError('BAD_VALUE', `the sessionParts own ${owned} document(s) of ${documents.length}`);
+  }
+  if (new Set(parts.map((p) => p.lsid.id)).size !== parts.length) throw new TesseraError('BAD_VALUE', 'a session has one part per command');
+  for (const part of parts) {
+    if (new Set(part.stmtIds).size !== part.stmtIds.length)
+      throw new TesseraError('BAD_VALUE', 'the stmtIds of a command must be distinct');
+  }
+  return parts.map((part) => ({ lsid: part.lsid.id, txnNumber: part.txnNumber, stmtIds: part.stmtIds }));
 }
 
 /**

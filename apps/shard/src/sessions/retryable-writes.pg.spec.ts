@@ -12,7 +12,7 @@ import type { RetryableWrite } from './retryable-write.js';
 import { RetryableWriteService } from './retryable-write.service.js';
 import { SessionCatalog } from './session-catalog.js';
 import type { ShardSessions } from './shard-sessions.service.js';
-import { type StatementRecord, TransactionsStore } from './transactions.store.js';
+import { type RecordingSql, type SessionRecordPart, TransactionsStore } from './transactions.store.js';
 
 let db: TestDatabase;
 let handle: CollectionHandle;
@@ -76,7 +76,7 @@ async function stored(): Promise<Array<Record<string, unknown>>> {
 }
 async function recordedStmtIds(lsid: string): Promise<Array<[number, number]>> {
   const rows: Array<{ txn_number: string; stmt_id: number }> = await db.dataSource.query(
-    'SELECT txn_number, stmt_id FROM txn_statements WHERE lsid = $1 ORDER BY txn_number, stmt_id',
+    'SELECT txn_number, stmt_id FROM txn_records, unnest(stmt_ids) AS stmt_id WHERE lsid = $1 ORDER BY txn_number, stmt_id',
     [lsid],
   );
   return rows.map((r) => [Number(r.txn_number), r.stmt_id]);
@@ -219,21 +219,21 @@ describe('txnNumbers', () => {
     });
     expect((await stored()).find((d) => d._id === 2)?.qty).toBe(2);
     expect(await recordedStmtIds(lsid)).toEqual([[2, 0]]);
-    expect(await db.dataSource.query('SELECT 1 FROM txn_images WHERE lsid = $1', [lsid])).toEqual([]);
+    // The older txnNumber's image stays until the session's next findAndModify or its reap, never answered.
+    expect((await new TransactionsStore().loadSession(db.dataSource.manager, lsid))?.image).toBeUndefined();
   });
 });
 
-/** A store whose record fails after the write ran, inside the write's transaction. */
+/** A store whose record fails after the write ran, inside the write's transaction or statement. */
 class FailingRecordStore extends TransactionsStore {
-  override async recordStatements(
-    manager: EntityManager,
-    lsid: string,
-    txnNumber: number,
-    collectionUuid: string,
-    statements: readonly StatementRecord[],
-  ): Promise<boolean> {
-    await super.recordStatements(manager, lsid, txnNumber, collectionUuid, statements);
+  override async recordStatements(manager: EntityManager, uuid: string, parts: readonly SessionRecordPart[]): Promise<void> {
+    await super.recordStatements(manager, uuid, parts);
     throw new Error('injected failure after the record');
+  }
+
+  override recording(first: number, uuid: string, parts: readonly SessionRecordPart[]): RecordingSql {
+    const recording = super.recording(first, uuid, parts);
+    return { ...recording, check: `${recording.check} AND txn_expect(false, 'injected failure after the record')` };
   }
 }
 
@@ -295,10 +295,61 @@ describe('session checkout', () => {
 
 describe('ordinary writes', () => {
   it('record nothing', async () => {
-    const before = await db.dataSource.query('SELECT count(*)::int AS n FROM txn_statements');
+    const before = await db.dataSource.query('SELECT count(*)::int AS n FROM txn_records');
     await retryable.run(undefined, collectionUuid, (history) =>
       documents.insert(handle, items(0, 2), { ordered: true, generateId, history }),
     );
-    expect(await db.dataSource.query('SELECT count(*)::int AS n FROM txn_statements')).toEqual(before);
+    expect(await db.dataSource.query('SELECT count(*)::int AS n FROM txn_records')).toEqual(before);
+  });
+});
+
+describe('a command of several sessions (coalesced inserts)', () => {
+  const insertParts = (parts: RetryableWrite[], docs: unknown[]) =>
+    retryable.runParts(parts, collectionUuid, (history) => documents.insert(handle, docs, { ordered: false, generateId, history }));
+
+  it('records each part under its session, and a retry answers each from its own history', async () => {
+    const parts = [retryableWrite(1, [0]), retryableWrite(7, [3, 4]), retryableWrite(2, [0])];
+    const first = await insertParts(parts, items(0, 4));
+    expect(first).toEqual({ result: { insertedCount: 4, inserted: [0, 1, 2, 3], writeErrors: [] }, retried: [[], [], []] });
+    expect(await recordedStmtIds(parts[1]!.lsid)).toEqual([
+      [7, 3],
+      [7, 4],
+    ]);
+    // The second part again, with a new session after it: only the new one inserts.
+    const again = await insertParts([parts[1]!, retryableWrite(1, [0])], [...items(1, 3), { _id: 200, sku: 'new' }]);
+    expect(again).toEqual({ result: { insertedCount: 3, inserted: [0, 1, 2], writeErrors: [] }, retried: [[3, 4], []] });
+    expect(await stored()).toHaveLength(8);
+  });
+
+  it('a part of an older txnNumber fails the command naming the part, and nothing runs', async () => {
+    const old = retryableWrite(5, [0]);
+    await insertParts([old], items(0, 1));
+    const refused = insertParts([retryableWrite(1, [0]), { ...old, txnNumber: 4 }], items(1, 3));
+    await expect(refused).rejects.toMatchObject({ code: 'TRANSACTION_TOO_OLD', details: { part: 1, activeTxnNumber: 5 } });
+    expect(await stored()).toHaveLength(4);
+  });
+});
+
+describe('the state a process keeps of its sessions', () => {
+  it('a record made on a stale state rolls its write back, and the command runs again on the stored history', async () => {
+    const write = retryableWrite(1, [0, 1]);
+    const docs = items(0, 2);
+    await insert({ ...write, stmtIds: [0] }, docs.slice(0, 1));
+    // Statement 1 recorded behind this process's back (as migrated history applied without the
+    // catalog forgetting the session): the process still believes only statement 0 ran.
+    const [shardKey] = await db.dataSource.query(`SELECT encode(shard_key, 'hex') AS hex FROM ${handle.table} WHERE doc->>'sku' = 'n0'`);
+    await db.dataSource.transaction((manager) =>
+      new TransactionsStore().applyMigratedSessions(manager, collectionUuid, [
+        {
+          lsid: write.lsid,
+          txnNumber: 1,
+          lastWriteAt: new Date().toISOString(),
+          statements: [{ stmtId: 1, shardKey: shardKey.hex, result: JSON.stringify({ op: 'insert' }) }],
+        },
+      ]),
+    );
+    const answer = await insert(write, docs);
+    expect(answer).toEqual({ insertedCount: 2, inserted: [0, 1], writeErrors: [], retriedStmtIds: [0, 1] });
+    expect(await stored()).toHaveLength(4);
   });
 });

@@ -7,6 +7,7 @@ import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-
 import type { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardSessions } from './shard-sessions.service.js';
+import { SessionCatalog } from './session-catalog.js';
 import { TransactionsStore } from './transactions.store.js';
 
 let db: TestDatabase;
@@ -27,26 +28,32 @@ function shardSessions(live: Set<string>, refreshes: RefreshSessionsRequest[] = 
   const identity = { get: async () => ({ configUrl: 'http://config.test:7080' }) } as unknown as ShardIdentityService;
   const clients = { config: () => config } as unknown as InternalClients;
   const settings = { TESSERA_NODE_NAME: 'shard0' } as ShardSettings;
-  return new ShardSessions(db.dataSource, new TransactionsStore(), identity, clients, settings, pino({ level: 'silent' }), new MetricsService());
+  return new ShardSessions(
+    db.dataSource,
+    new TransactionsStore(),
+    new SessionCatalog(),
+    identity,
+    clients,
+    settings,
+    pino({ level: 'silent' }),
+    new MetricsService(),
+  );
 }
 
 /** A session with a record and a statement, last written `minutesAgo`. */
 async function recordSession(minutesAgo: number): Promise<string> {
   const lsid = randomUUID();
-  await db.dataSource.query(`INSERT INTO txn_records (lsid, txn_number, last_write_at) VALUES ($1, 1, now() - make_interval(mins => $2))`, [
-    lsid,
-    minutesAgo,
-  ]);
   await db.dataSource.query(
-    `INSERT INTO txn_statements (lsid, txn_number, stmt_id, collection_uuid, shard_key, result) VALUES ($1, 1, 0, $2, NULL, '{}')`,
-    [lsid, randomUUID()],
+    `INSERT INTO txn_records (lsid, txn_number, last_write_at, collection_uuid, stmt_ids, shard_keys, results)
+     VALUES ($1, 1, now() - make_interval(mins => $2), $3, '{0}', '{NULL}', '{"{}"}')`,
+    [lsid, minutesAgo, randomUUID()],
   );
   return lsid;
 }
 
 async function recorded(lsid: string): Promise<{ records: number; statements: number }> {
   const [r] = await db.dataSource.query(
-    `SELECT (SELECT count(*)::int FROM txn_records WHERE lsid = $1) AS records, (SELECT count(*)::int FROM txn_statements WHERE lsid = $1) AS statements`,
+    `SELECT count(*)::int AS records, coalesce(sum(cardinality(stmt_ids)), 0)::int AS statements FROM txn_records WHERE lsid = $1`,
     [lsid],
   );
   return r as { records: number; statements: number };

@@ -15,6 +15,7 @@ import {
 } from '@tessera/platform';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardSettings } from '../shard.settings.js';
+import { SessionCatalog } from './session-catalog.js';
 import { TransactionsStore } from './transactions.store.js';
 
 /** Sessions the reaper asks the config server about at a time. */
@@ -36,6 +37,7 @@ export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutd
   constructor(
     private readonly dataSource: DataSource,
     private readonly store: TransactionsStore,
+    private readonly catalog: SessionCatalog,
     private readonly identity: ShardIdentityService,
     private readonly clients: InternalClients,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
@@ -99,6 +101,7 @@ export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutd
       if (stale.length < REAP_BATCH || gone.length === 0) break;
     }
     if (reaped.length > 0) {
+      this.catalog.forget(reaped);
       this.cache.noteReaped(reaped);
       this.logger.info({ sessions: reaped.length }, `reaped the retryable-write records of ${reaped.length} expired session(s)`);
     }

@@ -17,96 +17,104 @@ export interface StatementRecord {
   result: StatementResult;
 }
 
+/** A session's row as last read or written: its txnNumber and how many statements it holds. */
+export interface SeenRecord {
+  txnNumber: number;
+  statements: number;
+}
+
+/**
+ * One session's part of a command's record: the session moves to `txnNumber` (or stays there)
+ * and gains `statements`, provided its row is still as `seen` (none when undefined).
+ */
+export interface SessionRecordPart {
+  lsid: string;
+  txnNumber: number;
+  seen: SeenRecord | undefined;
+  statements: readonly StatementRecord[];
+}
+
+/** A session's row as stored: its txnNumber, that txnNumber's executed statements and findAndModify image. */
+export interface StoredSession {
+  txnNumber: number;
+  statements: Map<number, StatementResult>;
+  image: { kind: ImageKind; document: unknown } | undefined;
+}
+
+/** The SQL that records parts (see `recording`), and its parameters. */
+export interface RecordingSql {
+  /** CTEs, to follow a `WITH` and its own CTEs. */
+  ctes: string;
+  /** An expression that raises SESSION_RECORD_CHANGED, rolling the statement back, unless every part was recorded. */
+  check: string;
+  values: unknown[];
+}
+
+/** What `txn_expect` raises when a session's row was not as a process expected. */
+export const SESSION_RECORD_CHANGED = 'SESSION_RECORD_CHANGED';
+
 /**
  * The shard's transactions table and its retry history: `txn_records` (config.transactions),
- * `txn_statements` (the executed statements of each session's current txnNumber) and
- * `txn_images` (config.image_collection). Every method runs in the caller's transaction, so
- * that a write and its record commit together.
+ * one row per session holding its current txnNumber's executed statements (stmtIds, the written
+ * documents' shard keys, results), and `txn_images` (config.image_collection). Every method runs
+ * in the caller's transaction or statement, so that a write and its record commit together.
  */
 @Injectable()
 export class TransactionsStore {
-  /**
-   * Locks the session's row for the rest of the caller's transaction, creating it at
-   * `txnNumber` when the session has none, and bumps its last write; answers the txnNumber
-   * stored. (Insert-if-missing and SELECT ... FOR UPDATE in one statement: the conflict's
-   * update takes the row lock.)
-   */
-  async lockSession(manager: EntityManager, lsid: string, txnNumber: number): Promise<number> {
-    const rows: Array<{ txn_number: string }> = await manager.query(
-      `INSERT INTO txn_records (lsid, txn_number, last_write_at) VALUES ($1, $2, now())
-       ON CONFLICT (lsid) DO UPDATE SET last_write_at = now() RETURNING txn_number`,
-      [lsid, txnNumber],
-    );
-    return Number(rows[0]!.txn_number);
+  /** The session's row with its image, or undefined when it has none. */
+  async loadSession(manager: EntityManager, lsid: string): Promise<StoredSession | undefined> {
+    const rows: Array<{ txn_number: string; stmt_ids: number[]; results: string[]; image_kind: ImageKind | null; image: string | null }> =
+      await manager.query(
+        `SELECT r.txn_number, r.stmt_ids, r.results, i.image_kind, i.image::text AS image
+         FROM txn_records r LEFT JOIN txn_images i ON i.lsid = r.lsid AND i.txn_number = r.txn_number
+         WHERE r.lsid = $1`,
+        [lsid],
+      );
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    return {
+      txnNumber: Number(row.txn_number),
+      statements: new Map(row.stmt_ids.map((stmtId, i) => [stmtId, JSON.parse(row.results[i]!) as StatementResult])),
+      image: row.image_kind === null || row.image === null ? undefined : { kind: row.image_kind, document: JSON.parse(row.image) },
+    };
   }
 
   /**
-   * Moves a locked session to a newer txnNumber and forgets the statements and image of the
-   * older one: only the latest retryable write of a session can be retried.
+   * The SQL recording `parts` of a command on the collection `collectionUuid`, its parameters
+   * numbered from `$first`, to run in the statement or transaction of the write. A part whose
+   * session was seen with a row updates that row only if it still holds the seen txnNumber and
+   * statement count, appending to the statements of an unchanged txnNumber and replacing those
+   * of an older one; a part seen without a row inserts one only if there still is none. So a
+   * process that acted on a stale view of a session (a migration's history applied meanwhile)
+   * records nothing and the check rolls the write back. Rows are written in lsid order.
    */
-  async startTxnNumber(manager: EntityManager, lsid: string, txnNumber: number): Promise<void> {
-    // One round trip: data-modifying CTEs run whether or not the query reads them.
-    await manager.query(
-      `WITH advanced AS (UPDATE txn_records SET txn_number = $2, last_write_at = now() WHERE lsid = $1),
-            statements AS (DELETE FROM txn_statements WHERE lsid = $1 AND txn_number <> $2),
-            images AS (DELETE FROM txn_images WHERE lsid = $1 AND txn_number <> $2)
-       SELECT 1`,
-      [lsid, txnNumber],
-    );
+  recording(first: number, collectionUuid: string, parts: readonly SessionRecordPart[]): RecordingSql {
+    const [json, collection, count] = [`$${first}::json`, `$${first + 1}::uuid`, `$${first + 2}::int`];
+    const append = (column: string) => `CASE WHEN r.txn_number = p.txn_number THEN r.${column} || p.${column} ELSE p.${column} END`;
+    return {
+      ctes: `parts AS (
+               SELECT * FROM json_to_recordset(${json})
+                 AS p(lsid uuid, txn_number bigint, seen_txn bigint, seen_count int, stmt_ids int[], shard_keys bytea[], results text[])),
+             advanced AS (
+               UPDATE txn_records r SET txn_number = p.txn_number, last_write_at = now(), collection_uuid = ${collection},
+                 stmt_ids = ${append('stmt_ids')}, shard_keys = ${append('shard_keys')}, results = ${append('results')}
+               FROM parts p
+               WHERE p.seen_txn IS NOT NULL AND r.lsid = p.lsid AND r.txn_number = p.seen_txn AND cardinality(r.stmt_ids) = p.seen_count
+               RETURNING 1),
+             created AS (
+               INSERT INTO txn_records (lsid, txn_number, last_write_at, collection_uuid, stmt_ids, shard_keys, results)
+               SELECT lsid, txn_number, now(), ${collection}, stmt_ids, shard_keys, results FROM parts WHERE seen_txn IS NULL ORDER BY lsid
+               ON CONFLICT (lsid) DO NOTHING
+               RETURNING 1)`,
+      check: `txn_expect((SELECT count(*) FROM advanced) + (SELECT count(*) FROM created) = ${count}, '${SESSION_RECORD_CHANGED}')`,
+      values: [JSON.stringify([...parts].sort((a, b) => (a.lsid < b.lsid ? -1 : 1)).map(partRow)), collectionUuid, parts.length],
+    };
   }
 
-  /** The recorded results of those of `stmtIds` that executed under the session's `txnNumber`. */
-  async executedStatements(
-    manager: EntityManager,
-    lsid: string,
-    txnNumber: number,
-    stmtIds: readonly number[],
-  ): Promise<Map<number, StatementResult>> {
-    const rows: Array<{ stmt_id: number; result: StatementResult }> = await manager.query(
-      'SELECT stmt_id, result FROM txn_statements WHERE lsid = $1 AND txn_number = $2 AND stmt_id = ANY($3::int[])',
-      [lsid, txnNumber, stmtIds],
-    );
-    return new Map(rows.map((r) => [r.stmt_id, r.result]));
-  }
-
-  /** The findAndModify image recorded under the session's `txnNumber`, if any. */
-  async image(manager: EntityManager, lsid: string, txnNumber: number): Promise<{ kind: ImageKind; document: unknown } | undefined> {
-    const rows: Array<{ image_kind: ImageKind; image: unknown }> = await manager.query(
-      'SELECT image_kind, image FROM txn_images WHERE lsid = $1 AND txn_number = $2',
-      [lsid, txnNumber],
-    );
-    return rows[0] && { kind: rows[0].image_kind, document: rows[0].image };
-  }
-
-  /**
-   * Records executed statements of the session's `txnNumber`, locking the session's row and
-   * bumping its last write. Answers false, recording nothing, when the session is no longer at
-   * `txnNumber` (or has no row). A statement recorded twice violates the primary key, which
-   * aborts the caller's transaction: a statement never applies twice.
-   */
-  async recordStatements(
-    manager: EntityManager,
-    lsid: string,
-    txnNumber: number,
-    collectionUuid: string,
-    statements: readonly StatementRecord[],
-  ): Promise<boolean> {
-    const rows: unknown[] = await manager.query(
-      `WITH session AS (UPDATE txn_records SET last_write_at = now() WHERE lsid = $1 AND txn_number = $2 RETURNING lsid)
-       INSERT INTO txn_statements (lsid, txn_number, stmt_id, collection_uuid, shard_key, result)
-       SELECT s.lsid, $2, u.stmt_id, $3, u.shard_key, u.result
-       FROM session s, ROWS FROM (unnest($4::int[]), unnest($5::bytea[]), json_array_elements($6::json)) AS u(stmt_id, shard_key, result)
-       RETURNING stmt_id`,
-      [
-        lsid,
-        txnNumber,
-        collectionUuid,
-        statements.map((s) => s.stmtId),
-        statements.map((s) => (s.shardKey === undefined ? null : Buffer.isBuffer(s.shardKey) ? s.shardKey : Buffer.from(s.shardKey))),
-        JSON.stringify(statements.map((s) => s.result)),
-      ],
-    );
-    return rows.length === statements.length;
+  /** Records `parts` in the caller's transaction; raises SESSION_RECORD_CHANGED as `recording` says. */
+  async recordStatements(manager: EntityManager, collectionUuid: string, parts: readonly SessionRecordPart[]): Promise<void> {
+    const { ctes, check, values } = this.recording(1, collectionUuid, parts);
+    await manager.query(`WITH ${ctes} SELECT ${check}`, values);
   }
 
   /** Records a findAndModify's image, replacing the session's previous one. */
@@ -122,7 +130,7 @@ export class TransactionsStore {
    * The retry history of the documents in `range` (MongoDB's `_getNextSessionMods`): up to
    * `limit` sessions after `afterLsid`, in lsid order, each with its current txnNumber, those
    * of that txnNumber's statements whose shard key lies in the range, and its image of that
-   * txnNumber. Statements of an older txnNumber cannot be retried and do not move; a statement
+   * txnNumber. Statements of an older txnNumber are not kept, so cannot move; a statement
    * without a shard key (an update or delete that matched nothing) belongs to no range.
    */
   async sessionHistoryInRange(
@@ -140,15 +148,14 @@ export class TransactionsStore {
       image: string | null;
     }> = await manager.query(
       `WITH moving AS (
-         SELECT s.lsid, s.txn_number,
-                json_agg(json_build_object('stmtId', s.stmt_id, 'shardKey', encode(s.shard_key, 'hex'), 'result', s.result::text)
-                         ORDER BY s.stmt_id) AS statements
-         FROM txn_statements s JOIN txn_records r ON r.lsid = s.lsid AND r.txn_number = s.txn_number
-         WHERE s.collection_uuid = $1 AND s.shard_key >= $2 AND s.shard_key < $3 AND ($4::uuid IS NULL OR s.lsid > $4::uuid)
-         GROUP BY s.lsid, s.txn_number ORDER BY s.lsid LIMIT $5)
-       SELECT m.lsid, m.txn_number, r.last_write_at, m.statements, i.image_kind, i.image::text AS image
-       FROM moving m JOIN txn_records r ON r.lsid = m.lsid
-       LEFT JOIN txn_images i ON i.lsid = m.lsid AND i.txn_number = m.txn_number
+         SELECT r.lsid, r.txn_number, r.last_write_at,
+                json_agg(json_build_object('stmtId', u.stmt_id, 'shardKey', encode(u.shard_key, 'hex'), 'result', u.result)
+                         ORDER BY u.stmt_id) AS statements
+         FROM txn_records r, unnest(r.stmt_ids, r.shard_keys, r.results) AS u(stmt_id, shard_key, result)
+         WHERE r.collection_uuid = $1 AND u.shard_key >= $2 AND u.shard_key < $3 AND ($4::uuid IS NULL OR r.lsid > $4::uuid)
+         GROUP BY r.lsid ORDER BY r.lsid LIMIT $5)
+       SELECT m.*, i.image_kind, i.image::text AS image
+       FROM moving m LEFT JOIN txn_images i ON i.lsid = m.lsid AND i.txn_number = m.txn_number
        ORDER BY m.lsid`,
       [range.collectionUuid, range.min, range.max, afterLsid ?? null, limit],
     );
@@ -165,63 +172,62 @@ export class TransactionsStore {
    * Applies migrated history of the collection `collectionUuid`, in the caller's transaction.
    * Per session: a session here at a HIGHER txnNumber keeps its own history and ignores the
    * migrated one (a retry of the older txnNumber is refused anyway); at an equal txnNumber the
-   * migrated statements join its own; at a lower one (or none) it moves to the migrated
-   * txnNumber, forgetting its older statements and image, as `startTxnNumber` does. Upserts on
-   * the primary keys make applying the same history again change nothing. Answers the lsids
-   * whose history was taken.
+   * migrated statements it lacks join its own; at a lower one (or none) it moves to the migrated
+   * txnNumber and its statements. Applying the same history again changes nothing. Answers the
+   * lsids whose history was taken; the caller's process must forget what it knew of them.
    */
   async applyMigratedSessions(manager: EntityManager, collectionUuid: string, sessions: readonly MigratedSession[]): Promise<string[]> {
     if (sessions.length === 0) return [];
-    const sorted = [...sessions].sort((a, b) => (a.lsid < b.lsid ? -1 : a.lsid > b.lsid ? 1 : 0));
-    // Rows are locked in lsid order, as a live write locks one: no lock cycle with writes.
-    const adopted: Array<{ lsid: string }> = await manager.query(
-      `INSERT INTO txn_records (lsid, txn_number, last_write_at)
-       SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::timestamptz[]) ORDER BY 1
-       ON CONFLICT (lsid) DO UPDATE SET txn_number = EXCLUDED.txn_number,
-         last_write_at = GREATEST(txn_records.last_write_at, EXCLUDED.last_write_at)
-       WHERE txn_records.txn_number <= EXCLUDED.txn_number
-       RETURNING lsid`,
-      [sorted.map((s) => s.lsid), sorted.map((s) => s.txnNumber), sorted.map((s) => s.lastWriteAt)],
+    // What a retry answers must parse: a malformed page applies nothing.
+    for (const session of sessions) for (const statement of session.statements) JSON.parse(statement.result);
+    // Rows are locked in lsid order, as the writes' records lock them: no lock cycle.
+    const current: Array<{ lsid: string; txn_number: string; stmt_ids: number[] }> = await manager.query(
+      'SELECT lsid, txn_number, stmt_ids FROM txn_records WHERE lsid = ANY($1::uuid[]) ORDER BY lsid FOR UPDATE',
+      [sessions.map((s) => s.lsid)],
     );
-    const taken = new Set(adopted.map((r) => r.lsid));
-    const accepted = sorted.filter((s) => taken.has(s.lsid));
-    if (accepted.length === 0) return [];
-    await this.insertMigratedHistory(manager, collectionUuid, accepted);
-    return accepted.map((s) => s.lsid);
-  }
-
-  /** For sessions now at the migrated txnNumber: drops their older history, adds the migrated statements and image. */
-  private async insertMigratedHistory(manager: EntityManager, collectionUuid: string, sessions: readonly MigratedSession[]): Promise<void> {
-    const statements = sessions.flatMap((s) => s.statements.map((t) => ({ ...t, lsid: s.lsid, txnNumber: s.txnNumber })));
-    const images = sessions.flatMap((s) => (s.image === undefined ? [] : [{ ...s.image, lsid: s.lsid, txnNumber: s.txnNumber }]));
+    const here = new Map(current.map((r) => [r.lsid, { txnNumber: Number(r.txn_number), stmtIds: new Set(r.stmt_ids) }]));
+    const taken = sessions.flatMap((s) => {
+      const mine = here.get(s.lsid);
+      if (mine !== undefined && mine.txnNumber > s.txnNumber) return [];
+      const statements = mine?.txnNumber === s.txnNumber ? s.statements.filter((t) => !mine.stmtIds.has(t.stmtId)) : s.statements;
+      return [{ ...s, statements }];
+    });
+    if (taken.length === 0) return [];
     await manager.query(
-      `WITH current AS (SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS c(lsid, txn_number)),
-            statements AS (DELETE FROM txn_statements t USING current c WHERE t.lsid = c.lsid AND t.txn_number <> c.txn_number),
-            images AS (DELETE FROM txn_images t USING current c WHERE t.lsid = c.lsid AND t.txn_number <> c.txn_number)
-       SELECT 1`,
-      [sessions.map((s) => s.lsid), sessions.map((s) => s.txnNumber)],
-    );
-    await manager.query(
-      `INSERT INTO txn_statements (lsid, txn_number, stmt_id, collection_uuid, shard_key, result)
-       SELECT u.lsid, u.txn_number, u.stmt_id, $1, decode(u.shard_key, 'hex'), u.result::json
-       FROM unnest($2::uuid[], $3::bigint[], $4::int[], $5::text[], $6::text[]) AS u(lsid, txn_number, stmt_id, shard_key, result)
-       ON CONFLICT DO NOTHING`,
+      `INSERT INTO txn_records AS r (lsid, txn_number, last_write_at, collection_uuid, stmt_ids, shard_keys, results)
+       SELECT lsid, txn_number, last_write_at, $2, stmt_ids, shard_keys, results
+       FROM json_to_recordset($1::json) AS p(lsid uuid, txn_number bigint, last_write_at timestamptz, stmt_ids int[], shard_keys bytea[], results text[])
+       ORDER BY lsid
+       ON CONFLICT (lsid) DO UPDATE SET
+         stmt_ids = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.stmt_ids || EXCLUDED.stmt_ids ELSE EXCLUDED.stmt_ids END,
+         shard_keys = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.shard_keys || EXCLUDED.shard_keys ELSE EXCLUDED.shard_keys END,
+         results = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.results || EXCLUDED.results ELSE EXCLUDED.results END,
+         txn_number = EXCLUDED.txn_number, collection_uuid = EXCLUDED.collection_uuid,
+         last_write_at = GREATEST(r.last_write_at, EXCLUDED.last_write_at)`,
       [
+        JSON.stringify(
+          taken.map((s) => ({
+            lsid: s.lsid,
+            txn_number: s.txnNumber,
+            last_write_at: s.lastWriteAt,
+            stmt_ids: s.statements.map((t) => t.stmtId),
+            shard_keys: s.statements.map((t) => `\\x${t.shardKey}`),
+            results: s.statements.map((t) => t.result),
+          })),
+        ),
         collectionUuid,
-        statements.map((t) => t.lsid),
-        statements.map((t) => t.txnNumber),
-        statements.map((t) => t.stmtId),
-        statements.map((t) => t.shardKey),
-        statements.map((t) => t.result),
       ],
     );
-    if (images.length === 0) return;
-    await manager.query(
-      `INSERT INTO txn_images (lsid, txn_number, image_kind, image)
-       SELECT u.lsid, u.txn_number, u.kind, u.image::json FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[]) AS u(lsid, txn_number, kind, image)
-       ON CONFLICT (lsid) DO UPDATE SET txn_number = EXCLUDED.txn_number, image_kind = EXCLUDED.image_kind, image = EXCLUDED.image`,
-      [images.map((i) => i.lsid), images.map((i) => i.txnNumber), images.map((i) => i.kind), images.map((i) => i.document)],
-    );
+    const images = taken.flatMap((s) => (s.image === undefined ? [] : [{ ...s.image, lsid: s.lsid, txnNumber: s.txnNumber }]));
+    if (images.length > 0) {
+      await manager.query(
+        `INSERT INTO txn_images (lsid, txn_number, image_kind, image)
+         SELECT u.lsid, u.txn_number, u.kind, u.image::json FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[]) AS u(lsid, txn_number, kind, image)
+         ON CONFLICT (lsid) DO UPDATE SET txn_number = EXCLUDED.txn_number, image_kind = EXCLUDED.image_kind, image = EXCLUDED.image`,
+        [images.map((i) => i.lsid), images.map((i) => i.txnNumber), images.map((i) => i.kind), images.map((i) => i.document)],
+      );
+    }
+    return taken.map((s) => s.lsid);
   }
 
   /** Sessions whose last retryable write is older than `cutoff`, oldest first (the reaper's candidates). */
@@ -234,17 +240,29 @@ export class TransactionsStore {
   }
 
   /**
-   * Forgets the sessions' records, statements and images, unless a write touched a session after
+   * Forgets the sessions' records and images, unless a write touched a session after
    * `cutoff` (it was used again while the reaper asked the config server); answers those reaped.
    */
   async reapSessions(manager: EntityManager, lsids: readonly string[], cutoff: Date): Promise<string[]> {
     const rows: Array<{ lsid: string }> = await manager.query(
       `WITH reaped AS (DELETE FROM txn_records WHERE lsid = ANY($1::uuid[]) AND last_write_at < $2 RETURNING lsid),
-            statements AS (DELETE FROM txn_statements WHERE lsid IN (SELECT lsid FROM reaped)),
             images AS (DELETE FROM txn_images WHERE lsid IN (SELECT lsid FROM reaped))
        SELECT lsid FROM reaped`,
       [lsids, cutoff],
     );
     return rows.map((r) => r.lsid);
   }
+}
+
+/** A part as `recording`'s `json_to_recordset` reads it (shard keys in bytea's hex input form). */
+function partRow(part: SessionRecordPart) {
+  return {
+    lsid: part.lsid,
+    txn_number: part.txnNumber,
+    seen_txn: part.seen?.txnNumber ?? null,
+    seen_count: part.seen?.statements ?? 0,
+    stmt_ids: part.statements.map((s) => s.stmtId),
+    shard_keys: part.statements.map((s) => (s.shardKey === undefined ? null : `\\x${Buffer.from(s.shardKey).toString('hex')}`)),
+    results: part.statements.map((s) => JSON.stringify(s.result)),
+  };
 }
