@@ -91,6 +91,20 @@ describe('retryable writes', () => {
     for (const { _id } of documents) expect(after.get(_id)).toBe(0);
   });
 
+  it('concurrent single inserts of many sessions, coalesced into one command, retried after the router died insert each once', async () => {
+    const writes = Array.from({ length: 40 }, (_, i) => ({ documents: [{ _id: 2000 + i, n: 0 }], lsid: session(), txnNumber: 3 }));
+    const before = (await counters()).size;
+    const attempts = writes.map((body) => held.call('POST', `${PATH}/insert`, body).then(() => 'answered', () => 'failed'));
+    await eventually(async () => ((await counters()).size === before + writes.length ? true : undefined), 'the inserts to commit');
+    await cluster.kill('router0');
+    expect(await Promise.all(attempts)).toEqual(writes.map(() => 'failed'));
+    await cluster.restart('router0');
+
+    const retries = await Promise.all(writes.map((body) => router1.call('POST', `${PATH}/insert`, body)));
+    for (const retry of retries) expect(retry.json).toMatchObject({ insertedCount: 1, writeErrors: [], retriedStmtIds: [0] });
+    expect((await counters()).size).toBe(before + writes.length);
+  });
+
   it('a batch of $inc retried after the router died applies each once; a retry of half a batch runs only the rest', async () => {
     const lsid = session();
     const updates = Array.from({ length: 20 }, (_, i) => ({ q: { _id: i }, u: { $inc: { n: 1 } } }));

@@ -123,3 +123,78 @@ describe('coalescing inserts on the router', () => {
     expect(shard.sent.map((s) => s.command.documents.length)).toEqual([1, 3, 1]);
   });
 });
+
+describe('coalescing retryable inserts', () => {
+  const session = (id: number, txnNumber: number, stmtIds = [0]) => ({
+    lsid: { id: `00000000-0000-4000-8000-00000000000${id}` },
+    txnNumber,
+    stmtIds,
+  });
+
+  it('go together as one command of session parts, apart from plain inserts, each answered with its own retried stmtIds', async () => {
+    const sent: InsertCommand[] = [];
+    const answers: Array<(result: InsertCommandResult) => void> = [];
+    const coalescer = new InsertCoalescer((_shard, command) => {
+      sent.push(command);
+      return new Promise((resolve) => answers.push(resolve));
+    });
+    const first = coalescer.insert('A', 'db.c', V1, [{ _id: 1 }], true, 20, session(1, 1));
+    const plain = coalescer.insert('A', 'db.c', V1, [{ _id: 2 }], true, 20);
+    const second = coalescer.insert('A', 'db.c', V1, [{ _id: 3 }, { _id: 4 }], false, 40, session(2, 5, [3, 4]));
+    const third = coalescer.insert('A', 'db.c', V1, [{ _id: 5 }], true, 20, session(3, 1));
+    // The retryable lane's first command names its session as a lone command does.
+    expect(sent.map((c) => c.lsid?.id ?? null)).toEqual([session(1, 1).lsid.id, null]);
+    answers[0]!({ insertedCount: 1, inserted: [0], writeErrors: [], retriedStmtIds: [0] });
+    await flush();
+    expect(sent[2]).toMatchObject({ ordered: false, sessionParts: [session(2, 5, [3, 4]), session(3, 1)] });
+    expect(sent[2]!.lsid).toBeUndefined();
+    answers[2]!({ insertedCount: 3, inserted: [0, 1, 2], writeErrors: [], retriedByPart: [[4], []] });
+    answers[1]!({ insertedCount: 1, inserted: [0], writeErrors: [] });
+    expect(await first).toMatchObject({ retriedStmtIds: [0] });
+    expect(await second).toEqual({ insertedCount: 2, inserted: [0, 1], writeErrors: [], retriedStmtIds: [4] });
+    expect(await third).toEqual({ insertedCount: 1, inserted: [0], writeErrors: [] });
+    await plain;
+  });
+
+  it("a session's second insert waits for the next command", async () => {
+    const sent: InsertCommand[] = [];
+    const answers: Array<(result: InsertCommandResult) => void> = [];
+    const coalescer = new InsertCoalescer((_shard, command) => {
+      sent.push(command);
+      return new Promise((resolve) => answers.push(resolve));
+    });
+    const all = [session(1, 1), session(2, 1), session(2, 2), session(3, 1)].map((s, i) =>
+      coalescer.insert('A', 'db.c', V1, [{ _id: i }], true, 20, s),
+    );
+    answers[0]!({ insertedCount: 1, inserted: [0], writeErrors: [] });
+    await flush();
+    expect(sent[1]).toMatchObject({ ...session(2, 1), documents: [{ _id: 1 }] });
+    answers[1]!({ insertedCount: 1, inserted: [0], writeErrors: [] });
+    await flush();
+    expect(sent[2]!.sessionParts).toEqual([session(2, 2), session(3, 1)]);
+    answers[2]!({ insertedCount: 2, inserted: [0, 1], writeErrors: [] });
+    await Promise.all(all);
+  });
+
+  it('a part refused as too old fails its own request, without the part number; the others go again', async () => {
+    const sent: InsertCommand[] = [];
+    const replies: Array<{ resolve(result: InsertCommandResult): void; reject(error: unknown): void }> = [];
+    const coalescer = new InsertCoalescer((_shard, command) => {
+      sent.push(command);
+      return new Promise((resolve, reject) => replies.push({ resolve, reject }));
+    });
+    const first = coalescer.insert('A', 'db.c', V1, [{ _id: 0 }], true, 20, session(1, 1));
+    const old = coalescer.insert('A', 'db.c', V1, [{ _id: 1 }], true, 20, session(2, 1));
+    const fine = coalescer.insert('A', 'db.c', V1, [{ _id: 2 }], true, 20, session(3, 1));
+    replies[0]!.resolve({ insertedCount: 1, inserted: [0], writeErrors: [] });
+    await flush();
+    replies[1]!.reject(new TesseraError('TRANSACTION_TOO_OLD', 'too old', { details: { txnNumber: 1, part: 0 } }));
+    await expect(old).rejects.toMatchObject({ code: 'TRANSACTION_TOO_OLD', details: { txnNumber: 1 } });
+    await expect(old).rejects.not.toHaveProperty('details.part');
+    await flush();
+    expect(sent[2]!.lsid).toEqual(session(3, 1).lsid);
+    replies[2]!.resolve({ insertedCount: 1, inserted: [0], writeErrors: [] });
+    expect(await fine).toEqual({ insertedCount: 1, inserted: [0], writeErrors: [] });
+    await first;
+  });
+});

@@ -1,4 +1,5 @@
-import type { InsertCommand, InsertCommandResult, WriteErrorEntry } from '@tessera/protocol';
+import { TesseraError } from '@tessera/core';
+import type { InsertCommand, InsertCommandResult, SessionPart, WriteErrorEntry } from '@tessera/protocol';
 import type { ShardVersioning } from '../routing/cluster-routing.service.js';
 
 /** Sends one insert command to a shard. */
@@ -24,6 +25,8 @@ interface Waiting {
   documents: unknown[];
   ordered: boolean;
   bytes: number;
+  /** A retryable insert's session, txnNumber and stmtIds. */
+  session: SessionPart | undefined;
   resolve(result: InsertCommandResult): void;
   reject(error: unknown): void;
 }
@@ -47,6 +50,12 @@ interface Lane {
  * ordered ones of one document (an ordered batch of several stops at its first error, so it
  * goes alone). Two requests' documents with one `_id` meet the same fate as run one after the
  * other: the first is inserted, the second gets a duplicate key error.
+ *
+ * Retryable inserts are combined among themselves (their own lanes), each request's documents
+ * a session part of the command (`sessionParts`), one part per session: a session's second
+ * request waits for the next command, as the shard would run one operation of a session at a
+ * time anyway. A part refused with TRANSACTION_TOO_OLD fails its own request; the command ran
+ * nothing, so the other requests go again.
  */
 export class InsertCoalescer {
   private readonly lanes = new Map<string, Lane>();
@@ -64,15 +73,16 @@ export class InsertCoalescer {
     documents: unknown[],
     ordered: boolean,
     bytes: number,
+    session?: SessionPart,
   ): Promise<InsertCommandResult> {
     const alone = (ordered && documents.length > 1) || documents.length >= this.limits.maxDocuments || bytes >= this.limits.maxBytes;
-    if (alone) return this.send(shard, { ns, ...versioning, ordered, documents });
-    const key = `${shard}\u0000${ns}\u0000${versionKey(versioning)}`;
+    if (alone) return this.send(shard, { ns, ...versioning, ...session, ordered, documents });
+    const key = `${shard}\u0000${ns}\u0000${versionKey(versioning)}\u0000${session === undefined ? '' : 'retryable'}`;
     let lane = this.lanes.get(key);
     if (lane === undefined) this.lanes.set(key, (lane = { shard, ns, versioning, inFlight: 0, queue: [] }));
     const target = lane;
     return new Promise<InsertCommandResult>((resolve, reject) => {
-      target.queue.push({ documents, ordered, bytes, resolve, reject });
+      target.queue.push({ documents, ordered, bytes, session, resolve, reject });
       this.drain(key, target);
     });
   }
@@ -83,11 +93,14 @@ export class InsertCoalescer {
       lane.inFlight++;
       const alone = group.length === 1 ? group[0]! : undefined;
       const documents = alone?.documents ?? group.flatMap((w) => w.documents);
-      this.send(lane.shard, { ns: lane.ns, ...lane.versioning, ordered: alone?.ordered ?? false, documents })
+      const sessions = alone !== undefined ? alone.session : group[0]!.session && { sessionParts: group.map((w) => w.session!) };
+      this.send(lane.shard, { ns: lane.ns, ...lane.versioning, ...sessions, ordered: alone?.ordered ?? false, documents })
         .then(
           (reply) => distribute(group, reply),
           (error: unknown) => {
-            for (const waiting of group) waiting.reject(error);
+            const refused = refusedPart(error, group);
+            if (refused === undefined) for (const waiting of group) waiting.reject(error);
+            else lane.queue.unshift(...group.filter((w) => w !== refused));
           },
         )
         .finally(() => {
@@ -103,9 +116,14 @@ export class InsertCoalescer {
     let documents = 0;
     let bytes = 0;
     let count = 0;
+    const sessions = new Set<string>();
     for (const waiting of lane.queue) {
       if (count > 0 && (documents + waiting.documents.length > this.limits.maxDocuments || bytes + waiting.bytes > this.limits.maxBytes))
         break;
+      if (waiting.session !== undefined) {
+        if (sessions.has(waiting.session.lsid.id)) break;
+        sessions.add(waiting.session.lsid.id);
+      }
       documents += waiting.documents.length;
       bytes += waiting.bytes;
       count++;
@@ -127,8 +145,22 @@ function distribute(group: readonly Waiting[], reply: InsertCommandResult): void
     offset = to;
     const inserted = reply.inserted.filter((index) => index >= from && index < to).map((index) => index - from);
     const writeErrors = reply.writeErrors.filter((e) => e.index >= from && e.index < to).map((e) => rebaseError(e, from));
-    waiting.resolve({ insertedCount: inserted.length, inserted, writeErrors });
+    const retried = reply.retriedByPart?.[group.indexOf(waiting)] ?? [];
+    waiting.resolve({ insertedCount: inserted.length, inserted, writeErrors, ...(retried.length > 0 ? { retriedStmtIds: retried } : {}) });
   }
+}
+
+/**
+ * The request of `group` whose session part the shard refused with TRANSACTION_TOO_OLD, which
+ * is rejected here with the error (without the part's number, which is the command's, not the
+ * request's); undefined for any other failure.
+ */
+function refusedPart(error: unknown, group: readonly Waiting[]): Waiting | undefined {
+  if (group.length === 1 || !(error instanceof TesseraError) || error.code !== 'TRANSACTION_TOO_OLD') return undefined;
+  const { part, ...details } = error.details ?? {};
+  const refused = typeof part === 'number' ? group[part] : undefined;
+  refused?.reject(new TesseraError(error.code, error.message, { details }));
+  return refused;
 }
 
 function rebaseError(entry: WriteErrorEntry, offset: number): WriteErrorEntry {

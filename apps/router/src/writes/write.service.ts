@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { ObjectId } from 'bson';
 import { TesseraError, type Value, type ValueObject } from '@tessera/core';
-import type { FindAndModifyResult, InsertCommandResult, UpdateCommandResult, DeleteCommandResult } from '@tessera/protocol';
+import type { FindAndModifyResult, InsertCommandResult, UpdateCommandResult, DeleteCommandResult, SessionPart } from '@tessera/protocol';
 import { checkInsertFields, isOperatorUpdate } from '@tessera/query';
 import { Failpoints } from '@tessera/platform';
 import { withStaleRetries } from '@tessera/routing';
@@ -96,18 +96,6 @@ export class WriteService {
       },
       (batch, routing) => {
         const documents = batch.indexes.map((i) => (prepared[i] as WireInsert).document);
-        // A retryable insert names its session to the shard, so it is not coalesced with others.
-        if (session?.txnNumber !== undefined) {
-          return this.cluster.shard(batch.shard).then((client) =>
-            client.insert({
-              ns,
-              ...routing.versioningFor(batch.shard),
-              ...retryableFields(session, batch),
-              documents,
-              ordered: body.ordered,
-            }),
-          );
-        }
         return this.inserts.insert(
           batch.shard,
           ns,
@@ -115,6 +103,7 @@ export class WriteService {
           documents,
           body.ordered,
           Math.ceil(bytesPerDocument * batch.indexes.length),
+          sessionPartOf(session, batch),
         );
       },
     );
@@ -331,7 +320,12 @@ function wireInsert(json: Readonly<Record<string, unknown>>, index: number): Wir
  * re-routed names the same statements. None for a command outside a retryable write.
  */
 function retryableFields(session: CommandSession | undefined, batch: Pick<ChildBatch, 'indexes'>) {
-  if (session?.txnNumber === undefined) return {};
+  return sessionPartOf(session, batch) ?? {};
+}
+
+/** `retryableFields` as a session part of a command, or undefined outside a retryable write. */
+function sessionPartOf(session: CommandSession | undefined, batch: Pick<ChildBatch, 'indexes'>): SessionPart | undefined {
+  if (session?.txnNumber === undefined) return undefined;
   return { lsid: session.lsid, txnNumber: session.txnNumber, stmtIds: [...batch.indexes] };
 }
 
