@@ -131,10 +131,15 @@ export const migratedSessionSchema = z.strictObject({
   lsid: z.uuid(),
   txnNumber: z.number().int().min(0),
   lastWriteAt: z.iso.datetime({ offset: true }),
-  statements: z
-    .array(z.strictObject({ stmtId: z.number().int().min(0), shardKey: z.string().regex(/^[0-9a-f]*$/), result: z.string() }))
-    .min(1),
+  statements: z.array(z.strictObject({ stmtId: z.number().int().min(0), shardKey: z.string().regex(/^[0-9a-f]*$/), result: z.string() })),
   image: z.strictObject({ kind: z.enum(['preImage', 'postImage']), document: z.string() }).optional(),
+  /**
+   * The donor's history of the session's txnNumber in the collection may miss statements of the
+   * range: some of its statements wrote no document, so have no shard key to tell where they
+   * belong. The recipient then answers a retry of a statement it has no record of with
+   * IncompleteTransactionHistory instead of running it (MongoDB's dead-end sentinel).
+   */
+  incompleteHistory: z.literal(true).optional(),
 });
 export type MigratedSession = z.infer<typeof migratedSessionSchema>;
 

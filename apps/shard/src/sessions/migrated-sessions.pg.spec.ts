@@ -5,7 +5,7 @@ import { encodeKey } from '@tessera/core';
 import type { MigratedSession } from '@tessera/protocol';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import type { StatementResult } from '../documents/statement-history.js';
-import { type HistoryRange, TransactionsStore } from './transactions.store.js';
+import { type HistoryRange, INCOMPLETE_HISTORY_STMT_ID, TransactionsStore } from './transactions.store.js';
 
 let db: TestDatabase;
 const store = new TransactionsStore();
@@ -40,7 +40,10 @@ const apply = (sessions: MigratedSession[]) =>
 
 async function recorded(lsid: string): Promise<{ txnNumber: number | undefined; stmtIds: number[] }> {
   const [record] = await db.dataSource.query('SELECT txn_number, stmt_ids FROM txn_records WHERE lsid = $1', [lsid]);
-  return { txnNumber: record === undefined ? undefined : Number(record.txn_number), stmtIds: ((record?.stmt_ids ?? []) as number[]).sort((a, b) => a - b) };
+  return {
+    txnNumber: record === undefined ? undefined : Number(record.txn_number),
+    stmtIds: ((record?.stmt_ids ?? []) as number[]).sort((a, b) => a - b),
+  };
 }
 
 /** The session's executed statements and image, as a write would load them. */
@@ -68,6 +71,18 @@ describe("reading a range's history", () => {
       shardKey: key(10).toString('hex'),
       result: '{"op":"update","n":1,"nModified":1}',
     });
+  });
+
+  it('sends a session with a statement that wrote no document to every range, marked incomplete', async () => {
+    const lsid = randomUUID();
+    await write(lsid, 1, [15, undefined]);
+    const [inRange] = await historyIn(range(10, 20));
+    expect(inRange).toMatchObject({ lsid, incompleteHistory: true });
+    expect(inRange!.statements.map((s) => s.stmtId)).toEqual([0]);
+    expect(await historyIn(range(30, 40))).toMatchObject([{ lsid, statements: [], incompleteHistory: true }]);
+    const complete = randomUUID();
+    await write(complete, 1, [35]);
+    expect((await historyIn(range(30, 40))).find((h) => h.lsid === complete)).not.toHaveProperty('incompleteHistory');
   });
 
   it('covers the whole key space with MinKey and MaxKey bounds', async () => {
@@ -103,6 +118,16 @@ describe('applying migrated history', () => {
       [0, update(1)],
       [1, update(1)],
     ]);
+  });
+
+  it('incomplete history leaves its sentinel beside the statements, once however often applied', async () => {
+    const lsid = randomUUID();
+    const session = { ...migrated(lsid, 2, [0]), incompleteHistory: true as const };
+    expect(await apply([session])).toEqual([lsid]);
+    expect(await apply([session])).toEqual([lsid]);
+    expect(await recorded(lsid)).toEqual({ txnNumber: 2, stmtIds: [INCOMPLETE_HISTORY_STMT_ID, 0] });
+    expect(await loaded(lsid)).toMatchObject({ txnNumber: 2, count: 2, incompleteHistory: true });
+    expect([...(await loaded(lsid))!.statements.keys()]).toEqual([0]);
   });
 
   it('a session here at a higher txnNumber keeps its own history and ignores the migrated one', async () => {

@@ -121,7 +121,9 @@ export class RetryableWriteService {
           },
         );
       }
-      if (state.txnNumber < write.txnNumber) Object.assign(state, { txnNumber: write.txnNumber, statements: new Map(), image: undefined });
+      if (state.txnNumber < write.txnNumber) {
+        Object.assign(state, { txnNumber: write.txnNumber, statements: new Map(), image: undefined, incompleteHistory: false });
+      }
       session.setState(state);
       states.push(state);
     }
@@ -146,8 +148,9 @@ export class RetryableWriteService {
 
   private async load(lsid: string): Promise<SessionTxnState> {
     const stored = await this.store.loadSession(this.dataSource.manager, lsid);
-    if (stored === undefined) return { txnNumber: -1, seen: undefined, statements: new Map(), image: undefined };
-    return { ...stored, seen: { txnNumber: stored.txnNumber, statements: stored.statements.size } };
+    if (stored === undefined) return { txnNumber: -1, seen: undefined, statements: new Map(), image: undefined, incompleteHistory: false };
+    const { count, ...state } = stored;
+    return { ...state, seen: { txnNumber: stored.txnNumber, statements: count } };
   }
 }
 
@@ -180,10 +183,22 @@ export class SessionHistory implements StatementHistory {
     }
   }
 
+  /**
+   * Throws INCOMPLETE_TRANSACTION_HISTORY for a statement not recorded under a txnNumber whose
+   * migrated history may have missed it: running it again could apply it twice.
+   */
   executed(index: number): StatementResult | undefined {
     const [part, stmtId] = this.locate(index);
-    const result = this.states[part]!.statements.get(stmtId);
+    const state = this.states[part]!;
+    const result = state.statements.get(stmtId);
     if (result !== undefined) this.retried[part]!.push(stmtId);
+    else if (state.incompleteHistory) {
+      throw new TesseraError(
+        'INCOMPLETE_TRANSACTION_HISTORY',
+        `Incomplete history detected for transaction ${state.txnNumber} on session ${this.parts[part]!.lsid}: statement ${stmtId} may have run before a chunk migration, which could not bring its record`,
+        { details: { lsid: this.parts[part]!.lsid, txnNumber: state.txnNumber, stmtId } },
+      );
+    }
     return result;
   }
 

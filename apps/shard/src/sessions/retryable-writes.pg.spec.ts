@@ -353,3 +353,29 @@ describe('the state a process keeps of its sessions', () => {
     expect(await stored()).toHaveLength(4);
   });
 });
+
+describe('history migrated in incomplete', () => {
+  it('answers the statements it has, and refuses to run again one it may have missed (IncompleteTransactionHistory)', async () => {
+    const write = retryableWrite(4, [0, 1]);
+    const [shardKey] = await db.dataSource.query(`SELECT encode(shard_key, 'hex') AS hex FROM ${handle.table} WHERE doc->>'_id' = '1'`);
+    const result = JSON.stringify({ op: 'update', n: 1, nModified: 1 });
+    await db.dataSource.transaction((manager) =>
+      new TransactionsStore().applyMigratedSessions(manager, collectionUuid, [
+        {
+          lsid: write.lsid,
+          txnNumber: 4,
+          lastWriteAt: new Date().toISOString(),
+          statements: [{ stmtId: 0, shardKey: shardKey.hex, result }],
+          incompleteHistory: true,
+        },
+      ]),
+    );
+    const statement = (id: number) => ({ q: { _id: id }, u: { $inc: { qty: 1 } }, multi: false, upsert: false });
+    const retry = await update(write, [statement(1), statement(2)]);
+    expect(retry).toMatchObject({ matchedCount: 1, modifiedCount: 1, retriedStmtIds: [0] });
+    expect(retry.writeErrors.map((e) => [e.index, e.error.code])).toEqual([[1, 'INCOMPLETE_TRANSACTION_HISTORY']]);
+    expect((await stored()).map((d) => d.qty)).toEqual([5, 0, 5]);
+    // A new txnNumber starts with whole history.
+    expect(await update(retryableWrite(5, [0], write.lsid), [statement(2)])).toMatchObject({ matchedCount: 1, writeErrors: [] });
+  });
+});

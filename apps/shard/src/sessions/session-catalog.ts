@@ -19,6 +19,8 @@ export interface SessionTxnState {
   statements: Map<number, StatementResult>;
   /** The findAndModify image of `txnNumber`. */
   image: { kind: ImageKind; document: unknown } | undefined;
+  /** History migrated in for `txnNumber` may miss statements (see INCOMPLETE_HISTORY_STMT_ID). */
+  incompleteHistory: boolean;
 }
 
 /** A checked-out session; `checkIn` hands it to the next operation waiting for it. */

@@ -37,7 +37,11 @@ export interface SessionRecordPart {
 /** A session's row as stored: its txnNumber, that txnNumber's executed statements and findAndModify image. */
 export interface StoredSession {
   txnNumber: number;
+  /** How many statements the row holds, the sentinel included. */
+  count: number;
   statements: Map<number, StatementResult>;
+  /** The row holds INCOMPLETE_HISTORY_STMT_ID: some statements of the txnNumber may be missing. */
+  incompleteHistory: boolean;
   image: { kind: ImageKind; document: unknown } | undefined;
 }
 
@@ -49,6 +53,24 @@ export interface RecordingSql {
   check: string;
   values: unknown[];
 }
+
+/** An inserted document's result, which `results` holds as NULL: most statements are inserts. */
+const INSERTED_TEXT = JSON.stringify({ op: 'insert' } satisfies StatementResult);
+
+/** A stored result (NULL for an inserted document). */
+function resultOf(text: string | null): StatementResult {
+  return text === null ? { op: 'insert' } : (JSON.parse(text) as StatementResult);
+}
+
+/**
+ * The stmtId of the sentinel a session's statements hold when migrated history may have missed
+ * some (MongoDB's kIncompleteHistoryStmtId): a retry of a statement not recorded then gets
+ * IncompleteTransactionHistory rather than running again.
+ */
+export const INCOMPLETE_HISTORY_STMT_ID = -1;
+
+/** The sentinel as a migrated statement: no shard key, so it belongs to every range. */
+const INCOMPLETE_HISTORY_STATEMENT = { stmtId: INCOMPLETE_HISTORY_STMT_ID, shardKey: '', result: 'null' };
 
 /** What `txn_expect` raises when a session's row was not as a process expected. */
 export const SESSION_RECORD_CHANGED = 'SESSION_RECORD_CHANGED';
@@ -63,18 +85,26 @@ export const SESSION_RECORD_CHANGED = 'SESSION_RECORD_CHANGED';
 export class TransactionsStore {
   /** The session's row with its image, or undefined when it has none. */
   async loadSession(manager: EntityManager, lsid: string): Promise<StoredSession | undefined> {
-    const rows: Array<{ txn_number: string; stmt_ids: number[]; results: string[]; image_kind: ImageKind | null; image: string | null }> =
-      await manager.query(
-        `SELECT r.txn_number, r.stmt_ids, r.results, i.image_kind, i.image::text AS image
+    const rows: Array<{
+      txn_number: string;
+      stmt_ids: number[];
+      results: Array<string | null>;
+      image_kind: ImageKind | null;
+      image: string | null;
+    }> = await manager.query(
+      `SELECT r.txn_number, r.stmt_ids, r.results, i.image_kind, i.image::text AS image
          FROM txn_records r LEFT JOIN txn_images i ON i.lsid = r.lsid AND i.txn_number = r.txn_number
          WHERE r.lsid = $1`,
-        [lsid],
-      );
+      [lsid],
+    );
     const row = rows[0];
     if (row === undefined) return undefined;
+    const executed = row.stmt_ids.flatMap((stmtId, i) => (stmtId === INCOMPLETE_HISTORY_STMT_ID ? [] : [[stmtId, i] as const]));
     return {
       txnNumber: Number(row.txn_number),
-      statements: new Map(row.stmt_ids.map((stmtId, i) => [stmtId, JSON.parse(row.results[i]!) as StatementResult])),
+      count: row.stmt_ids.length,
+      statements: new Map(executed.map(([stmtId, i]) => [stmtId, resultOf(row.results[i] ?? null)])),
+      incompleteHistory: executed.length < row.stmt_ids.length,
       image: row.image_kind === null || row.image === null ? undefined : { kind: row.image_kind, document: JSON.parse(row.image) },
     };
   }
@@ -89,7 +119,7 @@ export class TransactionsStore {
    * records nothing and the check rolls the write back. Rows are written in lsid order.
    */
   recording(first: number, collectionUuid: string, parts: readonly SessionRecordPart[]): RecordingSql {
-    const [json, collection, count] = [`$${first}::json`, `$${first + 1}::uuid`, `$${first + 2}::int`];
+    const [json, collection, count, lsids] = [`$${first}::json`, `$${first + 1}::uuid`, `$${first + 2}::int`, `$${first + 3}::uuid[]`];
     const append = (column: string) => `CASE WHEN r.txn_number = p.txn_number THEN r.${column} || p.${column} ELSE p.${column} END`;
     return {
       ctes: `parts AS (
@@ -99,7 +129,7 @@ export class TransactionsStore {
                UPDATE txn_records r SET txn_number = p.txn_number, last_write_at = now(), collection_uuid = ${collection},
                  stmt_ids = ${append('stmt_ids')}, shard_keys = ${append('shard_keys')}, results = ${append('results')}
                FROM parts p
-               WHERE p.seen_txn IS NOT NULL AND r.lsid = p.lsid AND r.txn_number = p.seen_txn AND cardinality(r.stmt_ids) = p.seen_count
+               WHERE r.lsid = ANY(${lsids}) AND p.seen_txn IS NOT NULL AND r.lsid = p.lsid AND r.txn_number = p.seen_txn AND cardinality(r.stmt_ids) = p.seen_count
                RETURNING 1),
              created AS (
                INSERT INTO txn_records (lsid, txn_number, last_write_at, collection_uuid, stmt_ids, shard_keys, results)
@@ -107,7 +137,12 @@ export class TransactionsStore {
                ON CONFLICT (lsid) DO NOTHING
                RETURNING 1)`,
       check: `txn_expect((SELECT count(*) FROM advanced) + (SELECT count(*) FROM created) = ${count}, '${SESSION_RECORD_CHANGED}')`,
-      values: [JSON.stringify([...parts].sort((a, b) => (a.lsid < b.lsid ? -1 : 1)).map(partRow)), collectionUuid, parts.length],
+      values: [
+        JSON.stringify([...parts].sort((a, b) => (a.lsid < b.lsid ? -1 : 1)).map(partRow)),
+        collectionUuid,
+        parts.length,
+        parts.map((p) => p.lsid),
+      ],
     };
   }
 
@@ -130,8 +165,9 @@ export class TransactionsStore {
    * The retry history of the documents in `range` (MongoDB's `_getNextSessionMods`): up to
    * `limit` sessions after `afterLsid`, in lsid order, each with its current txnNumber, those
    * of that txnNumber's statements whose shard key lies in the range, and its image of that
-   * txnNumber. Statements of an older txnNumber are not kept, so cannot move; a statement
-   * without a shard key (an update or delete that matched nothing) belongs to no range.
+   * txnNumber. Statements of an older txnNumber are not kept, so cannot move. A statement
+   * without a shard key (an update or delete that matched nothing, or the sentinel of history
+   * migrated in incomplete) may concern any range: its session goes with `incompleteHistory`.
    */
   async sessionHistoryInRange(
     manager: EntityManager,
@@ -144,20 +180,22 @@ export class TransactionsStore {
       txn_number: string;
       last_write_at: Date;
       statements: MigratedSession['statements'];
+      incomplete: boolean;
       image_kind: 'preImage' | 'postImage' | null;
       image: string | null;
     }> = await manager.query(
       `WITH moving AS (
-         SELECT r.lsid, r.txn_number, r.last_write_at,
-                json_agg(json_build_object('stmtId', u.stmt_id, 'shardKey', encode(u.shard_key, 'hex'), 'result', u.result)
-                         ORDER BY u.stmt_id) AS statements
+         SELECT r.lsid, r.txn_number, r.last_write_at, bool_or(u.shard_key IS NULL) AS incomplete,
+                coalesce(json_agg(json_build_object('stmtId', u.stmt_id, 'shardKey', encode(u.shard_key, 'hex'), 'result', coalesce(u.result, $6))
+                                  ORDER BY u.stmt_id) FILTER (WHERE u.shard_key IS NOT NULL), '[]') AS statements
          FROM txn_records r, unnest(r.stmt_ids, r.shard_keys, r.results) AS u(stmt_id, shard_key, result)
-         WHERE r.collection_uuid = $1 AND u.shard_key >= $2 AND u.shard_key < $3 AND ($4::uuid IS NULL OR r.lsid > $4::uuid)
+         WHERE r.collection_uuid = $1 AND ((u.shard_key >= $2 AND u.shard_key < $3) OR u.shard_key IS NULL)
+           AND ($4::uuid IS NULL OR r.lsid > $4::uuid)
          GROUP BY r.lsid ORDER BY r.lsid LIMIT $5)
        SELECT m.*, i.image_kind, i.image::text AS image
        FROM moving m LEFT JOIN txn_images i ON i.lsid = m.lsid AND i.txn_number = m.txn_number
        ORDER BY m.lsid`,
-      [range.collectionUuid, range.min, range.max, afterLsid ?? null, limit],
+      [range.collectionUuid, range.min, range.max, afterLsid ?? null, limit, INSERTED_TEXT],
     );
     return rows.map((r) => ({
       lsid: r.lsid,
@@ -165,6 +203,7 @@ export class TransactionsStore {
       lastWriteAt: r.last_write_at.toISOString(),
       statements: r.statements,
       ...(r.image_kind !== null && r.image !== null ? { image: { kind: r.image_kind, document: r.image } } : {}),
+      ...(r.incomplete ? { incompleteHistory: true as const } : {}),
     }));
   }
 
@@ -189,7 +228,8 @@ export class TransactionsStore {
     const taken = sessions.flatMap((s) => {
       const mine = here.get(s.lsid);
       if (mine !== undefined && mine.txnNumber > s.txnNumber) return [];
-      const statements = mine?.txnNumber === s.txnNumber ? s.statements.filter((t) => !mine.stmtIds.has(t.stmtId)) : s.statements;
+      const all = s.incompleteHistory ? [...s.statements, INCOMPLETE_HISTORY_STATEMENT] : s.statements;
+      const statements = mine?.txnNumber === s.txnNumber ? all.filter((t) => !mine.stmtIds.has(t.stmtId)) : all;
       return [{ ...s, statements }];
     });
     if (taken.length === 0) return [];
@@ -211,7 +251,7 @@ export class TransactionsStore {
             txn_number: s.txnNumber,
             last_write_at: s.lastWriteAt,
             stmt_ids: s.statements.map((t) => t.stmtId),
-            shard_keys: s.statements.map((t) => `\\x${t.shardKey}`),
+            shard_keys: s.statements.map((t) => (t.stmtId === INCOMPLETE_HISTORY_STMT_ID ? null : `\\x${t.shardKey}`)),
             results: s.statements.map((t) => t.result),
           })),
         ),
@@ -263,6 +303,6 @@ function partRow(part: SessionRecordPart) {
     seen_count: part.seen?.statements ?? 0,
     stmt_ids: part.statements.map((s) => s.stmtId),
     shard_keys: part.statements.map((s) => (s.shardKey === undefined ? null : `\\x${Buffer.from(s.shardKey).toString('hex')}`)),
-    results: part.statements.map((s) => JSON.stringify(s.result)),
+    results: part.statements.map((s) => (s.result.op === 'insert' ? null : JSON.stringify(s.result))),
   };
 }
