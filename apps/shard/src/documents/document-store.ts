@@ -137,9 +137,9 @@ export class DocumentStore {
     const statements = recordedInserts(rows);
     const recording = history.recording(7, statements);
     try {
-      // Named, as `insertIfUnindexed`: the recording's text is the same for every command.
+      // Named, as `insertIfUnindexed`, by the table and the recording's shape.
       await poolStatement(this.dataSource, {
-        name: `insert_recorded_${handle.table}`,
+        name: `insert_${recording.shape}_${handle.table}`,
         text: `WITH stored AS (${insertUnindexedSql(handle.table)} RETURNING 1), ${recording.ctes}
                SELECT txn_expect((SELECT count(*) FROM stored) = $6, '${ALL_STORED}') AND ${recording.check}`,
         values: [...rowParameters(rows), handle.table, rows.length, ...recording.values],

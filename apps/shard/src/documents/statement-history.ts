@@ -51,6 +51,8 @@ export interface StatementHistory {
 
 /** See `StatementHistory.recording`. */
 export interface StatementRecording {
+  /** Names the text of `ctes` and `check`, for the name of a prepared statement that includes them. */
+  shape: string;
   ctes: string;
   check: string;
   values: unknown[];

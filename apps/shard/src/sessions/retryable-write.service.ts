@@ -34,7 +34,8 @@ const RECORD_ATTEMPTS = 3;
  * whole command before anything runs, and a txnNumber whose statements all failed is started in
  * memory only, as MongoDB's in-memory transaction state is. When a record finds its session's
  * row changed (migrated history applied meanwhile), the write rolls back with it and the
- * command runs again on the reloaded state.
+ * command runs again on the reloaded state, whether the error came up or the write path made
+ * it a write error of the statement.
  */
 @Injectable()
 export class RetryableWriteService {
@@ -77,6 +78,11 @@ export class RetryableWriteService {
         const history = new SessionHistory(this, parts, await this.beginWrite(parts, sessions), collectionUuid);
         try {
           const result = await work(history);
+          // A write path that turns a statement's failure into a write error ran the rest.
+          if (history.stale && attempt < RECORD_ATTEMPTS) {
+            for (const session of sessions.values()) session.setState(undefined);
+            continue;
+          }
           for (const [i, stmtIds] of history.retried.entries())
             if (stmtIds.length > 0) this.sessions.noteRetryAnswered(parts[i]!.lsid, stmtIds.length);
           return { result, retried: history.retried };
@@ -166,6 +172,8 @@ function isRecordChanged(error: unknown): boolean {
 export class SessionHistory implements StatementHistory {
   /** Per part, the stmtIds answered from history, in the order the write path asked. */
   readonly retried: number[][];
+  /** A record found its session's row changed: the states this command ran on are stale. */
+  stale = false;
   /** Per part, the index of its first statement in the command. */
   private readonly offsets: number[] = [];
 
@@ -218,7 +226,12 @@ export class SessionHistory implements StatementHistory {
     if (statements.length === 0) return;
     const first = this.parts[0]!;
     const imageOf = image === undefined ? undefined : { lsid: first.lsid, txnNumber: first.txnNumber, ...image };
-    await this.service.record(manager, this.collectionUuid, this.recordParts(statements), imageOf);
+    try {
+      await this.service.record(manager, this.collectionUuid, this.recordParts(statements), imageOf);
+    } catch (error) {
+      if (isRecordChanged(error)) this.stale = true;
+      throw error;
+    }
     this.recorded(statements, image);
   }
 

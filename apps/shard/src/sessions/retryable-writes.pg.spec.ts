@@ -233,7 +233,7 @@ class FailingRecordStore extends TransactionsStore {
 
   override recording(first: number, uuid: string, parts: readonly SessionRecordPart[]): RecordingSql {
     const recording = super.recording(first, uuid, parts);
-    return { ...recording, check: `${recording.check} AND txn_expect(false, 'injected failure after the record')` };
+    return { ...recording, shape: 'failing', check: `${recording.check} AND txn_expect(false, 'injected failure after the record')` };
   }
 }
 
@@ -351,6 +351,30 @@ describe('the state a process keeps of its sessions', () => {
     const answer = await insert(write, docs);
     expect(answer).toEqual({ insertedCount: 2, inserted: [0, 1], writeErrors: [], retriedStmtIds: [0, 1] });
     expect(await stored()).toHaveLength(4);
+  });
+});
+
+describe('a stale state on a path that makes failures write errors', () => {
+  it('an update whose record found its row changed runs the command again, answering from the stored history', async () => {
+    const write = retryableWrite(1, [0, 1]);
+    const statement = (id: number) => ({ q: { _id: id }, u: { $inc: { qty: 1 } }, multi: false, upsert: false });
+    await update({ ...write, stmtIds: [0] }, [statement(1)]);
+    // Statement 1 recorded behind this process's back, as migrated history applied unannounced.
+    const [shardKey] = await db.dataSource.query(`SELECT encode(shard_key, 'hex') AS hex FROM ${handle.table} WHERE doc->>'_id' = '2'`);
+    const result = JSON.stringify({ op: 'update', n: 1, nModified: 1 });
+    await db.dataSource.transaction((manager) =>
+      new TransactionsStore().applyMigratedSessions(manager, collectionUuid, [
+        {
+          lsid: write.lsid,
+          txnNumber: 1,
+          lastWriteAt: new Date().toISOString(),
+          statements: [{ stmtId: 1, shardKey: shardKey.hex, result }],
+        },
+      ]),
+    );
+    const answer = await update(write, [statement(1), statement(2)]);
+    expect(answer).toEqual({ matchedCount: 2, modifiedCount: 2, upserted: [], writeErrors: [], retriedStmtIds: [0, 1] });
+    expect((await stored()).map((d) => d.qty)).toEqual([6, 0, 5]);
   });
 });
 

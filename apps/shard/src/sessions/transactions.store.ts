@@ -47,6 +47,8 @@ export interface StoredSession {
 
 /** The SQL that records parts (see `recording`), and its parameters. */
 export interface RecordingSql {
+  /** Names the SQL's text, which is the same for every record: a named statement may include it. */
+  shape: string;
   /** CTEs, to follow a `WITH` and its own CTEs. */
   ctes: string;
   /** An expression that raises SESSION_RECORD_CHANGED, rolling the statement back, unless every part was recorded. */
@@ -122,6 +124,7 @@ export class TransactionsStore {
     const [json, collection, count, lsids] = [`$${first}::json`, `$${first + 1}::uuid`, `$${first + 2}::int`, `$${first + 3}::uuid[]`];
     const append = (column: string) => `CASE WHEN r.txn_number = p.txn_number THEN r.${column} || p.${column} ELSE p.${column} END`;
     return {
+      shape: 'r1',
       ctes: `parts AS (
                SELECT * FROM json_to_recordset(${json})
                  AS p(lsid uuid, txn_number bigint, seen_txn bigint, seen_count int, stmt_ids int[], shard_keys bytea[], results text[])),
