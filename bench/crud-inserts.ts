@@ -34,9 +34,15 @@ export async function runInserts(fixture: CrudFixture, settings: CrudSettings, r
         meter,
       );
     };
-    const viaRouter = await insertRun('via router', insertViaRouter(fixture, batch));
-    const retryable = await insertRun('retryable via router', insertRetryableViaRouter(fixture, batch));
-    report.retryable.push({ what: `insert, batches of ${batch}`, plain: viaRouter.rate, retryable: retryable.rate });
+    const plainInsert = insertViaRouter(fixture, batch);
+    const retryableInsert = insertRetryableViaRouter(fixture, batch);
+    const viaRouter = await insertRun('via router', plainInsert);
+    const retryable = await insertRun('retryable via router', retryableInsert);
+    report.retryable.push({
+      what: `insert, batches of ${batch}`,
+      sequential: { plain: viaRouter.rate, retryable: retryable.rate },
+      slices: await inTurns(settings, batch, plainInsert, retryableInsert),
+    });
     const table = `raw${batch}`;
     await fixture.raw.query(
       `CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
@@ -201,4 +207,48 @@ async function throughput(
   }
   await loops;
   return { rate: completed / ((performance.now() - measuredFrom) / 1000), documents: completed };
+}
+
+/** Slices each way of the retryable comparison gets, taking turns. */
+const RETRYABLE_SLICES = 4;
+
+/**
+ * Plain and retryable inserts through the router, both warm from their runs, in alternating
+ * slices of `windowSeconds` (as the point reads are measured), so that each gets the same share
+ * of the machine's phases: one run after the other, their ratio swung with whatever the machine
+ * did meanwhile (docs/benchmarks.md). Answers each slice's documents per second of each way.
+ */
+async function inTurns(
+  settings: CrudSettings,
+  batch: number,
+  plain: Insert,
+  retryable: Insert,
+): Promise<Array<{ plain: number; retryable: number }>> {
+  let next = 0;
+  const slice = async (insert: Insert) => {
+    const stopAt = performance.now() + settings.windowSeconds * 1000;
+    const started = performance.now();
+    let completed = 0;
+    await Promise.all(
+      Array.from({ length: settings.concurrency }, async () => {
+        while (performance.now() < stopAt) {
+          const first = next;
+          next += batch;
+          await insert(first, batch);
+          completed += batch;
+        }
+      }),
+    );
+    return completed / ((performance.now() - started) / 1000);
+  };
+  const slices: Array<{ plain: number; retryable: number }> = [];
+  for (let i = 0; i < RETRYABLE_SLICES; i++) {
+    // ABBA: neither way always goes first.
+    if (i % 2 === 0) slices.push({ plain: await slice(plain), retryable: await slice(retryable) });
+    else {
+      const r = await slice(retryable);
+      slices.push({ plain: await slice(plain), retryable: r });
+    }
+  }
+  return slices;
 }

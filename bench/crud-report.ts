@@ -21,8 +21,10 @@ export interface InsertResult {
 /** Retryable inserts through the router against the same inserts without a session (issue 25: at most 10% more cost). */
 export interface RetryableResult {
   readonly what: string;
-  readonly plain: number;
-  readonly retryable: number;
+  /** Documents per second of the two measured runs, one after the other. */
+  readonly sequential: { plain: number; retryable: number };
+  /** Documents per second of each way in slices taken in turns; the goal is judged on their totals. */
+  readonly slices: ReadonlyArray<{ plain: number; retryable: number }>;
 }
 
 /** The least retryable ÷ plain throughput the goal allows: 10% more cost per document. */
@@ -96,9 +98,14 @@ export class CrudReport {
 
   private printRetryable(): void {
     for (const r of this.retryable) {
-      const ratio = r.retryable / r.plain;
+      // Equal slices: the mean of each way's rates is its rate over the slices.
+      const plain = r.slices.reduce((sum, s) => sum + s.plain, 0) / r.slices.length;
+      const retryable = r.slices.reduce((sum, s) => sum + s.retryable, 0) / r.slices.length;
+      const ratio = retryable / plain;
+      const perSlice = r.slices.map((s) => (s.retryable / s.plain).toFixed(2)).join(', ');
+      const sequential = (r.sequential.retryable / r.sequential.plain).toFixed(2);
       console.log(
-        `${`${r.what}, retryable`.padEnd(38)}: ${r.retryable.toFixed(0)} docs/s against ${r.plain.toFixed(0)} without a session: ratio ${ratio.toFixed(2)} (goal >= ${RETRYABLE_GOAL.toFixed(2)}: ${ratio >= RETRYABLE_GOAL ? 'met' : 'NOT met'})`,
+        `${`${r.what}, retryable`.padEnd(38)}: ${retryable.toFixed(0)} docs/s against ${plain.toFixed(0)} without a session, in turns: ratio ${ratio.toFixed(2)} (goal >= ${RETRYABLE_GOAL.toFixed(2)}: ${ratio >= RETRYABLE_GOAL ? 'met' : 'NOT met'}; slices ${perSlice}; the measured runs one after the other: ${sequential})`,
       );
     }
   }

@@ -10,7 +10,8 @@ import { readCrudSettings } from './crud-settings.js';
  * and of 100 documents of about 200 bytes, against raw `pg` inserts of the same rows into one
  * database of the same server with the same batch sizes and concurrency (the physical limit
  * here), and the same router inserts as retryable writes (a session per client, the next
- * txnNumber per command) against those without a session; then point reads by shard key,
+ * txnNumber per command) against those without a session, also in alternating slices, which
+ * the goal is judged on; then point reads by shard key,
  * p50/p99, through the router and straight from a shard.
  * Everything, load generator included, shares this machine's cores, so each run also prints the
  * CPU time every process spent per document or read (from /proc, Linux only): where the cores went.
