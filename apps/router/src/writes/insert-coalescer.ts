@@ -139,13 +139,13 @@ function distribute(group: readonly Waiting[], reply: InsertCommandResult): void
     return;
   }
   let offset = 0;
-  for (const waiting of group) {
+  for (const [part, waiting] of group.entries()) {
     const from = offset;
     const to = from + waiting.documents.length;
     offset = to;
     const inserted = reply.inserted.filter((index) => index >= from && index < to).map((index) => index - from);
     const writeErrors = reply.writeErrors.filter((e) => e.index >= from && e.index < to).map((e) => rebaseError(e, from));
-    const retried = reply.retriedByPart?.[group.indexOf(waiting)] ?? [];
+    const retried = reply.retriedByPart?.[part] ?? [];
     waiting.resolve({ insertedCount: inserted.length, inserted, writeErrors, ...(retried.length > 0 ? { retriedStmtIds: retried } : {}) });
   }
 }
