@@ -118,7 +118,10 @@ export class TransactionsStore {
    * statement count, appending to the statements of an unchanged txnNumber and replacing those
    * of an older one; a part seen without a row inserts one only if there still is none. So a
    * process that acted on a stale view of a session (a migration's history applied meanwhile)
-   * records nothing and the check rolls the write back. Rows are written in lsid order.
+   * records nothing and the check rolls the write back. New rows are inserted in lsid order;
+   * updated ones are locked in the join's order, so a command of several sessions can deadlock
+   * with a migration applying history of the same sessions (which locks in lsid order), and
+   * Postgres then fails one of them: the write's error makes the catalog reload its sessions.
    */
   recording(first: number, collectionUuid: string, parts: readonly SessionRecordPart[]): RecordingSql {
     const [json, collection, count, lsids] = [`$${first}::json`, `$${first + 1}::uuid`, `$${first + 2}::int`, `$${first + 3}::uuid[]`];
@@ -222,7 +225,7 @@ export class TransactionsStore {
     if (sessions.length === 0) return [];
     // What a retry answers must parse: a malformed page applies nothing.
     for (const session of sessions) for (const statement of session.statements) JSON.parse(statement.result);
-    // Rows are locked in lsid order, as the writes' records lock them: no lock cycle.
+    // Rows are locked in lsid order (see `recording` for the writes' order).
     const current: Array<{ lsid: string; txn_number: string; stmt_ids: number[] }> = await manager.query(
       'SELECT lsid, txn_number, stmt_ids FROM txn_records WHERE lsid = ANY($1::uuid[]) ORDER BY lsid FOR UPDATE',
       [sessions.map((s) => s.lsid)],
