@@ -12,8 +12,9 @@ const SESSIONS_BATCH = 1_000;
  * The recipient's side of session migration (MongoDB's SessionCatalogMigrationDestination): pulls
  * the retry history of the incoming range from the donor, a page of sessions at a time, and
  * applies each page in one transaction, so that a session's record and image land together or
- * not at all; then this process forgets what it knew of those sessions. Applying is idempotent (see `TransactionsStore.applyMigratedSessions`),
- * which is what lets the recipient pull the whole history again inside the critical section.
+ * not at all; then this process forgets what it knew of those sessions. Applying is idempotent
+ * (see `TransactionsStore.applyMigratedSessions`), which is what lets the recipient pull the
+ * whole history again inside the critical section.
  */
 @Injectable()
 export class IncomingSessionHistory {
