@@ -3,12 +3,11 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 /**
  * Keeps a session's executed statements in its `txn_records` row instead of a row per statement:
  * `stmt_ids`, `shard_keys` and `results` are parallel arrays holding the statements of the
- * session's current txnNumber, all of them in `collection_uuid` (a txnNumber is one command); a NULL result is an inserted document's, the
- * commonest, kept small.
- * Recording a command is then one upsert of one row, where a row per statement cost an index
- * entry per statement and the churn of deleting the previous txnNumber's rows
- * (docs/benchmarks.md). Results stay JSON text, never jsonb: a retry answers the first
- * attempt's documents field for field.
+ * session's current txnNumber, all of them in `collection_uuid` (a txnNumber is one command).
+ * A NULL result is an inserted document's, the commonest, kept small. Recording a command is
+ * then one write of one row, where a row per statement cost an index entry per statement and
+ * the churn of deleting the previous txnNumber's rows (docs/benchmarks.md). Results stay JSON
+ * text, never jsonb: a retry answers the first attempt's documents field for field.
  *
  * `txn_expect` lets one statement check its own effects and roll them back: a write and its
  * record go in a single statement, which raises unless the session's row was as expected.

@@ -222,6 +222,23 @@ describe('stale routing retries', () => {
     expect([answer, attempts, config.calls.length]).toEqual(['done', 2, 2]);
   });
 
+  it('refresh and retry when the cached table names a shard that has left the cluster (SHARD_NOT_FOUND)', async () => {
+    const { config, cache, table } = setup();
+    await table();
+    // The chunk moved off the shard, which then left: only a fresh table stops naming it.
+    config.split(0, 10);
+    let attempts = 0;
+    const answer = await withStaleRetries(cache, 'db.c', async () => {
+      attempts++;
+      const current = await table();
+      if (current.collectionVersion.minor !== config.version.minor) {
+        throw new TesseraError('SHARD_NOT_FOUND', 'no shard named "s9" in the cluster', { details: { shard: 's9' } });
+      }
+      return 'done';
+    });
+    expect([answer, attempts, config.calls.length]).toEqual(['done', 2, 2]);
+  });
+
   it(`give up after ${MAX_STALE_RETRIES} attempts with the last stale error`, async () => {
     const { cache } = setup();
     let attempts = 0;

@@ -8,6 +8,12 @@ export const MAX_STALE_RETRIES = 10;
  * Runs `attempt` and, when a shard answers that routing was stale (`STALE_CONFIG`,
  * `STALE_EPOCH`, `STALE_DB_VERSION`), marks the namespace stale in the cache and tries again,
  * at most `MAX_STALE_RETRIES` times; the last stale error is then thrown. Other errors pass through.
+ *
+ * `SHARD_NOT_FOUND` (the shard registry, even reloaded, has no shard of that name) is stale
+ * routing too: the cached table or database names a shard that has left the cluster since it
+ * was loaded (removeShard drained it while this router read nothing that came back stale), so
+ * the namespace and its database are loaded again; a fresh table that still names it fails
+ * after the retries, as any persistent stale error does.
  */
 export async function withStaleRetries<T>(cache: CatalogCache, ns: string, attempt: (round: number) => Promise<T>): Promise<T> {
   for (let round = 0; ; round++) {
@@ -21,13 +27,21 @@ export async function withStaleRetries<T>(cache: CatalogCache, ns: string, attem
           cache.markCollectionStale(ns, wantedVersionOf(error), typeof error.details?.shard === 'string' ? error.details.shard : undefined);
           break;
         case 'STALE_DB_VERSION':
-          cache.markDatabaseStale(ns.includes('.') ? ns.slice(0, ns.indexOf('.')) : ns);
+          cache.markDatabaseStale(databaseOf(ns));
+          break;
+        case 'SHARD_NOT_FOUND':
+          cache.markCollectionStale(ns);
+          cache.markDatabaseStale(databaseOf(ns));
           break;
         default:
           throw error;
       }
     }
   }
+}
+
+function databaseOf(ns: string): string {
+  return ns.includes('.') ? ns.slice(0, ns.indexOf('.')) : ns;
 }
 
 function wantedVersionOf(error: TesseraError): ChunkVersion | undefined {

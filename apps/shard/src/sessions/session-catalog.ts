@@ -76,7 +76,7 @@ export class SessionCatalog {
     };
   }
 
-  /** Checks out several sessions, in lsid order so that two operations never wait for each other. */
+  /** Checks out several sessions in lsid order, so that two operations never each hold what the other waits for. */
   async checkOutAll(lsids: readonly string[]): Promise<Map<string, CheckedOutSession>> {
     const sessions = new Map<string, CheckedOutSession>();
     for (const lsid of [...new Set(lsids)].sort()) sessions.set(lsid, await this.checkOut(lsid));
