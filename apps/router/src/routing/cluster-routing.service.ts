@@ -130,6 +130,10 @@ export class ClusterRoutingService implements OnApplicationBootstrap, OnApplicat
       case 'STALE_DB_VERSION':
         this.cache.markDatabaseStale(databaseOf(ns));
         return true;
+      case 'SHARD_NOT_FOUND':
+        this.cache.markCollectionStale(ns);
+        this.cache.markDatabaseStale(databaseOf(ns));
+        return true;
       default:
         return false;
     }
