@@ -7,7 +7,7 @@ import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { type CollectionHandle, DocumentStore } from '../documents/document-store.js';
 import { type DeleteStatement, DocumentWrites, type FindAndModifyRequest, type UpdateStatement } from '../documents/document-writes.js';
-import type { StatementHistory } from '../documents/statement-history.js';
+import type { StatementHistory, StatementResult } from '../documents/statement-history.js';
 import type { RetryableWrite } from './retryable-write.js';
 import { RetryableWriteService } from './retryable-write.service.js';
 import { SessionCatalog } from './session-catalog.js';
@@ -330,6 +330,28 @@ describe('a command of several sessions (coalesced inserts)', () => {
   });
 });
 
+/**
+ * Applies, as a migration would, history of `write`'s session at its txnNumber: statement
+ * `stmtId` wrote the document matching `where` and answered `result`. This process's catalog is
+ * not told, so it acts on what it knew before.
+ */
+async function applyMigratedHistory(
+  write: RetryableWrite,
+  stmtId: number,
+  where: string,
+  result: StatementResult,
+  incompleteHistory?: true,
+): Promise<void> {
+  const [shardKey] = await db.dataSource.query(`SELECT encode(shard_key, 'hex') AS hex FROM ${handle.table} WHERE ${where}`);
+  const statement = { stmtId, shardKey: shardKey.hex, result: JSON.stringify(result) };
+  const session = { lsid: write.lsid, txnNumber: write.txnNumber, lastWriteAt: new Date().toISOString(), statements: [statement] };
+  await db.dataSource.transaction((manager) =>
+    new TransactionsStore().applyMigratedSessions(manager, collectionUuid, [
+      { ...session, ...(incompleteHistory ? { incompleteHistory } : {}) },
+    ]),
+  );
+}
+
 describe('the state a process keeps of its sessions', () => {
   it('a record made on a stale state rolls its write back, and the command runs again on the stored history', async () => {
     const write = retryableWrite(1, [0, 1]);
@@ -337,17 +359,7 @@ describe('the state a process keeps of its sessions', () => {
     await insert({ ...write, stmtIds: [0] }, docs.slice(0, 1));
     // Statement 1 recorded behind this process's back (as migrated history applied without the
     // catalog forgetting the session): the process still believes only statement 0 ran.
-    const [shardKey] = await db.dataSource.query(`SELECT encode(shard_key, 'hex') AS hex FROM ${handle.table} WHERE doc->>'sku' = 'n0'`);
-    await db.dataSource.transaction((manager) =>
-      new TransactionsStore().applyMigratedSessions(manager, collectionUuid, [
-        {
-          lsid: write.lsid,
-          txnNumber: 1,
-          lastWriteAt: new Date().toISOString(),
-          statements: [{ stmtId: 1, shardKey: shardKey.hex, result: JSON.stringify({ op: 'insert' }) }],
-        },
-      ]),
-    );
+    await applyMigratedHistory(write, 1, "doc->>'sku' = 'n0'", { op: 'insert' });
     const answer = await insert(write, docs);
     expect(answer).toEqual({ insertedCount: 2, inserted: [0, 1], writeErrors: [], retriedStmtIds: [0, 1] });
     expect(await stored()).toHaveLength(4);
@@ -360,18 +372,7 @@ describe('a stale state on a path that makes failures write errors', () => {
     const statement = (id: number) => ({ q: { _id: id }, u: { $inc: { qty: 1 } }, multi: false, upsert: false });
     await update({ ...write, stmtIds: [0] }, [statement(1)]);
     // Statement 1 recorded behind this process's back, as migrated history applied unannounced.
-    const [shardKey] = await db.dataSource.query(`SELECT encode(shard_key, 'hex') AS hex FROM ${handle.table} WHERE doc->>'_id' = '2'`);
-    const result = JSON.stringify({ op: 'update', n: 1, nModified: 1 });
-    await db.dataSource.transaction((manager) =>
-      new TransactionsStore().applyMigratedSessions(manager, collectionUuid, [
-        {
-          lsid: write.lsid,
-          txnNumber: 1,
-          lastWriteAt: new Date().toISOString(),
-          statements: [{ stmtId: 1, shardKey: shardKey.hex, result }],
-        },
-      ]),
-    );
+    await applyMigratedHistory(write, 1, "doc->>'_id' = '2'", { op: 'update', n: 1, nModified: 1 });
     const answer = await update(write, [statement(1), statement(2)]);
     expect(answer).toEqual({ matchedCount: 2, modifiedCount: 2, upserted: [], writeErrors: [], retriedStmtIds: [0, 1] });
     expect((await stored()).map((d) => d.qty)).toEqual([6, 0, 5]);
@@ -381,19 +382,7 @@ describe('a stale state on a path that makes failures write errors', () => {
 describe('history migrated in incomplete', () => {
   it('answers the statements it has, and refuses to run again one it may have missed (IncompleteTransactionHistory)', async () => {
     const write = retryableWrite(4, [0, 1]);
-    const [shardKey] = await db.dataSource.query(`SELECT encode(shard_key, 'hex') AS hex FROM ${handle.table} WHERE doc->>'_id' = '1'`);
-    const result = JSON.stringify({ op: 'update', n: 1, nModified: 1 });
-    await db.dataSource.transaction((manager) =>
-      new TransactionsStore().applyMigratedSessions(manager, collectionUuid, [
-        {
-          lsid: write.lsid,
-          txnNumber: 4,
-          lastWriteAt: new Date().toISOString(),
-          statements: [{ stmtId: 0, shardKey: shardKey.hex, result }],
-          incompleteHistory: true,
-        },
-      ]),
-    );
+    await applyMigratedHistory(write, 0, "doc->>'_id' = '1'", { op: 'update', n: 1, nModified: 1 }, true);
     const statement = (id: number) => ({ q: { _id: id }, u: { $inc: { qty: 1 } }, multi: false, upsert: false });
     const retry = await update(write, [statement(1), statement(2)]);
     expect(retry).toMatchObject({ matchedCount: 1, modifiedCount: 1, retriedStmtIds: [0] });
