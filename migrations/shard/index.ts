@@ -5,6 +5,7 @@ import { Migrations1763900300000 } from './1763900300000-migrations.js';
 import { ShardKeySizes1763902000000 } from './1763902000000-shard-key-sizes.js';
 import { Transactions1763903000000 } from './1763903000000-transactions.js';
 import { TxnStatementsInRecords1764100000000 } from './1764100000000-txn-statements-in-records.js';
+import { TxnRecordLog1764200000000 } from './1764200000000-txn-record-log.js';
 
 /** A shard database's migrations, in order. */
 export const shardMigrations = [
@@ -15,4 +16,5 @@ export const shardMigrations = [
   ShardKeySizes1763902000000,
   Transactions1763903000000,
   TxnStatementsInRecords1764100000000,
+  TxnRecordLog1764200000000,
 ];

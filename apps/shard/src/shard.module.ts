@@ -34,6 +34,7 @@ import { RangeDeleterService } from './migration/range-deleter.service.js';
 import { RangeDeletionStore } from './migration/range-deletion.store.js';
 import { RetryableWriteService } from './sessions/retryable-write.service.js';
 import { SessionCatalog } from './sessions/session-catalog.js';
+import { SessionRecords } from './sessions/session-records.service.js';
 import { ShardSessions } from './sessions/shard-sessions.service.js';
 import { TransactionsStore } from './sessions/transactions.store.js';
 import { ShardingRuntime } from './sharding/sharding-runtime.service.js';
@@ -57,6 +58,7 @@ export class ShardModule {
         CollectionResolver,
         ShardDataService,
         SessionCatalog,
+        SessionRecords,
         ShardSessions,
         TransactionsStore,
         RetryableWriteService,

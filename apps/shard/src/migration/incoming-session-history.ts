@@ -1,9 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import { type MigrationClient, sessionHistoryBatchSchema } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
-import { SessionCatalog } from '../sessions/session-catalog.js';
-import { TransactionsStore } from '../sessions/transactions.store.js';
+import { SessionRecords } from '../sessions/session-records.service.js';
 
 /** Sessions asked for per `sessionHistory` page. */
 const SESSIONS_BATCH = 1_000;
@@ -12,17 +10,13 @@ const SESSIONS_BATCH = 1_000;
  * The recipient's side of session migration (MongoDB's SessionCatalogMigrationDestination): pulls
  * the retry history of the incoming range from the donor, a page of sessions at a time, and
  * applies each page in one transaction, so that a session's record and image land together or
- * not at all; then this process forgets what it knew of those sessions. Applying is idempotent
+ * not at all, with the page's sessions checked out (SessionRecords). Applying is idempotent
  * (see `TransactionsStore.applyMigratedSessions`), which is what lets the recipient pull the
  * whole history again inside the critical section.
  */
 @Injectable()
 export class IncomingSessionHistory {
-  constructor(
-    private readonly dataSource: DataSource,
-    private readonly store: TransactionsStore,
-    private readonly catalog: SessionCatalog,
-  ) {}
+  constructor(private readonly records: SessionRecords) {}
 
   /**
    * Pulls and applies the history of migration `migrationId` of the collection `collectionUuid`
@@ -37,10 +31,7 @@ export class IncomingSessionHistory {
       const answer = await donor.sessionHistory({ migrationId, limit: SESSIONS_BATCH, ...(afterLsid ? { afterLsid } : {}) });
       const { sessions } = parseWith(sessionHistoryBatchSchema, answer, 'sessionHistory batch');
       if (sessions.length > 0) {
-        const applied = await this.dataSource.transaction((manager) => this.store.applyMigratedSessions(manager, collectionUuid, sessions));
-        // A write of these sessions under way here finds their rows changed and runs again.
-        this.catalog.forget(applied);
-        taken += applied.length;
+        taken += await this.records.applyMigrated(collectionUuid, sessions);
         afterLsid = sessions[sessions.length - 1]!.lsid;
       }
       if (sessions.length < SESSIONS_BATCH) return taken;

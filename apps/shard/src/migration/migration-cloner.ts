@@ -18,7 +18,7 @@ import {
 } from '@tessera/protocol';
 import { LOGGER, SETTINGS, advertisedUrl, parseWith } from '@tessera/platform';
 import { loadIndexes } from '../documents/index-maintenance.js';
-import { TransactionsStore } from '../sessions/transactions.store.js';
+import { SessionRecords } from '../sessions/session-records.service.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { CaptureTriggers } from './capture-triggers.js';
 import { copyRangeOut } from './copy-transfer.js';
@@ -54,7 +54,7 @@ export class MigrationCloner implements OnApplicationShutdown {
   constructor(
     private readonly dataSource: DataSource,
     private readonly mods: MigrationModsStore,
-    private readonly transactions: TransactionsStore,
+    private readonly sessionRecords: SessionRecords,
     private readonly peers: MigrationPeers,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) logger: Logger,
@@ -150,7 +150,7 @@ export class MigrationCloner implements OnApplicationShutdown {
   async sessionHistory(input: SessionHistoryRequest): Promise<SessionHistoryBatch> {
     const request = parseWith(sessionHistoryRequestSchema, input, 'sessionHistory request');
     const donation = this.donation(request.migrationId);
-    const sessions = await this.transactions.sessionHistoryInRange(this.dataSource.manager, donation, request.afterLsid, request.limit);
+    const sessions = await this.sessionRecords.historyInRange(donation, request.afterLsid, request.limit);
     return { sessions };
   }
 

@@ -1,7 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { TesseraError } from '@tessera/core';
-import type { DataSource, EntityManager } from 'typeorm';
 import {
   type MigratedSession,
   type MigrationDecision,
@@ -15,7 +14,7 @@ import { FakeNetwork } from '../../../../test/fakes/fake-network.js';
 import type { CollectionStorageService } from '../collections/collection-storage.service.js';
 import type { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardSettings } from '../shard.settings.js';
-import type { TransactionsStore } from '../sessions/transactions.store.js';
+import type { SessionRecords } from '../sessions/session-records.service.js';
 import type { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import type { CopiedRow } from './copy-transfer.js';
 import type { IncomingRangeStore } from './incoming-range.store.js';
@@ -28,7 +27,6 @@ import type { MigrationRecipientStore } from './migration-recipient.store.js';
 import type { MigrationReport, MigrationReporter } from './migration-reporter.js';
 import type { RangeDeleterService } from './range-deleter.service.js';
 import type { RangeDeletionStore } from './range-deletion.store.js';
-import { SessionCatalog } from '../sessions/session-catalog.js';
 
 const DONOR = 'http://donor.test:4001';
 const MIGRATION = '00000000-0000-4000-8000-000000000002';
@@ -111,16 +109,15 @@ function harness(options: Options = {}): Harness {
     },
   } as unknown as IncomingRangeStore;
   const histories: string[][] = [];
-  const transactions = {
-    applyMigratedSessions: async (_manager: EntityManager, uuid: string, sessions: MigratedSession[]) => {
+  const records = {
+    applyMigrated: async (uuid: string, sessions: MigratedSession[]) => {
       expect(uuid).toBe(start.collectionUuid);
       await options.applySessions?.();
       histories.push(sessions.map((s) => s.lsid));
-      return sessions.map((s) => s.lsid);
+      return sessions.length;
     },
-  } as unknown as TransactionsStore;
-  const dataSource = { transaction: (work: (manager: EntityManager) => unknown) => work({} as EntityManager) } as unknown as DataSource;
-  const sessionHistory = new IncomingSessionHistory(dataSource, transactions, new SessionCatalog());
+  } as unknown as SessionRecords;
+  const sessionHistory = new IncomingSessionHistory(records);
   const failpoints = { pauseAt: async () => undefined } as unknown as Failpoints;
   const settings = { TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: 2 } as unknown as ShardSettings;
   const cloner = new MigrationRecipientCloner(

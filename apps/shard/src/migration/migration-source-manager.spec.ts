@@ -12,7 +12,7 @@ import { MigrationCloner } from './migration-cloner.js';
 import { MigrationCoordinator } from './migration-coordinator.js';
 import type { CoordinatorDocument, CoordinatorStart, MigrationCoordinatorStore } from './migration-coordinator.store.js';
 import type { MigrationMetrics } from './migration-metrics.js';
-import type { TransactionsStore } from '../sessions/transactions.store.js';
+import type { SessionRecords } from '../sessions/session-records.service.js';
 import type { MigrationModsStore } from './migration-mods.store.js';
 import { MigrationPeers } from './migration-peers.js';
 import type { MigrationReport, MigrationReporter } from './migration-reporter.js';
@@ -141,7 +141,7 @@ function harness(
     TESSERA_MIGRATION_CRITICAL_SECTION_TIMEOUT_MS: 300,
     TESSERA_ORPHAN_CLEANUP_DELAY_SECS: 0,
   } as unknown as ShardSettings;
-  const cloner = new MigrationCloner(fakeDataSource as never, {} as MigrationModsStore, {} as TransactionsStore, peers, settings, logger);
+  const cloner = new MigrationCloner(fakeDataSource as never, {} as MigrationModsStore, {} as SessionRecords, peers, settings, logger);
   const sections: string[] = [];
   const runtime = {
     state: async () => ({ invalidate: () => undefined, checkShardVersion: async () => ({}) }),

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource, type EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { TesseraError } from '@tessera/core';
 import type {
   ExecutedStatement,
@@ -10,11 +10,9 @@ import type {
 } from '../documents/statement-history.js';
 import type { RetryableWrite } from './retryable-write.js';
 import { type CheckedOutSession, SessionCatalog, type SessionTxnState } from './session-catalog.js';
+import { SessionRecords } from './session-records.service.js';
 import { ShardSessions } from './shard-sessions.service.js';
-import { SESSION_RECORD_CHANGED, type SessionRecordPart, TransactionsStore } from './transactions.store.js';
-
-/** Runs of a command whose record found its session's row changed (see `run`) before it gives up. */
-const RECORD_ATTEMPTS = 3;
+import { type SessionRecordPart, TransactionsStore } from './transactions.store.js';
 
 /**
  * Runs write commands as retryable writes (sharding-internals.md, "Retryable writes"), one
@@ -25,24 +23,20 @@ const RECORD_ATTEMPTS = 3;
  *    the transactions table at its first use: an older one is refused, a newer one starts with
  *    no history, an equal one answers which of the command's statements already ran.
  * 3. The write path runs the statements that did not, and records each in the transaction (or
- *    the single statement) of its write, on the condition that the session's row is as the
- *    state saw it.
+ *    the single statement) of its write.
  * 4. `checkIn`, with the answer listing the statements answered from history.
  *
  * A command may carry several sessions' statements, one part each: the router coalesces
  * concurrent retryable inserts. Step 2 changes nothing stored: a refused txnNumber fails the
  * whole command before anything runs, and a txnNumber whose statements all failed is started in
- * memory only, as MongoDB's in-memory transaction state is. When a record finds its session's
- * row changed (migrated history applied meanwhile), the write rolls back with it and the
- * command runs again on the reloaded state, whether the error came up or the write path made
- * it a write error of the statement.
+ * memory only, as MongoDB's in-memory transaction state is.
  */
 @Injectable()
 export class RetryableWriteService {
   constructor(
-    private readonly dataSource: DataSource,
     private readonly catalog: SessionCatalog,
     private readonly store: TransactionsStore,
+    private readonly records: SessionRecords,
     private readonly sessions: ShardSessions,
   ) {}
 
@@ -74,25 +68,18 @@ export class RetryableWriteService {
     for (const part of parts) this.sessions.use(part.lsid, part.txnNumber);
     const sessions = await this.checkOut(parts);
     try {
-      for (let attempt = 1; ; attempt++) {
-        const history = new SessionHistory(this, parts, await this.beginWrite(parts, sessions), collectionUuid);
-        try {
-          const result = await work(history);
-          // A write path that turns a statement's failure into a write error ran the rest.
-          if (history.stale && attempt < RECORD_ATTEMPTS) {
-            for (const session of sessions.values()) session.setState(undefined);
-            continue;
-          }
-          for (const [i, stmtIds] of history.retried.entries())
-            if (stmtIds.length > 0) this.sessions.noteRetryAnswered(parts[i]!.lsid, stmtIds.length);
-          return { result, retried: history.retried };
-        } catch (error) {
-          // The outcome of a failed write may be unknown (a lost connection after its commit):
-          // what is stored is the truth, reloaded at the next use.
-          for (const session of sessions.values()) session.setState(undefined);
-          if (!isRecordChanged(error) || attempt === RECORD_ATTEMPTS) throw error;
-        }
-      }
+      const history = new SessionHistory(this, parts, await this.beginWrite(parts, sessions), collectionUuid);
+      const result = await work(history);
+      // A write path that made a failed record a write error: the commit's outcome may be unknown.
+      if (history.recordFailed) for (const session of sessions.values()) session.setState(undefined);
+      for (const [i, stmtIds] of history.retried.entries())
+        if (stmtIds.length > 0) this.sessions.noteRetryAnswered(parts[i]!.lsid, stmtIds.length);
+      return { result, retried: history.retried };
+    } catch (error) {
+      // The outcome of a failed write may be unknown (a lost connection after its commit):
+      // what is stored is the truth, reloaded at the next use.
+      for (const session of sessions.values()) session.setState(undefined);
+      throw error;
     } finally {
       for (const session of sessions.values()) session.checkIn();
     }
@@ -153,16 +140,8 @@ export class RetryableWriteService {
   }
 
   private async load(lsid: string): Promise<SessionTxnState> {
-    const stored = await this.store.loadSession(this.dataSource.manager, lsid);
-    if (stored === undefined) return { txnNumber: -1, seen: undefined, statements: new Map(), image: undefined, incompleteHistory: false };
-    const { count, ...state } = stored;
-    return { ...state, seen: { txnNumber: stored.txnNumber, statements: count } };
+    return (await this.records.load(lsid)) ?? { txnNumber: -1, statements: new Map(), image: undefined, incompleteHistory: false };
   }
-}
-
-/** True for the error a record raises when its session's row was not as the state saw it. */
-function isRecordChanged(error: unknown): boolean {
-  return error instanceof Error && error.message.includes(SESSION_RECORD_CHANGED);
 }
 
 /**
@@ -172,8 +151,8 @@ function isRecordChanged(error: unknown): boolean {
 export class SessionHistory implements StatementHistory {
   /** Per part, the stmtIds answered from history, in the order the write path asked. */
   readonly retried: number[][];
-  /** A record found its session's row changed: the states this command ran on are stale. */
-  stale = false;
+  /** A `record` failed: what it stored, if anything, is for the table to tell. */
+  recordFailed = false;
   /** Per part, the index of its first statement in the command. */
   private readonly offsets: number[] = [];
 
@@ -229,7 +208,7 @@ export class SessionHistory implements StatementHistory {
     try {
       await this.service.record(manager, this.collectionUuid, this.recordParts(statements), imageOf);
     } catch (error) {
-      if (isRecordChanged(error)) this.stale = true;
+      this.recordFailed = true;
       throw error;
     }
     this.recorded(statements, image);
@@ -238,15 +217,12 @@ export class SessionHistory implements StatementHistory {
   recorded(statements: readonly ExecutedStatement[], image?: { kind: ImageKind; document: unknown }): void {
     for (const statement of statements) {
       const [part, stmtId] = this.locate(statement.index);
-      const state = this.states[part]!;
-      const count = state.seen?.txnNumber === state.txnNumber ? state.seen.statements : 0;
-      state.seen = { txnNumber: state.txnNumber, statements: count + 1 };
-      state.statements.set(stmtId, statement.result);
+      this.states[part]!.statements.set(stmtId, statement.result);
     }
     if (image !== undefined) this.states[0]!.image = image;
   }
 
-  /** The parts that executed some of `statements`, each with its session's row as last seen. */
+  /** The parts that executed some of `statements`. */
   private recordParts(statements: readonly ExecutedStatement[]): SessionRecordPart[] {
     const byPart = new Map<number, SessionRecordPart>();
     for (const statement of statements) {
@@ -254,7 +230,7 @@ export class SessionHistory implements StatementHistory {
       let record = byPart.get(part);
       if (record === undefined) {
         const { lsid, txnNumber } = this.parts[part]!;
-        byPart.set(part, (record = { lsid, txnNumber, seen: this.states[part]!.seen, statements: [] }));
+        byPart.set(part, (record = { lsid, txnNumber, statements: [] }));
       }
       (record.statements as Array<SessionRecordPart['statements'][number]>).push({
         stmtId,

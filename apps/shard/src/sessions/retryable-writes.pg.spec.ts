@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
+import pino from 'pino';
 import type { EntityManager } from 'typeorm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseShardKeyPattern } from '@tessera/core';
@@ -11,6 +12,7 @@ import type { StatementHistory, StatementResult } from '../documents/statement-h
 import type { RetryableWrite } from './retryable-write.js';
 import { RetryableWriteService } from './retryable-write.service.js';
 import { SessionCatalog } from './session-catalog.js';
+import { SessionRecords } from './session-records.service.js';
 import type { ShardSessions } from './shard-sessions.service.js';
 import { type RecordingSql, type SessionRecordPart, TransactionsStore } from './transactions.store.js';
 
@@ -20,6 +22,9 @@ let collectionUuid: string;
 let documents: DocumentStore;
 let writes: DocumentWrites;
 let retryable: RetryableWriteService;
+/** The stored history `retryable` uses; its folds fold every process's records. */
+let records: SessionRecords;
+const logger = pino({ level: 'silent' });
 const generateId = () => new ObjectId();
 /** What the service told the node's session cache: sessions used, retries answered from history. */
 const sessionNotes = { used: [] as string[], retried: [] as string[] };
@@ -28,11 +33,18 @@ const sessions = {
   noteRetryAnswered: (lsid: string) => void sessionNotes.retried.push(lsid),
 } as unknown as ShardSessions;
 
+/** A shard process's retryable writes with its own session catalog (a new one is a restarted process). */
+function aProcess(store = new TransactionsStore()): { service: RetryableWriteService; records: SessionRecords } {
+  const catalog = new SessionCatalog();
+  const records = new SessionRecords(db.dataSource, store, catalog, logger);
+  return { service: new RetryableWriteService(catalog, store, records, sessions), records };
+}
+
 beforeAll(async () => {
   db = await createTestDatabase('shard');
   documents = new DocumentStore(db.dataSource);
   writes = new DocumentWrites(db.dataSource, { now: () => new Date('2026-11-23T10:00:00Z'), generateId });
-  retryable = new RetryableWriteService(db.dataSource, new SessionCatalog(), new TransactionsStore(), sessions);
+  ({ service: retryable, records } = aProcess());
 });
 afterAll(async () => db?.drop());
 
@@ -75,6 +87,7 @@ async function stored(): Promise<Array<Record<string, unknown>>> {
   return (await db.dataSource.query(`SELECT doc FROM ${handle.table} ORDER BY id`)).map((r: { doc: Record<string, unknown> }) => r.doc);
 }
 async function recordedStmtIds(lsid: string): Promise<Array<[number, number]>> {
+  await records.fold();
   const rows: Array<{ txn_number: string; stmt_id: number }> = await db.dataSource.query(
     'SELECT txn_number, stmt_id FROM txn_records, unnest(stmt_ids) AS stmt_id WHERE lsid = $1 ORDER BY txn_number, stmt_id',
     [lsid],
@@ -220,7 +233,7 @@ describe('txnNumbers', () => {
     expect((await stored()).find((d) => d._id === 2)?.qty).toBe(2);
     expect(await recordedStmtIds(lsid)).toEqual([[2, 0]]);
     // The older txnNumber's image stays until the session's next findAndModify or its reap, never answered.
-    expect((await new TransactionsStore().loadSession(db.dataSource.manager, lsid))?.image).toBeUndefined();
+    expect((await records.load(lsid))?.image).toBeUndefined();
   });
 });
 
@@ -237,8 +250,26 @@ class FailingRecordStore extends TransactionsStore {
   }
 }
 
+/** A store whose first record fails as FailingRecordStore's do, counting the sessions it loads. */
+class FailingOnceStore extends TransactionsStore {
+  loads = 0;
+  private failed = false;
+
+  override async loadSession(manager: EntityManager, lsid: string) {
+    this.loads++;
+    return super.loadSession(manager, lsid);
+  }
+
+  override async recordStatements(manager: EntityManager, uuid: string, parts: readonly SessionRecordPart[]): Promise<void> {
+    await super.recordStatements(manager, uuid, parts);
+    if (this.failed) return;
+    this.failed = true;
+    throw new Error('injected failure after the record');
+  }
+}
+
 describe('the write and its record commit together', () => {
-  const failing = () => new RetryableWriteService(db.dataSource, new SessionCatalog(), new FailingRecordStore(), sessions);
+  const failing = () => aProcess(new FailingRecordStore()).service;
 
   it('an insert whose record fails leaves neither documents nor record', async () => {
     const write = retryableWrite(1, indexes(2));
@@ -255,6 +286,16 @@ describe('the write and its record commit together', () => {
     expect((await stored()).find((d) => d._id === 1)?.qty).toBe(5);
     expect(await recordedStmtIds(write.lsid)).toEqual([]);
     expect(await update(write, [statement])).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
+  });
+
+  it('a process whose record failed reloads the session at its next command, since the outcome may be unknown', async () => {
+    const store = new FailingOnceStore();
+    const { service } = aProcess(store);
+    const write = retryableWrite(1, [0]);
+    const statement = { q: { _id: 1 }, u: { $inc: { qty: 1 } }, multi: false, upsert: false };
+    expect((await update(write, [statement], service)).writeErrors).toHaveLength(1);
+    expect(await update(write, [statement], service)).toMatchObject({ matchedCount: 1, modifiedCount: 1, writeErrors: [] });
+    expect(store.loads).toBe(2);
   });
 });
 
@@ -331,9 +372,8 @@ describe('a command of several sessions (coalesced inserts)', () => {
 });
 
 /**
- * Applies, as a migration would, history of `write`'s session at its txnNumber: statement
- * `stmtId` wrote the document matching `where` and answered `result`. This process's catalog is
- * not told, so it acts on what it knew before.
+ * Applies, as a migration does, history of `write`'s session at its txnNumber: statement
+ * `stmtId` wrote the document matching `where` and answered `result`.
  */
 async function applyMigratedHistory(
   write: RetryableWrite,
@@ -345,37 +385,51 @@ async function applyMigratedHistory(
   const [shardKey] = await db.dataSource.query(`SELECT encode(shard_key, 'hex') AS hex FROM ${handle.table} WHERE ${where}`);
   const statement = { stmtId, shardKey: shardKey.hex, result: JSON.stringify(result) };
   const session = { lsid: write.lsid, txnNumber: write.txnNumber, lastWriteAt: new Date().toISOString(), statements: [statement] };
-  await db.dataSource.transaction((manager) =>
-    new TransactionsStore().applyMigratedSessions(manager, collectionUuid, [
-      { ...session, ...(incompleteHistory ? { incompleteHistory } : {}) },
-    ]),
-  );
+  await records.applyMigrated(collectionUuid, [{ ...session, ...(incompleteHistory ? { incompleteHistory } : {}) }]);
 }
 
-describe('the state a process keeps of its sessions', () => {
-  it('a record made on a stale state rolls its write back, and the command runs again on the stored history', async () => {
+describe('history changed while the process knows its sessions', () => {
+  it("migrated history waits for the session's operation under way, and the next command answers from it", async () => {
     const write = retryableWrite(1, [0, 1]);
     const docs = items(0, 2);
     await insert({ ...write, stmtIds: [0] }, docs.slice(0, 1));
-    // Statement 1 recorded behind this process's back (as migrated history applied without the
-    // catalog forgetting the session): the process still believes only statement 0 ran.
-    await applyMigratedHistory(write, 1, "doc->>'sku' = 'n0'", { op: 'insert' });
-    const answer = await insert(write, docs);
-    expect(answer).toEqual({ insertedCount: 2, inserted: [0, 1], writeErrors: [], retriedStmtIds: [0, 1] });
+    let finish!: () => void;
+    const mayFinish = new Promise<void>((resolve) => (finish = resolve));
+    const running = retryable.run({ ...write, stmtIds: [0] }, collectionUuid, async (history) => {
+      await mayFinish;
+      return documents.insert(handle, docs.slice(0, 1), { ordered: true, generateId, history });
+    });
+    const applying = applyMigratedHistory(write, 1, "doc->>'sku' = 'n0'", { op: 'insert' });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await recordedStmtIds(write.lsid)).toEqual([[1, 0]]);
+    finish();
+    await Promise.all([running, applying]);
+    expect(await recordedStmtIds(write.lsid)).toEqual([
+      [1, 0],
+      [1, 1],
+    ]);
+    expect(await insert(write, docs)).toEqual({ insertedCount: 2, inserted: [0, 1], writeErrors: [], retriedStmtIds: [0, 1] });
     expect(await stored()).toHaveLength(4);
   });
-});
 
-describe('a stale state on a path that makes failures write errors', () => {
-  it('an update whose record found its row changed runs the command again, answering from the stored history', async () => {
+  it('an update after migrated history answers the migrated statement from it', async () => {
     const write = retryableWrite(1, [0, 1]);
     const statement = (id: number) => ({ q: { _id: id }, u: { $inc: { qty: 1 } }, multi: false, upsert: false });
     await update({ ...write, stmtIds: [0] }, [statement(1)]);
-    // Statement 1 recorded behind this process's back, as migrated history applied unannounced.
     await applyMigratedHistory(write, 1, "doc->>'_id' = '2'", { op: 'update', n: 1, nModified: 1 });
     const answer = await update(write, [statement(1), statement(2)]);
     expect(answer).toEqual({ matchedCount: 2, modifiedCount: 2, upserted: [], writeErrors: [], retriedStmtIds: [0, 1] });
     expect((await stored()).map((d) => d.qty)).toEqual([6, 0, 5]);
+  });
+
+  it('a restarted process answers a retry from history still in the record log', async () => {
+    const write = retryableWrite(3, [0]);
+    const statement = { q: { _id: 3 }, u: { $inc: { qty: 1 } }, multi: false, upsert: false };
+    await update(write, [statement]);
+    expect((await db.dataSource.query('SELECT count(*)::int AS n FROM txn_record_log'))[0].n).toBeGreaterThan(0);
+    const restarted = aProcess().service;
+    expect(await update(write, [statement], restarted)).toMatchObject({ matchedCount: 1, modifiedCount: 1, retriedStmtIds: [0] });
+    expect((await stored()).find((d) => d._id === 3)?.qty).toBe(6);
   });
 });
 

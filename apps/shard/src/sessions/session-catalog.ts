@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import type { ImageKind, StatementResult } from '../documents/statement-history.js';
-import type { SeenRecord } from './transactions.store.js';
 
 /**
  * What this process knows of a session's retryable writes (MongoDB's TransactionParticipant
@@ -13,8 +12,6 @@ export interface SessionTxnState {
    * whose statements all failed is started in memory only, as in MongoDB, and a restart forgets it.
    */
   txnNumber: number;
-  /** The stored row as this process last read or wrote it; undefined when the session has none. */
-  seen: SeenRecord | undefined;
   /** The executed statements of `txnNumber`, by stmtId. */
   statements: Map<number, StatementResult>;
   /** The findAndModify image of `txnNumber`. */
@@ -43,8 +40,8 @@ const MAX_KNOWN_SESSIONS = 100_000;
  * a retry that arrives while its first attempt still runs waits for it and is then answered
  * from the history the first attempt recorded. The catalog also keeps each session's state
  * (SessionTxnState); only this process writes its shard's transactions table, so that state
- * stays true as long as whatever else changes the table (migrated history, the reaper) has the
- * catalog forget the sessions it touched.
+ * stays true as long as whatever else changes the table (migrated history, the reaper) does so
+ * with the sessions checked out and has the catalog forget them (SessionRecords).
  */
 @Injectable()
 export class SessionCatalog {

@@ -8,6 +8,7 @@ import type { ShardIdentityService } from '../identity/shard-identity.service.js
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardSessions } from './shard-sessions.service.js';
 import { SessionCatalog } from './session-catalog.js';
+import { SessionRecords } from './session-records.service.js';
 import { TransactionsStore } from './transactions.store.js';
 
 let db: TestDatabase;
@@ -28,16 +29,9 @@ function shardSessions(live: Set<string>, refreshes: RefreshSessionsRequest[] = 
   const identity = { get: async () => ({ configUrl: 'http://config.test:7080' }) } as unknown as ShardIdentityService;
   const clients = { config: () => config } as unknown as InternalClients;
   const settings = { TESSERA_NODE_NAME: 'shard0' } as ShardSettings;
-  return new ShardSessions(
-    db.dataSource,
-    new TransactionsStore(),
-    new SessionCatalog(),
-    identity,
-    clients,
-    settings,
-    pino({ level: 'silent' }),
-    new MetricsService(),
-  );
+  const logger = pino({ level: 'silent' });
+  const records = new SessionRecords(db.dataSource, new TransactionsStore(), new SessionCatalog(), logger);
+  return new ShardSessions(records, identity, clients, settings, logger, new MetricsService());
 }
 
 /** A session with a record and a statement, last written `minutesAgo`. */
@@ -82,6 +76,15 @@ describe('ShardSessions reap', () => {
     const cutoff = new Date(Date.now() - 30 * 60_000);
     await db.dataSource.query('UPDATE txn_records SET last_write_at = now() WHERE lsid = $1', [lsid]);
     expect(await store.reapSessions(db.dataSource.manager, [lsid], cutoff)).toEqual([]);
+    expect(await recorded(lsid)).toEqual({ records: 1, statements: 1 });
+  });
+
+  it('keeps a session whose latest write is still in the record log', async () => {
+    const lsid = await recordSession(45);
+    await new TransactionsStore().recordStatements(db.dataSource.manager, randomUUID(), [
+      { lsid, txnNumber: 2, statements: [{ stmtId: 0, shardKey: undefined, result: { op: 'insert' } }] },
+    ]);
+    expect(await shardSessions(new Set()).reap()).not.toContain(lsid);
     expect(await recorded(lsid)).toEqual({ records: 1, statements: 1 });
   });
 });

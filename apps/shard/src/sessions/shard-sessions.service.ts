@@ -1,6 +1,5 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { DataSource } from 'typeorm';
 import type { ConfigClient } from '@tessera/protocol';
 import {
   InternalClients,
@@ -15,8 +14,7 @@ import {
 } from '@tessera/platform';
 import { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardSettings } from '../shard.settings.js';
-import { SessionCatalog } from './session-catalog.js';
-import { TransactionsStore } from './transactions.store.js';
+import { SessionRecords } from './session-records.service.js';
 
 /** Sessions the reaper asks the config server about at a time. */
 const REAP_BATCH = 1_000;
@@ -35,9 +33,7 @@ export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutd
   private loop: Periodic | undefined;
 
   constructor(
-    private readonly dataSource: DataSource,
-    private readonly store: TransactionsStore,
-    private readonly catalog: SessionCatalog,
+    private readonly records: SessionRecords,
     private readonly identity: ShardIdentityService,
     private readonly clients: InternalClients,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
@@ -93,15 +89,14 @@ export class ShardSessions implements OnApplicationBootstrap, OnApplicationShutd
     const cutoff = new Date(Date.now() - this.cache.timeoutMinutes * 60_000);
     const reaped: string[] = [];
     for (;;) {
-      const stale = (await this.store.staleSessions(this.dataSource.manager, cutoff, REAP_BATCH)).filter((id) => !reaped.includes(id));
+      const stale = (await this.records.staleSessions(cutoff, REAP_BATCH)).filter((id) => !reaped.includes(id));
       if (stale.length === 0) break;
       const { live } = await config.liveSessions({ ids: stale });
       const gone = stale.filter((id) => !live.includes(id));
-      reaped.push(...(await this.store.reapSessions(this.dataSource.manager, gone, cutoff)));
+      reaped.push(...(await this.records.reap(gone, cutoff)));
       if (stale.length < REAP_BATCH || gone.length === 0) break;
     }
     if (reaped.length > 0) {
-      this.catalog.forget(reaped);
       this.cache.noteReaped(reaped);
       this.logger.info({ sessions: reaped.length }, `reaped the retryable-write records of ${reaped.length} expired session(s)`);
     }

@@ -17,28 +17,16 @@ export interface StatementRecord {
   result: StatementResult;
 }
 
-/** A session's row as last read or written: its txnNumber and how many statements it holds. */
-export interface SeenRecord {
-  txnNumber: number;
-  statements: number;
-}
-
-/**
- * One session's part of a command's record: the session moves to `txnNumber` (or stays there)
- * and gains `statements`, provided its row is still as `seen` (none when undefined).
- */
+/** One session's part of a command's record: the session is at `txnNumber` and executed `statements`. */
 export interface SessionRecordPart {
   lsid: string;
   txnNumber: number;
-  seen: SeenRecord | undefined;
   statements: readonly StatementRecord[];
 }
 
 /** A session's row as stored: its txnNumber, that txnNumber's executed statements and findAndModify image. */
 export interface StoredSession {
   txnNumber: number;
-  /** How many statements the row holds, the sentinel included. */
-  count: number;
   statements: Map<number, StatementResult>;
   /** The row holds INCOMPLETE_HISTORY_STMT_ID: some statements of the txnNumber may be missing. */
   incompleteHistory: boolean;
@@ -51,7 +39,7 @@ export interface RecordingSql {
   shape: string;
   /** CTEs, to follow a `WITH` and its own CTEs. */
   ctes: string;
-  /** An expression that raises SESSION_RECORD_CHANGED, rolling the statement back, unless every part was recorded. */
+  /** An expression true once the record is made, to AND into the statement's answer. */
   check: string;
   values: unknown[];
 }
@@ -74,14 +62,13 @@ export const INCOMPLETE_HISTORY_STMT_ID = -1;
 /** The sentinel as a migrated statement: no shard key, so it belongs to every range. */
 const INCOMPLETE_HISTORY_STATEMENT = { stmtId: INCOMPLETE_HISTORY_STMT_ID, shardKey: '', result: 'null' };
 
-/** What `txn_expect` raises when a session's row was not as a process expected. */
-export const SESSION_RECORD_CHANGED = 'SESSION_RECORD_CHANGED';
-
 /**
  * The shard's transactions table and its retry history: `txn_records` (config.transactions),
  * one row per session holding its current txnNumber's executed statements (stmtIds, the written
- * documents' shard keys, results), and `txn_images` (config.image_collection). Every method runs
- * in the caller's transaction or statement, so that a write and its record commit together.
+ * documents' shard keys, results), `txn_record_log`, where writes record them until they are
+ * folded into `txn_records`, and `txn_images` (config.image_collection). Every method runs in
+ * the caller's transaction or statement, so that a write and its record commit together. The
+ * methods that read `txn_records` see only what was folded (see SessionRecords).
  */
 @Injectable()
 export class TransactionsStore {
@@ -104,7 +91,6 @@ export class TransactionsStore {
     const executed = row.stmt_ids.flatMap((stmtId, i) => (stmtId === INCOMPLETE_HISTORY_STMT_ID ? [] : [[stmtId, i] as const]));
     return {
       txnNumber: Number(row.txn_number),
-      count: row.stmt_ids.length,
       statements: new Map(executed.map(([stmtId, i]) => [stmtId, resultOf(row.results[i] ?? null)])),
       incompleteHistory: executed.length < row.stmt_ids.length,
       image: row.image_kind === null || row.image === null ? undefined : { kind: row.image_kind, document: JSON.parse(row.image) },
@@ -113,49 +99,63 @@ export class TransactionsStore {
 
   /**
    * The SQL recording `parts` of a command on the collection `collectionUuid`, its parameters
-   * numbered from `$first`, to run in the statement or transaction of the write. A part whose
-   * session was seen with a row updates that row only if it still holds the seen txnNumber and
-   * statement count, appending to the statements of an unchanged txnNumber and replacing those
-   * of an older one; a part seen without a row inserts one only if there still is none. So a
-   * process that acted on a stale view of a session (a migration's history applied meanwhile)
-   * records nothing and the check rolls the write back. New rows are inserted in lsid order;
-   * updated ones are locked in the join's order, so a command of several sessions can deadlock
-   * with a migration applying history of the same sessions (which locks in lsid order), and
-   * Postgres then fails one of them: the write's error makes the catalog reload its sessions.
+   * numbered from `$first`, to run in the statement or transaction of the write: one row of
+   * `txn_record_log`, whatever the number of parts. No session's row is read or locked: the
+   * process's session catalog knows each session's state, and whatever else changes
+   * `txn_records` first folds the log in with the sessions concerned checked out.
    */
   recording(first: number, collectionUuid: string, parts: readonly SessionRecordPart[]): RecordingSql {
-    const [json, collection, count, lsids] = [`$${first}::json`, `$${first + 1}::uuid`, `$${first + 2}::int`, `$${first + 3}::uuid[]`];
-    const append = (column: string) => `CASE WHEN r.txn_number = p.txn_number THEN r.${column} || p.${column} ELSE p.${column} END`;
     return {
-      shape: 'r1',
-      ctes: `parts AS (
-               SELECT * FROM json_to_recordset(${json})
-                 AS p(lsid uuid, txn_number bigint, seen_txn bigint, seen_count int, stmt_ids int[], shard_keys bytea[], results text[])),
-             advanced AS (
-               UPDATE txn_records r SET txn_number = p.txn_number, last_write_at = now(), collection_uuid = ${collection},
-                 stmt_ids = ${append('stmt_ids')}, shard_keys = ${append('shard_keys')}, results = ${append('results')}
-               FROM parts p
-               WHERE r.lsid = ANY(${lsids}) AND p.seen_txn IS NOT NULL AND r.lsid = p.lsid AND r.txn_number = p.seen_txn AND cardinality(r.stmt_ids) = p.seen_count
-               RETURNING 1),
-             created AS (
-               INSERT INTO txn_records (lsid, txn_number, last_write_at, collection_uuid, stmt_ids, shard_keys, results)
-               SELECT lsid, txn_number, now(), ${collection}, stmt_ids, shard_keys, results FROM parts WHERE seen_txn IS NULL ORDER BY lsid
-               ON CONFLICT (lsid) DO NOTHING
-               RETURNING 1)`,
-      check: `txn_expect((SELECT count(*) FROM advanced) + (SELECT count(*) FROM created) = ${count}, '${SESSION_RECORD_CHANGED}')`,
-      values: [
-        JSON.stringify([...parts].sort((a, b) => (a.lsid < b.lsid ? -1 : 1)).map(partRow)),
-        collectionUuid,
-        parts.length,
-        parts.map((p) => p.lsid),
-      ],
+      shape: 'l1',
+      ctes: `logged AS (INSERT INTO txn_record_log (collection_uuid, parts) VALUES ($${first}::uuid, $${first + 1}) RETURNING 1)`,
+      check: 'EXISTS (SELECT FROM logged)',
+      values: [collectionUuid, JSON.stringify(parts.map(logPart))],
     };
   }
 
-  /** Records `parts` in the caller's transaction; raises SESSION_RECORD_CHANGED as `recording` says. */
+  /** Records `parts` in the caller's transaction (see `recording`). */
   async recordStatements(manager: EntityManager, collectionUuid: string, parts: readonly SessionRecordPart[]): Promise<void> {
-    const { ctes, check, values } = this.recording(1, collectionUuid, parts);
-    await manager.query(`WITH ${ctes} SELECT ${check}`, values);
+    await manager.query('INSERT INTO txn_record_log (collection_uuid, parts) VALUES ($1, $2)', [
+      collectionUuid,
+      JSON.stringify(parts.map(logPart)),
+    ]);
+  }
+
+  /**
+   * Moves the log's rows into `txn_records`, in the caller's transaction; answers how many
+   * sessions it updated. Per session the highest txnNumber wins and the statements of equal
+   * txnNumbers join, so neither the log's order nor a row's txnNumber older than the log's
+   * matters. Rows logged while this runs stay for the next fold.
+   */
+  async foldLog(manager: EntityManager): Promise<number> {
+    const rows: Array<{ collection_uuid: string; parts: string; written_at: Date }> = await manager.query(
+      // A SELECT around the DELETE: TypeORM answers a bare DELETE with [rows, count].
+      'WITH taken AS (DELETE FROM txn_record_log RETURNING collection_uuid, parts, written_at) SELECT * FROM taken',
+    );
+    if (rows.length === 0) return 0;
+    const sessions = new Map<string, FoldedSession>();
+    for (const row of rows) {
+      for (const part of JSON.parse(row.parts) as LoggedPart[]) {
+        const known = sessions.get(part.l);
+        const statements = { stmtIds: part.s, shardKeys: part.k.map((k) => (k === null ? null : `\\x${k}`)), results: part.r };
+        if (known === undefined || known.txnNumber < part.t) {
+          sessions.set(part.l, {
+            lsid: part.l,
+            txnNumber: part.t,
+            collectionUuid: row.collection_uuid,
+            lastWriteAt: row.written_at,
+            ...statements,
+          });
+        } else if (known.txnNumber === part.t) {
+          known.stmtIds.push(...statements.stmtIds);
+          known.shardKeys.push(...statements.shardKeys);
+          known.results.push(...statements.results);
+          if (known.lastWriteAt < row.written_at) known.lastWriteAt = row.written_at;
+        }
+      }
+    }
+    await this.upsertRecords(manager, [...sessions.values()]);
+    return sessions.size;
   }
 
   /** Records a findAndModify's image, replacing the session's previous one. */
@@ -225,7 +225,7 @@ export class TransactionsStore {
     if (sessions.length === 0) return [];
     // What a retry answers must parse: a malformed page applies nothing.
     for (const session of sessions) for (const statement of session.statements) JSON.parse(statement.result);
-    // Rows are locked in lsid order (see `recording` for the writes' order).
+    // Rows are locked in lsid order (as `upsertRecords` writes them).
     const current: Array<{ lsid: string; txn_number: string; stmt_ids: number[] }> = await manager.query(
       'SELECT lsid, txn_number, stmt_ids FROM txn_records WHERE lsid = ANY($1::uuid[]) ORDER BY lsid FOR UPDATE',
       [sessions.map((s) => s.lsid)],
@@ -239,30 +239,17 @@ export class TransactionsStore {
       return [{ ...s, statements }];
     });
     if (taken.length === 0) return [];
-    await manager.query(
-      `INSERT INTO txn_records AS r (lsid, txn_number, last_write_at, collection_uuid, stmt_ids, shard_keys, results)
-       SELECT lsid, txn_number, last_write_at, $2, stmt_ids, shard_keys, results
-       FROM json_to_recordset($1::json) AS p(lsid uuid, txn_number bigint, last_write_at timestamptz, stmt_ids int[], shard_keys bytea[], results text[])
-       ORDER BY lsid
-       ON CONFLICT (lsid) DO UPDATE SET
-         stmt_ids = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.stmt_ids || EXCLUDED.stmt_ids ELSE EXCLUDED.stmt_ids END,
-         shard_keys = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.shard_keys || EXCLUDED.shard_keys ELSE EXCLUDED.shard_keys END,
-         results = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.results || EXCLUDED.results ELSE EXCLUDED.results END,
-         txn_number = EXCLUDED.txn_number, collection_uuid = EXCLUDED.collection_uuid,
-         last_write_at = GREATEST(r.last_write_at, EXCLUDED.last_write_at)`,
-      [
-        JSON.stringify(
-          taken.map((s) => ({
-            lsid: s.lsid,
-            txn_number: s.txnNumber,
-            last_write_at: s.lastWriteAt,
-            stmt_ids: s.statements.map((t) => t.stmtId),
-            shard_keys: s.statements.map((t) => (t.stmtId === INCOMPLETE_HISTORY_STMT_ID ? null : `\\x${t.shardKey}`)),
-            results: s.statements.map((t) => t.result),
-          })),
-        ),
+    await this.upsertRecords(
+      manager,
+      taken.map((s) => ({
+        lsid: s.lsid,
+        txnNumber: s.txnNumber,
         collectionUuid,
-      ],
+        lastWriteAt: s.lastWriteAt,
+        stmtIds: s.statements.map((t) => t.stmtId),
+        shardKeys: s.statements.map((t) => (t.stmtId === INCOMPLETE_HISTORY_STMT_ID ? null : `\\x${t.shardKey}`)),
+        results: s.statements.map((t) => t.result),
+      })),
     );
     const images = taken.flatMap((s) => (s.image === undefined ? [] : [{ ...s.image, lsid: s.lsid, txnNumber: s.txnNumber }]));
     if (images.length > 0) {
@@ -274,6 +261,38 @@ export class TransactionsStore {
       );
     }
     return taken.map((s) => s.lsid);
+  }
+
+  /**
+   * Brings each session's row to `sessions`: a row at the same txnNumber gains the statements,
+   * one at an older txnNumber (or none) takes them instead, one at a newer txnNumber stays.
+   * Rows are written in lsid order, so that two of these never wait on each other.
+   */
+  private async upsertRecords(manager: EntityManager, sessions: readonly FoldedSession[]): Promise<void> {
+    const rows = sessions.map((s) => ({
+      lsid: s.lsid,
+      txn_number: s.txnNumber,
+      collection_uuid: s.collectionUuid,
+      last_write_at: s.lastWriteAt,
+      stmt_ids: s.stmtIds,
+      shard_keys: s.shardKeys,
+      results: s.results,
+    }));
+    await manager.query(
+      `INSERT INTO txn_records AS r (lsid, txn_number, last_write_at, collection_uuid, stmt_ids, shard_keys, results)
+       SELECT lsid, txn_number, last_write_at, collection_uuid, stmt_ids, shard_keys, results
+       FROM json_to_recordset($1::json)
+         AS p(lsid uuid, txn_number bigint, collection_uuid uuid, last_write_at timestamptz, stmt_ids int[], shard_keys bytea[], results text[])
+       ORDER BY lsid
+       ON CONFLICT (lsid) DO UPDATE SET
+         stmt_ids = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.stmt_ids || EXCLUDED.stmt_ids ELSE EXCLUDED.stmt_ids END,
+         shard_keys = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.shard_keys || EXCLUDED.shard_keys ELSE EXCLUDED.shard_keys END,
+         results = CASE WHEN r.txn_number = EXCLUDED.txn_number THEN r.results || EXCLUDED.results ELSE EXCLUDED.results END,
+         txn_number = EXCLUDED.txn_number, collection_uuid = EXCLUDED.collection_uuid,
+         last_write_at = GREATEST(r.last_write_at, EXCLUDED.last_write_at)
+       WHERE r.txn_number <= EXCLUDED.txn_number`,
+      [JSON.stringify(rows)],
+    );
   }
 
   /** Sessions whose last retryable write is older than `cutoff`, oldest first (the reaper's candidates). */
@@ -300,15 +319,32 @@ export class TransactionsStore {
   }
 }
 
-/** A part as `recording`'s `json_to_recordset` reads it (shard keys in bytea's hex input form). */
-function partRow(part: SessionRecordPart) {
+/** A session part as `txn_record_log.parts` holds it: lsid, txnNumber, stmtIds, shard keys in hex, results (NULL for an insert). */
+interface LoggedPart {
+  l: string;
+  t: number;
+  s: number[];
+  k: Array<string | null>;
+  r: Array<string | null>;
+}
+
+/** A session's row as the fold or a migration writes it (shard keys in bytea's hex input form). */
+interface FoldedSession {
+  lsid: string;
+  txnNumber: number;
+  collectionUuid: string;
+  lastWriteAt: Date | string;
+  stmtIds: number[];
+  shardKeys: Array<string | null>;
+  results: Array<string | null>;
+}
+
+function logPart(part: SessionRecordPart): LoggedPart {
   return {
-    lsid: part.lsid,
-    txn_number: part.txnNumber,
-    seen_txn: part.seen?.txnNumber ?? null,
-    seen_count: part.seen?.statements ?? 0,
-    stmt_ids: part.statements.map((s) => s.stmtId),
-    shard_keys: part.statements.map((s) => (s.shardKey === undefined ? null : `\\x${Buffer.from(s.shardKey).toString('hex')}`)),
-    results: part.statements.map((s) => (s.result.op === 'insert' ? null : JSON.stringify(s.result))),
+    l: part.lsid,
+    t: part.txnNumber,
+    s: part.statements.map((s) => s.stmtId),
+    k: part.statements.map((s) => (s.shardKey === undefined ? null : Buffer.from(s.shardKey).toString('hex'))),
+    r: part.statements.map((s) => (s.result.op === 'insert' ? null : JSON.stringify(s.result))),
   };
 }
