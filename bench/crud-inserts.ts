@@ -210,7 +210,7 @@ async function throughput(
 }
 
 /** Slices each way of the retryable comparison gets, taking turns. */
-const RETRYABLE_SLICES = 4;
+const RETRYABLE_SLICES = 8;
 
 /**
  * Plain and retryable inserts through the router, both warm from their runs, in alternating
