@@ -17,7 +17,7 @@ import {
 } from '@tessera/core';
 import { type CatalogDatabase, type GetChunksRequest, type GetChunksResult, chunkToWire } from '@tessera/protocol';
 import { CatalogCache, type CatalogSource, type RefreshKind } from './catalog-cache.js';
-import { MAX_STALE_RETRIES, withStaleRetries } from './stale-retry.js';
+import { MAX_STALE_RETRIES, markStale, withStaleRetries } from './stale-retry.js';
 
 const pattern = parseShardKeyPattern({ x: 1 });
 const at: ClusterTimestamp = { t: 100, i: 1 };
@@ -261,5 +261,28 @@ describe('stale routing retries', () => {
       }),
     ).rejects.toMatchObject({ code: 'DUPLICATE_KEY' });
     expect(attempts).toBe(1);
+  });
+
+  it("markStale judges a shard's answer against that shard's cached version", async () => {
+    const { config, cache, table } = setup();
+    const cached = await table();
+    const answer = (wanted: ChunkVersion) => new TesseraError('STALE_CONFIG', 'stale', { details: { wanted, shard: 's1' } });
+    // s1 wants what the table says it has: nothing to reload.
+    expect(markStale(cache, 'db.c', answer(cached.shardVersion('s1')))).toBe(true);
+    await table();
+    expect(config.calls).toHaveLength(1);
+    // s1 wants another version than the table's for s1, though the collection's is newer.
+    expect(markStale(cache, 'db.c', answer(cached.shardVersion('s0')))).toBe(true);
+    await table();
+    expect(config.calls).toHaveLength(2);
+  });
+
+  it('markStale answers false for an error that is not about routing, and marks nothing', async () => {
+    const { config, cache, table } = setup();
+    await table();
+    expect(markStale(cache, 'db.c', new TesseraError('DUPLICATE_KEY', 'dup'))).toBe(false);
+    expect(markStale(cache, 'db.c', new Error('boom'))).toBe(false);
+    await table();
+    expect(config.calls).toHaveLength(1);
   });
 });

@@ -20,23 +20,31 @@ export async function withStaleRetries<T>(cache: CatalogCache, ns: string, attem
     try {
       return await attempt(round);
     } catch (error) {
-      if (!(error instanceof TesseraError) || round + 1 >= MAX_STALE_RETRIES) throw error;
-      switch (error.code) {
-        case 'STALE_CONFIG':
-        case 'STALE_EPOCH':
-          cache.markCollectionStale(ns, wantedVersionOf(error), typeof error.details?.shard === 'string' ? error.details.shard : undefined);
-          break;
-        case 'STALE_DB_VERSION':
-          cache.markDatabaseStale(databaseOf(ns));
-          break;
-        case 'SHARD_NOT_FOUND':
-          cache.markCollectionStale(ns);
-          cache.markDatabaseStale(databaseOf(ns));
-          break;
-        default:
-          throw error;
-      }
+      if (round + 1 >= MAX_STALE_RETRIES || !markStale(cache, ns, error)) throw error;
     }
+  }
+}
+
+/**
+ * Marks what `error` says is stale in the cache when it is a stale-routing answer about `ns`
+ * (see `withStaleRetries`); answers whether it was. For callers that retry only part of a batch.
+ */
+export function markStale(cache: CatalogCache, ns: string, error: unknown): boolean {
+  if (!(error instanceof TesseraError)) return false;
+  switch (error.code) {
+    case 'STALE_CONFIG':
+    case 'STALE_EPOCH':
+      cache.markCollectionStale(ns, wantedVersionOf(error), typeof error.details?.shard === 'string' ? error.details.shard : undefined);
+      return true;
+    case 'STALE_DB_VERSION':
+      cache.markDatabaseStale(databaseOf(ns));
+      return true;
+    case 'SHARD_NOT_FOUND':
+      cache.markCollectionStale(ns);
+      cache.markDatabaseStale(databaseOf(ns));
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -46,5 +54,5 @@ function databaseOf(ns: string): string {
 
 function wantedVersionOf(error: TesseraError): ChunkVersion | undefined {
   const wanted = error.details?.wanted as ChunkVersion | undefined;
-  return wanted !== undefined && typeof wanted === 'object' && 'major' in wanted ? wanted : undefined;
+  return wanted !== null && wanted !== undefined && typeof wanted === 'object' && 'major' in wanted ? wanted : undefined;
 }

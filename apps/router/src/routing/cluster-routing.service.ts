@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { type ChunkVersion, type DatabaseVersion, TesseraError, UNSHARDED_VERSION } from '@tessera/core';
 import type { ConfigClient, ShardClient } from '@tessera/protocol';
 import { InternalClients, LOGGER, type Periodic, SETTINGS, VectorClockService, runPeriodically } from '@tessera/platform';
-import { CatalogCache, SHARD_REGISTRY_RELOAD_MS, ShardRegistry } from '@tessera/routing';
+import { CatalogCache, SHARD_REGISTRY_RELOAD_MS, ShardRegistry, markStale } from '@tessera/routing';
 import type { RouterSettings } from '../router.settings.js';
 import { databaseOf } from '../api/namespace.js';
 import type { WriteRouting } from '../writes/write-targeting.js';
@@ -115,27 +115,10 @@ export class ClusterRoutingService implements OnApplicationBootstrap, OnApplicat
   }
 
   /**
-   * Marks the cache stale when `error` is a stale-routing answer; returns whether it was.
-   * The same rules as libs/routing `withStaleRetries`, for callers that retry part of a batch.
+   * Marks the cache stale when `error` is a stale-routing answer; returns whether it was
+   * (libs/routing `markStale`), for callers that retry part of a batch.
    */
   handleStale(ns: string, error: unknown): boolean {
-    if (!(error instanceof TesseraError)) return false;
-    switch (error.code) {
-      case 'STALE_CONFIG':
-      case 'STALE_EPOCH': {
-        const wanted = error.details?.wanted as ChunkVersion | undefined;
-        this.cache.markCollectionStale(ns, wanted !== null && typeof wanted === 'object' && 'major' in wanted ? wanted : undefined);
-        return true;
-      }
-      case 'STALE_DB_VERSION':
-        this.cache.markDatabaseStale(databaseOf(ns));
-        return true;
-      case 'SHARD_NOT_FOUND':
-        this.cache.markCollectionStale(ns);
-        this.cache.markDatabaseStale(databaseOf(ns));
-        return true;
-      default:
-        return false;
-    }
+    return markStale(this.cache, ns, error);
   }
 }
