@@ -92,9 +92,13 @@ describe('a local cluster of real processes', () => {
 describe('the vector clock', () => {
   type Ts = { t: number; i: number };
   const zero: Ts = { t: 0, i: 0 };
+  /** `a` is at or after `b`. */
+  const later = (a: Ts, b: Ts) => a.t > b.t || (a.t === b.t && a.i >= b.i);
+
   function observer(send: { configTime: Ts; topologyTime: Ts }) {
-    const seen = { configTime: zero, topologyTime: zero };
-    return { seen, gossip: { now: () => send, advance: (time: Partial<typeof seen>) => Object.assign(seen, time) } };
+    const seen = { clusterTime: zero, configTime: zero, topologyTime: zero };
+    const now = () => ({ clusterTime: send.configTime, ...send });
+    return { seen, gossip: { now, advance: (time: Partial<typeof seen>) => Object.assign(seen, time) } };
   }
 
   it('ticks TopologyTime on addShard, and a node advances from gossip but never moves backwards', async () => {
@@ -115,14 +119,53 @@ describe('the vector clock', () => {
       dispatcher: agent,
       gossip: first.gossip,
     }).getIdentity();
-    expect(first.seen).toEqual(ahead);
+    expect(first.seen).toMatchObject(ahead);
     const second = observer({ configTime: zero, topologyTime: zero });
     await new ShardClient(cluster.node('shard1').url, {
       clusterKey: cluster.clusterKey,
       dispatcher: agent,
       gossip: second.gossip,
     }).getIdentity();
-    expect(second.seen).toEqual(ahead);
+    expect(second.seen).toMatchObject(ahead);
+    // ClusterTime >= ConfigTime on every node.
+    expect(later(second.seen.clusterTime, ahead.configTime)).toBe(true);
+  });
+
+  it('ticks ClusterTime on the shard that wrote, which gossips it', async () => {
+    const clusterTimes = async () => {
+      const times = [];
+      for (const shard of ['shard0', 'shard1']) {
+        const seen = observer({ configTime: zero, topologyTime: zero });
+        await new ShardClient(cluster.node(shard).url, {
+          clusterKey: cluster.clusterKey,
+          dispatcher: agent,
+          gossip: seen.gossip,
+        }).getIdentity();
+        times.push(seen.seen);
+      }
+      return times;
+    };
+    const insert = async (id: number) => {
+      const written = await request(`${cluster.routerUrls[0]}/v1/foundation/clock/insert`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ documents: [{ _id: id }] }),
+      });
+      expect(await written.body.json()).toMatchObject({ insertedCount: 1 });
+    };
+    // The first insert creates the database and collection, ticking ConfigTime, which ClusterTime follows.
+    await insert(1);
+    const before = await clusterTimes();
+    await insert(2);
+    const after = await clusterTimes();
+    // The writing shard ticked past every time seen before the write; the other may have heard
+    // of it since (the config server's shard monitor gossips it on).
+    const latest = (times: typeof before) => times.map((t) => t.clusterTime).reduce((a, b) => (later(a, b) ? a : b));
+    const ticked = latest(after);
+    expect(later(latest(before), ticked)).toBe(false);
+    expect(after.every((time) => !later(time.configTime, ticked))).toBe(true);
+    expect(Math.abs(ticked.t - Date.now() / 1000)).toBeLessThan(60);
   });
 
   it('is not advanced by a request that fails authentication', async () => {

@@ -40,6 +40,8 @@ export const ERROR_CODES = {
   NO_SUCH_TRANSACTION: { code: 251, codeName: 'NoSuchTransaction', retryable: false },
   TRANSACTION_TOO_OLD: { code: 225, codeName: 'TransactionTooOld', retryable: false },
   INCOMPLETE_TRANSACTION_HISTORY: { code: 217, codeName: 'IncompleteTransactionHistory', retryable: false },
+  CLUSTER_TIME_FAILS_RATE_LIMITER: { code: 209, codeName: 'ClusterTimeFailsRateLimiter', retryable: false },
+  TIME_PROOF_MISMATCH: { code: 293, codeName: 'TimeProofMismatch', retryable: false },
   INTERNAL: { code: 1, codeName: 'InternalError', retryable: false },
 } as const satisfies Record<string, { code: number; codeName: string; retryable: boolean }>;
 

@@ -43,7 +43,7 @@ describe('hot routes (served by Fastify outside Nest)', () => {
   const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
     app.inject({ method: 'POST', url, payload: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
   const signed = (url: string, body: unknown, key = KEY) => {
-    const time = vectorTimeHeaders({ configTime: { t: 7, i: 1 }, topologyTime: { t: 3, i: 2 } });
+    const time = vectorTimeHeaders({ clusterTime: { t: 8, i: 4 }, configTime: { t: 7, i: 1 }, topologyTime: { t: 3, i: 2 } });
     return post(url, body, { ...time, ...signRequest(key, 'POST', url, JSON.stringify(body), Date.now(), time) });
   };
 
@@ -51,7 +51,11 @@ describe('hot routes (served by Fastify outside Nest)', () => {
     const response = await signed('/internal/echo', { a: 1 });
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual({ echoed: { a: 1 } });
-    expect(app.get(VectorClockService).now()).toEqual({ configTime: { t: 7, i: 1 }, topologyTime: { t: 3, i: 2 } });
+    expect(app.get(VectorClockService).now()).toEqual({
+      clusterTime: { t: 8, i: 4 },
+      configTime: { t: 7, i: 1 },
+      topologyTime: { t: 3, i: 2 },
+    });
   });
 
   it('refuses a request signed with another key with 401, before the handler runs', async () => {

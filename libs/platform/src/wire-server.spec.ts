@@ -63,7 +63,7 @@ class TestModule {}
 
 /** A client's clock: what it last learned from verified answers. */
 class Gossip implements ClockGossip {
-  time: VectorTime = { configTime: { t: 5, i: 0 }, topologyTime: { t: 2, i: 0 } };
+  time: VectorTime = { clusterTime: { t: 6, i: 2 }, configTime: { t: 5, i: 0 }, topologyTime: { t: 2, i: 0 } };
   now(): VectorTime {
     return this.time;
   }
@@ -107,10 +107,16 @@ describe('the internal wire (frames over an upgraded connection)', () => {
     expect(answer).toEqual(
       await new InternalHttpClient(url, { clusterKey: KEY, dispatcher }).call('POST', '/internal/echo', { a: [1, 'é'] }),
     );
-    expect(app.get(VectorClockService).now()).toEqual({ configTime: { t: 5, i: 0 }, topologyTime: { t: 2, i: 0 } });
+    expect(app.get(VectorClockService).now()).toEqual({
+      clusterTime: { t: 6, i: 2 },
+      configTime: { t: 5, i: 0 },
+      topologyTime: { t: 2, i: 0 },
+    });
     app.get(VectorClockService).advance({ configTime: { t: 9, i: 1 } });
+    app.get(VectorClockService).tickClusterTime(9);
     await client({ gossip }).call('POST', '/internal/echo', {});
     expect(gossip.time.configTime).toEqual({ t: 9, i: 1 });
+    expect(gossip.time.clusterTime).toEqual({ t: 9, i: 2 });
   });
 
   it("answers any other internal route through the app's pipeline: guard, controller, exception filter", async () => {

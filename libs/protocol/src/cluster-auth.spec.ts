@@ -47,6 +47,21 @@ describe('internal request signatures', () => {
     expect(verifyRequest(key, { ...request, signed: { 'x-tessera-config-time': '4000000000,1' } }, now).ok).toBe(false);
   });
 
+  it('refuse a request whose ClusterTime header was added or changed after signing', () => {
+    const time = { 'x-tessera-cluster-time': '10,2' };
+    const headers = signRequest(key, 'POST', '/internal/x', '', now, time);
+    const request = {
+      method: 'POST',
+      pathWithQuery: '/internal/x',
+      body: '',
+      date: headers[DATE_HEADER],
+      signature: headers[SIGNATURE_HEADER],
+    };
+    expect(verifyRequest(key, { ...request, signed: time }, now)).toEqual({ ok: true });
+    expect(verifyRequest(key, { ...request, signed: { 'x-tessera-cluster-time': '4000000000,1' } }, now).ok).toBe(false);
+    expect(verifyRequest(key, { ...request, signed: {} }, now).ok).toBe(false);
+  });
+
   it('refuse a signature made with another key', () => {
     expect(verifyRequest(key, signed({}, 'o'.repeat(64)), now).ok).toBe(false);
   });

@@ -19,7 +19,7 @@ export interface SignedHeaders {
 }
 
 /** Headers whose values the signature covers besides method, path, date and body. */
-export const SIGNED_HEADERS = ['x-tessera-config-time', 'x-tessera-topology-time'] as const;
+export const SIGNED_HEADERS = ['x-tessera-cluster-time', 'x-tessera-config-time', 'x-tessera-topology-time'] as const;
 export type SignedHeaderValues = Partial<Record<(typeof SIGNED_HEADERS)[number], string>>;
 
 /**
@@ -36,10 +36,7 @@ function mac(
   signed: SignedHeaderValues,
 ): Buffer {
   const headers = SIGNED_HEADERS.map((name) => `${name}:${signed[name] ?? ''}`).join('\n');
-  return createHmac('sha256', key)
-    .update(`${method.toUpperCase()}\n${pathWithQuery}\n${date}\n${headers}\n`)
-    .update(body)
-    .digest();
+  return createHmac('sha256', key).update(`${method.toUpperCase()}\n${pathWithQuery}\n${date}\n${headers}\n`).update(body).digest();
 }
 
 /** Returns the headers that authenticate one internal request. */

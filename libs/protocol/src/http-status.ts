@@ -12,8 +12,10 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'INVALID_NAMESPACE':
     case 'SHARD_KEY_NOT_FOUND':
     case 'IMMUTABLE_FIELD':
+    case 'CLUSTER_TIME_FAILS_RATE_LIMITER':
       return 400;
     case 'UNAUTHORIZED':
+    case 'TIME_PROOF_MISMATCH':
       return 401;
     case 'NAMESPACE_NOT_FOUND':
     case 'CURSOR_NOT_FOUND':

@@ -10,6 +10,9 @@ import {
 import { type ClusterTimestamp, type VectorTime, laterClusterTime, tickClusterTime } from '@tessera/core';
 import { VectorClockService } from '@tessera/platform';
 
+/** The components the config server ticks and stores (ClusterTime is the shards' to tick). */
+type CatalogTime = Pick<VectorTime, 'configTime' | 'topologyTime'>;
+
 interface ClockRow {
   config_time_t: string;
   config_time_i: string;
@@ -26,7 +29,7 @@ interface ClockRow {
  */
 @Injectable()
 export class ConfigClockService implements OnModuleInit, EntitySubscriberInterface {
-  private readonly pending = new WeakMap<QueryRunner, VectorTime>();
+  private readonly pending = new WeakMap<QueryRunner, CatalogTime>();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -41,9 +44,9 @@ export class ConfigClockService implements OnModuleInit, EntitySubscriberInterfa
 
   /**
    * Ticks ConfigTime (and TopologyTime when `topology`) inside `manager`'s transaction and
-   * returns the new vector time; the commit's ConfigTime is `configTime`.
+   * returns the new times; the commit's ConfigTime is `configTime`.
    */
-  async tick(manager: EntityManager, options: { topology?: boolean } = {}): Promise<VectorTime> {
+  async tick(manager: EntityManager, options: { topology?: boolean } = {}): Promise<CatalogTime> {
     const rows: ClockRow[] = await manager.query('SELECT * FROM vector_clock FOR UPDATE');
     const stored = timeOf(rows[0]!);
     const configTime = tickClusterTime(laterClusterTime(stored.configTime, this.clock.now().configTime), Date.now() / 1000);
@@ -76,7 +79,7 @@ export class ConfigClockService implements OnModuleInit, EntitySubscriberInterfa
   }
 }
 
-function timeOf(row: ClockRow): VectorTime {
+function timeOf(row: ClockRow): CatalogTime {
   const ts = (t: string, i: string): ClusterTimestamp => ({ t: Number(t), i: Number(i) });
   return { configTime: ts(row.config_time_t, row.config_time_i), topologyTime: ts(row.topology_time_t, row.topology_time_i) };
 }

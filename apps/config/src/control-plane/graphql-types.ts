@@ -12,6 +12,8 @@ export class ClusterTimestampType {
 
 @ObjectType('VectorClock', { description: "This config process's vector clock." })
 export class VectorClockType {
+  @Field(() => ClusterTimestampType, { description: 'The latest ClusterTime this process has seen: the shards tick it for every write.' })
+  clusterTime!: ClusterTimestampType;
   @Field(() => ClusterTimestampType) configTime!: ClusterTimestampType;
   @Field(() => ClusterTimestampType) topologyTime!: ClusterTimestampType;
 }

@@ -36,7 +36,7 @@ import {
   namespaceSchema,
   updateCommandSchema,
 } from '@tessera/protocol';
-import { LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
+import { LOGGER, type Periodic, VectorClockService, parseWith, runPeriodically } from '@tessera/platform';
 import { RetryableWriteService } from '../sessions/retryable-write.service.js';
 import { retryableInsertOf, retryableWriteOf } from '../sessions/retryable-write.js';
 import type { StatementHistory } from './statement-history.js';
@@ -70,6 +70,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     private readonly collections: CollectionResolver,
     private readonly runtime: ShardingRuntime,
     private readonly retryable: RetryableWriteService,
+    private readonly clock: VectorClockService,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.store = new DocumentStore(dataSource);
@@ -281,7 +282,10 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const resolved = await this.collections.resolve(command, create, kind);
     if (resolved === undefined) return missing();
     try {
-      return await work(resolved.handle, resolved.collection.uuid);
+      const result = await work(resolved.handle, resolved.collection.uuid);
+      // After the write committed: a node told this time finds the write.
+      if (kind === 'write') this.clock.tickClusterTime();
+      return result;
     } finally {
       resolved.lease.release();
     }

@@ -1,11 +1,14 @@
+import { TesseraError } from '../errors.js';
 import { type ClusterTimestamp, compareClusterTimestamps, makeClusterTimestamp } from './cluster-timestamp.js';
 
 /**
  * The vector clock's components that Tessera gossips between nodes (sharding-internals.md, "The
- * vector clock"): ConfigTime ticks on every catalog write, TopologyTime when a shard is added
- * or removed, and TopologyTime <= ConfigTime always holds.
+ * vector clock"): ClusterTime ticks on every write to user data on a shard, ConfigTime on every
+ * catalog write, TopologyTime when a shard is added or removed, and
+ * ClusterTime >= ConfigTime >= TopologyTime always holds.
  */
 export interface VectorTime {
+  readonly clusterTime: ClusterTimestamp;
   readonly configTime: ClusterTimestamp;
   readonly topologyTime: ClusterTimestamp;
 }
@@ -20,17 +23,40 @@ export function tickClusterTime(last: ClusterTimestamp, nowSeconds: number): Clu
   return seconds > last.t ? makeClusterTimestamp(seconds, 1) : makeClusterTimestamp(last.t, last.i + 1);
 }
 
+/**
+ * Refuses a ClusterTime more than `maxDriftSecs` ahead of the wall clock second `nowSeconds`
+ * (MongoDB's maxAcceptableLogicalClockDriftSecs): a node that advanced to it would give every
+ * later write a time that far in the future, and a signed time that far ahead means a clock
+ * gone wrong, not a node that wrote. Throws `CLUSTER_TIME_FAILS_RATE_LIMITER`.
+ */
+export function checkClusterTimeDrift(received: ClusterTimestamp, nowSeconds: number, maxDriftSecs: number): void {
+  const ahead = received.t - Math.floor(nowSeconds);
+  if (ahead > maxDriftSecs) {
+    throw new TesseraError(
+      'CLUSTER_TIME_FAILS_RATE_LIMITER',
+      `New cluster time, ${received.t}, is too far from this node's wall clock time, ${Math.floor(nowSeconds)}: it is ${ahead} s ahead, more than maxAcceptableLogicalClockDriftSecs (${maxDriftSecs} s)`,
+      { details: { clusterTime: received, wallClockSeconds: Math.floor(nowSeconds), maxAcceptableLogicalClockDriftSecs: maxDriftSecs } },
+    );
+  }
+}
+
 /** The later of two cluster timestamps (`a` when equal). Throws nothing. */
 export function laterClusterTime(a: ClusterTimestamp, b: ClusterTimestamp): ClusterTimestamp {
   return compareClusterTimestamps(a, b) >= 0 ? a : b;
 }
 
-/** `current` advanced by what another node reported: each component only moves forward. Throws nothing. */
+/**
+ * `current` advanced by what another node reported: each component only moves forward, and
+ * ClusterTime moves to ConfigTime when that passed it, so the components' order holds. Throws nothing.
+ */
 export function advanceVectorTime(current: VectorTime, received: Partial<VectorTime>): VectorTime {
+  const later = (mine: ClusterTimestamp, theirs: ClusterTimestamp | undefined) =>
+    theirs === undefined ? mine : laterClusterTime(mine, theirs);
+  const configTime = later(current.configTime, received.configTime);
   return {
-    configTime: received.configTime === undefined ? current.configTime : laterClusterTime(current.configTime, received.configTime),
-    topologyTime:
-      received.topologyTime === undefined ? current.topologyTime : laterClusterTime(current.topologyTime, received.topologyTime),
+    clusterTime: laterClusterTime(later(current.clusterTime, received.clusterTime), configTime),
+    configTime,
+    topologyTime: later(current.topologyTime, received.topologyTime),
   };
 }
 
