@@ -5,6 +5,7 @@ import { MigrationDecisions1763900300000 } from './1763900300000-migration-decis
 import { EventSequence1763900900000 } from './1763900900000-event-sequence.js';
 import { BalancerState1763901000000 } from './1763901000000-balancer-state.js';
 import { Sessions1763901100000 } from './1763901100000-sessions.js';
+import { ClusterTimeKeys1764200000000 } from './1764200000000-cluster-time-keys.js';
 
 /** The config database's migrations, in order. Listed explicitly: globs do not load under ESM. */
 export const configMigrations = [
@@ -15,4 +16,5 @@ export const configMigrations = [
   EventSequence1763900900000,
   BalancerState1763901000000,
   Sessions1763901100000,
+  ClusterTimeKeys1764200000000,
 ];

@@ -11,6 +11,9 @@ import { MetadataCommitService } from './catalog/metadata-commit.service.js';
 import { ChangelogController } from './changelog/changelog.controller.js';
 import { ChangelogRetentionService } from './changelog/changelog-retention.service.js';
 import { ChangelogService } from './changelog/changelog.service.js';
+import { ClusterTimeKeysController } from './clock/cluster-time-keys.controller.js';
+import { ClusterTimeKeysService } from './clock/cluster-time-keys.service.js';
+import { ClusterTimeKeysStore } from './clock/cluster-time-keys.store.js';
 import { ConfigClockService } from './clock/config-clock.service.js';
 import { ClusterIdentityService } from './cluster-identity.service.js';
 import { CollectionDdlService } from './ddl/collection-ddl.service.js';
@@ -84,11 +87,14 @@ export class ConfigServerModule {
         SettingsController,
         BalancerController,
         SessionsController,
+        ClusterTimeKeysController,
         ...(settings.TESSERA_GRAPHQL_DEVELOPMENT ? [GraphiqlController] : []),
       ],
       providers: [
         ClusterIdentityService,
         ConfigClockService,
+        ClusterTimeKeysStore,
+        ClusterTimeKeysService,
         ChangelogService,
         ChangelogRetentionService,
         ShardMonitorService,

@@ -49,6 +49,12 @@ export const configSettingsSchema = z.object({
    * sessions in about a second (0.02) with the same one setting.
    */
   TESSERA_LOCAL_LOGICAL_SESSION_TIMEOUT_MINUTES: z.coerce.number().positive().max(525_600).default(30),
+  /**
+   * MongoDB's KeysRotationIntervalSec: each HMAC key signs ClusterTime for this long (90 days),
+   * the next one is generated a whole interval ahead, and a key still verifies for one interval
+   * after it stopped signing, so nothing signed in flight fails across a rotation.
+   */
+  TESSERA_KEYS_ROTATION_INTERVAL_SECS: z.coerce.number().int().min(1).max(2_147_483_647).default(7_776_000),
   /** MongoDB's logicalSessionRefreshMillis, as the config server reads it: how often the leader expires sessions (5 min). */
   TESSERA_LOGICAL_SESSION_REFRESH_MILLIS: millisecondsSetting(300_000),
   /** The control plane's admin token: GraphQL mutations need it (it also grants what the viewer token does). Unset: no mutations. */

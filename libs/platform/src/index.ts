@@ -13,6 +13,7 @@ export * from './validation.js';
 export * from './periodic.js';
 export * from './internal-clients.js';
 export * from './vector-clock.service.js';
+export * from './cluster-time-keys.js';
 export * from './hot-routes.js';
 export * from './logical-session-cache.js';
 export * from './session-metrics.js';

@@ -40,6 +40,7 @@ import type {
 } from './balancer-messages.js';
 import type { MigrationDecision, MoveChunkRequest, MoveRangeRequest, MoveRangeResult } from './migration-messages.js';
 import type { LiveSessionsRequest, RefreshSessionsRequest, RefreshSessionsResult } from './session-messages.js';
+import type { ClusterTimeKeys } from './cluster-time-keys.js';
 
 /** Typed client of the config server's internal API. */
 export class ConfigClient {
@@ -239,5 +240,10 @@ export class ConfigClient {
   /** Which of `ids` the sessions table still holds (a shard reaps the records of the others). */
   liveSessions(request: LiveSessionsRequest): Promise<{ live: string[] }> {
     return this.http.call('POST', '/internal/sessions/live', request);
+  }
+
+  /** The keys that sign or still verify ClusterTime (the leader generates them ahead of need). */
+  clusterTimeKeys(): Promise<ClusterTimeKeys> {
+    return this.http.call('GET', '/internal/clusterTimeKeys');
   }
 }

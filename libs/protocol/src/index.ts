@@ -5,6 +5,7 @@ export * from './internal-http-client.js';
 export * from './messages.js';
 export * from './shard-client.js';
 export * from './clock-gossip.js';
+export * from './cluster-time-keys.js';
 export * from './ddl-messages.js';
 export * from './catalog-messages.js';
 export * from './data-messages.js';
