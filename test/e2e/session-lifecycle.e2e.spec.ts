@@ -93,7 +93,7 @@ describe('logical sessions', () => {
     const cursorId = await openCursor(id);
     await eventually(async () => ((await knownBy(id.$uuid)) === undefined ? undefined : true), 'the session in the table');
     expect((await nextBatch(cursorId)).status).toBe(200);
-    expect((await api.call('POST', '/v1/admin/endSessions', { ids: [{ id }] })).json).toEqual({ ok: 1 });
+    expect((await api.call('POST', '/v1/admin/endSessions', { ids: [{ id }] })).json).toMatchObject({ ok: 1 });
     await eventually(async () => ((await knownBy(id.$uuid)) === undefined ? true : undefined), 'the ended session to leave the table');
     await eventually(async () => ((await nextBatch(cursorId)).json.codeName === 'CursorNotFound' ? true : undefined), 'its cursor killed');
   });

@@ -1,4 +1,5 @@
 import { runNode } from '@tessera/platform';
+import { ClusterTimeGossip } from './clock/cluster-time-gossip.service.js';
 import { collectionHotRoutes } from './controllers/collection.routes.js';
 import { QueryService } from './reads/query.service.js';
 import { RouterModule } from './router.module.js';
@@ -9,5 +10,6 @@ await runNode({
   role: 'router',
   settingsSchema: routerSettingsSchema,
   module: (settings, logger) => RouterModule.forRoot(settings, logger),
+  configure: (app) => app.get(ClusterTimeGossip).install(app.getHttpAdapter().getInstance()),
   hotRoutes: (app) => collectionHotRoutes(app.get(WriteService), app.get(QueryService)),
 });

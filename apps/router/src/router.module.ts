@@ -1,3 +1,4 @@
+import { ClusterTimeGossip } from './clock/cluster-time-gossip.service.js';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { PlatformModule } from '@tessera/platform';
@@ -47,6 +48,7 @@ export class RouterModule {
         WriteService,
         DocumentsService,
         IndexesService,
+        ClusterTimeGossip,
       ],
     };
   }

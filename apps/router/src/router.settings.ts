@@ -7,6 +7,12 @@ export const routerSettingsSchema = z.object({
   TESSERA_CONFIG_URL: z.url({ protocol: /^https?$/, error: 'is required: the config server URL, e.g. http://127.0.0.1:7080' }),
   /** How often the router renews its registration (MongoDB's mongos pings every 30 s). */
   TESSERA_ROUTER_PING_INTERVAL_MS: millisecondsSetting(30_000),
+  /**
+   * MongoDB's maxAcceptableLogicalClockDriftSecs: a client's $clusterTime further ahead of this
+   * node's wall clock is refused (ClusterTimeFailsRateLimiter). MongoDB's default is a year;
+   * 60 s suits clocks kept in sync.
+   */
+  TESSERA_MAX_ACCEPTABLE_LOGICAL_CLOCK_DRIFT_SECS: z.coerce.number().int().min(1).max(31_536_000).default(60),
   ...logicalSessionSettingsShape,
 });
 
