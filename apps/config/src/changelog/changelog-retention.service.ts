@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { LOGGER, type Queryable, SETTINGS, queryRows } from '@tessera/platform';
 import type { ConfigSettings } from '../config.settings.js';
-import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
+import { LeaderService } from '../leader/leader.service.js';
 import { LeaderPeriodic } from '../leader/leader-periodic.js';
 
 /** Rows one DELETE removes at most, so that no statement holds the changelog for long. */
@@ -39,23 +39,17 @@ export async function pruneChangelog(db: Queryable, maxRows: number, batch = PRU
  * the table without end. An event stream resumed from a pruned `seq` starts at the oldest row kept.
  */
 @Injectable()
-export class ChangelogRetentionService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
-  readonly name = 'changelog retention';
-  private readonly loop = new LeaderPeriodic();
+export class ChangelogRetentionService implements OnModuleInit, OnApplicationShutdown {
+  private readonly loop: LeaderPeriodic;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly leader: LeaderService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
-
-  onModuleInit(): void {
-    this.leader.register(this);
-  }
-
-  async startAsLeader(): Promise<void> {
-    this.loop.start(
+  ) {
+    this.loop = new LeaderPeriodic(
+      'changelog retention',
       async () => {
         const deleted = await pruneChangelog(this.dataSource, this.settings.TESSERA_CHANGELOG_MAX_ROWS);
         if (deleted > 0)
@@ -66,8 +60,8 @@ export class ChangelogRetentionService implements LeaderOnlyService, OnModuleIni
     );
   }
 
-  async stopAsLeader(): Promise<void> {
-    this.loop.stop();
+  onModuleInit(): void {
+    this.leader.register(this.loop);
   }
 
   onApplicationShutdown(): void {

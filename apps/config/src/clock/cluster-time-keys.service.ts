@@ -6,7 +6,7 @@ import { LOGGER, SETTINGS } from '@tessera/platform';
 import type { ClusterTimeKeys } from '@tessera/protocol';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
-import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
+import { LeaderService } from '../leader/leader.service.js';
 import { LeaderPeriodic } from '../leader/leader-periodic.js';
 import { ClusterTimeKeysStore } from './cluster-time-keys.store.js';
 
@@ -25,9 +25,8 @@ const KEY_BYTES = 20;
  * `clusterTimeKey.generated` changelog row (its id and expiry, never the secret).
  */
 @Injectable()
-export class ClusterTimeKeysService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
-  readonly name = 'cluster time keys';
-  private readonly loop = new LeaderPeriodic();
+export class ClusterTimeKeysService implements OnModuleInit, OnApplicationShutdown {
+  private readonly loop: LeaderPeriodic;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -36,22 +35,17 @@ export class ClusterTimeKeysService implements LeaderOnlyService, OnModuleInit, 
     private readonly leader: LeaderService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
-
-  onModuleInit(): void {
-    this.leader.register(this);
-  }
-
-  async startAsLeader(): Promise<void> {
-    this.loop.start(
+  ) {
+    this.loop = new LeaderPeriodic(
+      'cluster time keys',
       async () => void (await this.generateIfNeeded()),
       Math.min(MAX_CHECK_INTERVAL_MS, (this.interval * 1000) / 4),
       (error) => this.logger.warn({ err: error }, `generating cluster time keys failed: ${(error as Error).message}; will retry`),
     );
   }
 
-  async stopAsLeader(): Promise<void> {
-    this.loop.stop();
+  onModuleInit(): void {
+    this.leader.register(this.loop);
   }
 
   onApplicationShutdown(): void {

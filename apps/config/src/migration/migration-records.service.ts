@@ -7,7 +7,7 @@ import { InternalClients, LOGGER, SETTINGS, parseWith } from '@tessera/platform'
 import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import type { FencedTransaction } from '../ddl/ddl-coordinator.js';
-import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
+import { LeaderService } from '../leader/leader.service.js';
 import { LeaderPeriodic } from '../leader/leader-periodic.js';
 import { ActiveMigrationStore, type MigrationRecord } from './active-migration.store.js';
 
@@ -30,9 +30,8 @@ const DRAIN_LOG_MS = 10_000;
  *   run it: its record stays until it answers.
  */
 @Injectable()
-export class MigrationRecordsService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
-  readonly name = 'migration records';
-  private readonly loop = new LeaderPeriodic();
+export class MigrationRecordsService implements OnModuleInit, OnApplicationShutdown {
+  private readonly loop: LeaderPeriodic;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -42,14 +41,9 @@ export class MigrationRecordsService implements LeaderOnlyService, OnModuleInit,
     private readonly leader: LeaderService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
-
-  onModuleInit(): void {
-    this.leader.register(this);
-  }
-
-  async startAsLeader(): Promise<void> {
-    this.loop.start(
+  ) {
+    this.loop = new LeaderPeriodic(
+      'migration records',
       async () => {
         await this.reconcile();
       },
@@ -58,8 +52,8 @@ export class MigrationRecordsService implements LeaderOnlyService, OnModuleInit,
     );
   }
 
-  async stopAsLeader(): Promise<void> {
-    this.loop.stop();
+  onModuleInit(): void {
+    this.leader.register(this.loop);
   }
 
   onApplicationShutdown(): void {

@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import { LOGGER, SETTINGS } from '@tessera/platform';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
-import { type LeaderOnlyService, LeaderService } from '../leader/leader.service.js';
+import { LeaderService } from '../leader/leader.service.js';
 import { LeaderPeriodic } from '../leader/leader-periodic.js';
 import { sessionChangelogEntries } from './session-changelog.js';
 import { SessionsStore } from './sessions.store.js';
@@ -20,9 +20,8 @@ const EXPIRE_BATCH = 1_000;
  * longer names them.
  */
 @Injectable()
-export class SessionExpiryService implements LeaderOnlyService, OnModuleInit, OnApplicationShutdown {
-  readonly name = 'session expiry';
-  private readonly loop = new LeaderPeriodic();
+export class SessionExpiryService implements OnModuleInit, OnApplicationShutdown {
+  private readonly loop: LeaderPeriodic;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -31,14 +30,9 @@ export class SessionExpiryService implements LeaderOnlyService, OnModuleInit, On
     private readonly leader: LeaderService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
-
-  onModuleInit(): void {
-    this.leader.register(this);
-  }
-
-  async startAsLeader(): Promise<void> {
-    this.loop.start(
+  ) {
+    this.loop = new LeaderPeriodic(
+      'session expiry',
       async () => {
         const expired = await this.expire();
         if (expired > 0) this.logger.info({ expired }, `sessions: ${expired} unused sessions expired`);
@@ -48,8 +42,8 @@ export class SessionExpiryService implements LeaderOnlyService, OnModuleInit, On
     );
   }
 
-  async stopAsLeader(): Promise<void> {
-    this.loop.stop();
+  onModuleInit(): void {
+    this.leader.register(this.loop);
   }
 
   onApplicationShutdown(): void {
