@@ -146,6 +146,30 @@ describe('the GraphQL control plane', () => {
     expect(listed.data?.cluster.databases).toEqual([]);
   });
 
+  it('lists the ClusterTime signing keys to the admin only: ids and expiries, newest first, never the secret', async () => {
+    const query = '{ clusterTimeKeys { keyId expiresAt } }';
+    const listed = await eventually(async () => {
+      const { clusterTimeKeys } = await admin<{ clusterTimeKeys: Array<{ keyId: string; expiresAt: string }> }>(query);
+      return clusterTimeKeys.length >= 2 ? clusterTimeKeys : undefined;
+    }, 'the leader to generate the signing key and the next');
+    for (const key of listed) {
+      expect(key.keyId).toMatch(/^\d+$/);
+      expect(new Date(key.expiresAt).toISOString()).toBe(key.expiresAt);
+    }
+    expect(BigInt(listed[0]!.keyId)).toBeGreaterThan(BigInt(listed[1]!.keyId));
+    expect(Date.parse(listed[0]!.expiresAt)).toBeGreaterThan(Date.parse(listed[1]!.expiresAt));
+
+    const asViewer = await graphql(query, {}, VIEWER);
+    const mutationAsViewer = await graphql('mutation { enableSharding(db: "cp") { name } }', {}, VIEWER);
+    expect(asViewer.errors?.[0]?.extensions).toMatchObject({ code: 'UNAUTHORIZED', details: { needs: 'admin', role: 'viewer' } });
+    expect(asViewer.errors?.[0]?.extensions).toEqual(mutationAsViewer.errors?.[0]?.extensions);
+    expect(asViewer.data).toBeNull();
+
+    const secret = await graphql('{ clusterTimeKeys { keyId key } }', {}, ADMIN);
+    expect(secret.errors?.[0]?.extensions?.code, JSON.stringify(secret)).toBe('BAD_VALUE');
+    expect(secret.errors?.[0]?.message).toMatch(/Cannot query field "key"/);
+  });
+
   it('refuses an over-deep query before running it', async () => {
     const deep = await graphql('{ cluster { databases { collections { chunks { nodes { shard } } } } } }');
     expect(deep.errors?.[0]?.extensions?.code, JSON.stringify(deep)).toBe('BAD_VALUE');

@@ -50,4 +50,17 @@ describe('cluster time keys', () => {
     expect(logged.map((r) => r.details.keyId)).toEqual([...first, ...rotated]);
     expect(JSON.stringify(logged)).not.toContain((await keys.keys(at(10))).keys[0]!.key);
   });
+
+  it('lists every key ever generated, newest first, with its id and expiry and never its secret', async () => {
+    await keys.generateIfNeeded(t0);
+    const stored: Array<{ key_id: string; expires_at: Date }> = await db.dataSource.query(
+      'SELECT key_id::text, expires_at FROM cluster_time_keys',
+    );
+    const newestFirst = stored.sort((a, b) => (BigInt(b.key_id) > BigInt(a.key_id) ? 1 : -1));
+    expect(newestFirst.length).toBeGreaterThanOrEqual(2);
+
+    const listed = await keys.expiries();
+    expect(listed).toEqual(newestFirst.map((r) => ({ keyId: r.key_id, expiresAt: r.expires_at })));
+    expect(listed[0]).not.toHaveProperty('key');
+  });
 });

@@ -8,7 +8,7 @@ import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { LeaderService } from '../leader/leader.service.js';
 import { LeaderPeriodic } from '../leader/leader-periodic.js';
-import { ClusterTimeKeysStore } from './cluster-time-keys.store.js';
+import { ClusterTimeKeysStore, type StoredKeyExpiry } from './cluster-time-keys.store.js';
 
 /** The most the leader waits between two checks of the keys. */
 const MAX_CHECK_INTERVAL_MS = 60_000;
@@ -81,6 +81,11 @@ export class ClusterTimeKeysService implements OnModuleInit, OnApplicationShutdo
   async keys(now: Date = new Date()): Promise<ClusterTimeKeys> {
     const keys = await this.store.since(this.dataSource.manager, new Date(now.getTime() - this.interval * 1000));
     return { keys, rotationIntervalSecs: this.interval };
+  }
+
+  /** Every key generated, newest first: ids and expiries only, for operators (the control plane). */
+  async expiries(): Promise<StoredKeyExpiry[]> {
+    return this.store.expiries(this.dataSource.manager);
   }
 
   private get interval(): number {

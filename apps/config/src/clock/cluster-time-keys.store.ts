@@ -25,6 +25,14 @@ export class ClusterTimeKeysStore {
     return rows.map((r) => ({ keyId: r.key_id, expiresAt: r.expires_at }));
   }
 
+  /** Every key's id and expiry, newest first (keyIds only grow); the secret is not read. */
+  async expiries(manager: EntityManager): Promise<StoredKeyExpiry[]> {
+    const rows: Array<{ key_id: string; expires_at: Date }> = await manager.query(
+      'SELECT key_id::text, expires_at FROM cluster_time_keys ORDER BY key_id DESC',
+    );
+    return rows.map((r) => ({ keyId: r.key_id, expiresAt: r.expires_at }));
+  }
+
   /** The highest keyId ever given, when any. */
   async highestKeyId(manager: EntityManager): Promise<bigint | undefined> {
     const [row]: Array<{ key_id: string | null }> = await manager.query('SELECT max(key_id)::text AS key_id FROM cluster_time_keys');

@@ -20,15 +20,23 @@ export function roleOfToken(
   return undefined;
 }
 
-/** Throws `UNAUTHORIZED` unless `role` may do `what` (`read`: queries and subscriptions; `change`: mutations). */
-export function assertAllowed(role: ControlPlaneRole | undefined, what: 'read' | 'change'): void {
+/**
+ * What a root field asks: `read` (queries and subscriptions) needs a viewer or admin token;
+ * `change` (mutations) and `adminRead` (queries marked `@AdminOnly()`) need the admin token.
+ */
+export type ControlPlaneAccess = 'read' | 'change' | 'adminRead';
+
+/** Throws `UNAUTHORIZED` unless `role` may do `what`. */
+export function assertAllowed(role: ControlPlaneRole | undefined, what: ControlPlaneAccess): void {
+  const needs: ControlPlaneRole = what === 'read' ? 'viewer' : 'admin';
   if (role === undefined) {
     throw new TesseraError('UNAUTHORIZED', 'the control plane needs a viewer or admin token (Authorization: Bearer <token>)', {
-      details: { needs: what === 'change' ? 'admin' : 'viewer' },
+      details: { needs },
     });
   }
-  if (what === 'change' && role !== 'admin') {
-    throw new TesseraError('UNAUTHORIZED', 'mutations need the admin token; the token given is a viewer token', {
+  if (needs === 'admin' && role !== 'admin') {
+    const asking = what === 'change' ? 'mutations need' : 'this query needs';
+    throw new TesseraError('UNAUTHORIZED', `${asking} the admin token; the token given is a viewer token`, {
       details: { needs: 'admin', role },
     });
   }

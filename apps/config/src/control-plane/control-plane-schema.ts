@@ -3,6 +3,7 @@ import { GraphQLSchemaBuilderModule, GraphQLSchemaFactory } from '@nestjs/graphq
 import { lexicographicSortSchema, printSchema } from 'graphql';
 import { AdminResolver } from './admin.resolver.js';
 import { BalancerResolver } from './balancer.resolver.js';
+import { ClusterTimeKeysResolver } from './cluster-time-keys.resolver.js';
 import { ClusterResolver, DatabaseResolver, ShardResolver } from './cluster.resolver.js';
 import { CollectionResolver } from './collection.resolver.js';
 import { EventsResolver } from './events.resolver.js';
@@ -18,6 +19,7 @@ export const CONTROL_PLANE_RESOLVERS = [
   AdminResolver,
   BalancerResolver,
   SessionsResolver,
+  ClusterTimeKeysResolver,
 ] as const;
 
 /** The SDL the config server serves (sorted, as `sortSchema` sorts it): what `schema.graphql` must hold. */

@@ -25,10 +25,12 @@ describe('control plane tokens', () => {
     expect(roleOfToken({ TESSERA_ADMIN_TOKEN: undefined, TESSERA_VIEWER_TOKEN: undefined }, '')).toBeUndefined();
   });
 
-  it('lets viewers read, and only admins change', () => {
+  it('lets viewers read, and only admins change or read what is admin-only', () => {
     expect(() => assertAllowed('viewer', 'read')).not.toThrow();
     expect(() => assertAllowed('admin', 'change')).not.toThrow();
+    expect(() => assertAllowed('admin', 'adminRead')).not.toThrow();
     expect(() => assertAllowed('viewer', 'change')).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
+    expect(() => assertAllowed('viewer', 'adminRead')).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
     expect(() => assertAllowed(undefined, 'read')).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
   });
 });

@@ -18,6 +18,12 @@ export class VectorClockType {
   @Field(() => ClusterTimestampType) topologyTime!: ClusterTimestampType;
 }
 
+@ObjectType('ClusterTimeKey', { description: 'A key that signs ClusterTime (its id and expiry; the secret is never served).' })
+export class ClusterTimeKeyType {
+  @Field({ description: 'The 64-bit key id, in decimal: the keyId of signatures made with this key.' }) keyId!: string;
+  @Field({ description: 'When the key stops signing (it verifies for one more rotation interval).' }) expiresAt!: string;
+}
+
 @ObjectType('Shard')
 export class ShardType {
   @Field(() => ID) name!: string;
