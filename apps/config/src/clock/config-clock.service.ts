@@ -49,7 +49,9 @@ export class ConfigClockService implements OnModuleInit, EntitySubscriberInterfa
   async tick(manager: EntityManager, options: { topology?: boolean } = {}): Promise<CatalogTime> {
     const rows: ClockRow[] = await manager.query('SELECT * FROM vector_clock FOR UPDATE');
     const stored = timeOf(rows[0]!);
-    const configTime = tickClusterTime(laterClusterTime(stored.configTime, this.clock.now().configTime), Date.now() / 1000);
+    // Past every ClusterTime this node was told of (which is at least its ConfigTime): a commit's
+    // ConfigTime, e.g. a migration's validAfter, is then later than every write its sender had seen.
+    const configTime = tickClusterTime(laterClusterTime(stored.configTime, this.clock.now().clusterTime), Date.now() / 1000);
     const topologyTime = options.topology ? configTime : stored.topologyTime;
     await manager.query('UPDATE vector_clock SET config_time_t = $1, config_time_i = $2, topology_time_t = $3, topology_time_i = $4', [
       configTime.t,
