@@ -45,7 +45,7 @@ export async function runInserts(fixture: CrudFixture, settings: CrudSettings, r
     });
     const table = `raw${batch}`;
     await fixture.raw.query(
-      `CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
+      `CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL, valid_from int8 NOT NULL)`,
     );
     await fixture.raw.query(`CREATE INDEX ON ${table} (shard_key)`);
     const rawRate = await insertRun('raw pg', insertRaw(fixture.raw, table));
@@ -111,9 +111,15 @@ function insertRaw(raw: pg.Pool, table: string): Insert {
     });
     // The shard's statement: the documents as one JSON array, cut into rows by Postgres.
     await raw.query(
-      `INSERT INTO ${table} (id, shard_key, doc, size)
-         SELECT * FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
-      [rows.map((row) => row[0]), rows.map((row) => row[1]), `[${rows.map((row) => row[2]).join(',')}]`, rows.map((row) => row[3])],
+      `INSERT INTO ${table} (id, shard_key, doc, size, valid_from)
+         SELECT *, $5::int8 FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
+      [
+        rows.map((row) => row[0]),
+        rows.map((row) => row[1]),
+        `[${rows.map((row) => row[2]).join(',')}]`,
+        rows.map((row) => row[3]),
+        Date.now(),
+      ],
     );
   };
 }

@@ -33,7 +33,9 @@ const keyOf = (k: number) => Buffer.from(encodeKey(extractShardKey(pattern, { k 
 if (role === 'store') {
   const pool = new pg.Pool({ connectionString: target, max: 16 });
   const table = `floor_${port}`;
-  await pool.query(`CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`);
+  await pool.query(
+    `CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL, valid_from int8 NOT NULL)`,
+  );
   await pool.query(`CREATE INDEX ON ${table} (shard_key)`);
   app.post('/insert', async (req) => {
     const { documents } = req.body as { documents: Document[] };
@@ -42,9 +44,9 @@ if (role === 'store') {
     const keys = documents.map((d) => keyOf(d.k));
     const texts = documents.map((d, i) => JSON.stringify({ _id: { $oid: _ids[i]!.toHexString() }, ...d }));
     await pool.query(
-      `INSERT INTO ${table} (id, shard_key, doc, size)
-       SELECT * FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
-      [ids, keys, `[${texts.join(',')}]`, texts.map((t) => t.length)],
+      `INSERT INTO ${table} (id, shard_key, doc, size, valid_from)
+       SELECT *, $5::int8 FROM ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[]))`,
+      [ids, keys, `[${texts.join(',')}]`, texts.map((t) => t.length), Date.now()],
     );
     return { n: documents.length };
   });

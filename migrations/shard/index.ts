@@ -6,6 +6,7 @@ import { ShardKeySizes1763902000000 } from './1763902000000-shard-key-sizes.js';
 import { Transactions1763903000000 } from './1763903000000-transactions.js';
 import { TxnStatementsInRecords1764100000000 } from './1764100000000-txn-statements-in-records.js';
 import { TxnRecordLog1764200000000 } from './1764200000000-txn-record-log.js';
+import { DocumentHistory1764300000000 } from './1764300000000-document-history.js';
 
 /** A shard database's migrations, in order. */
 export const shardMigrations = [
@@ -17,4 +18,5 @@ export const shardMigrations = [
   Transactions1763903000000,
   TxnStatementsInRecords1764100000000,
   TxnRecordLog1764200000000,
+  DocumentHistory1764300000000,
 ];

@@ -219,7 +219,7 @@ describe('refineCollectionShardKey', () => {
       { _id: 1_000_000, customer: 'ada', cart: [1, 2] },
     ];
     await shardDb.query(
-      `INSERT INTO ${table} (id, shard_key, doc, size) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
+      `INSERT INTO ${table} (id, shard_key, doc, size, valid_from) SELECT *, 0 FROM unnest($1::bytea[], $2::bytea[], $3::json[], $4::int[])`,
       [
         documents.map((d) => Buffer.from(encodeKey([d._id]))),
         documents.map((d) => Buffer.from(encodeKey([d.customer]))),

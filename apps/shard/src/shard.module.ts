@@ -10,6 +10,9 @@ import { CollectionsController } from './collections/collections.controller.js';
 import { DataController } from './documents/data.controller.js';
 import { CollectionResolver } from './documents/collection-resolver.js';
 import { ShardDataService } from './documents/shard-data.service.js';
+import { ShardClockStore } from './history/shard-clock.store.js';
+import { SnapshotHistory } from './history/snapshot-history.service.js';
+import { WriteTimes } from './history/write-times.service.js';
 import { IdentityController } from './identity/identity.controller.js';
 import { ShardIdentityService } from './identity/shard-identity.service.js';
 import { DonorPreconditions } from './migration/donor-preconditions.js';
@@ -53,6 +56,9 @@ export class ShardModule {
       controllers: [IdentityController, CollectionsController, DataController, MigrationController, ChunksController],
       providers: [
         ShardIdentityService,
+        ShardClockStore,
+        WriteTimes,
+        SnapshotHistory,
         CollectionStorageService,
         ShardingRuntime,
         CollectionResolver,

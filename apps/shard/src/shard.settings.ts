@@ -15,6 +15,11 @@ export const shardSettingsSchema = z.object({
   TESSERA_MIGRATION_CRITICAL_SECTION_TIMEOUT_MS: millisecondsSetting(10_000),
   /** Documents per batch a recipient clones from a donor. */
   TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: z.coerce.number().int().min(1).max(100_000).default(20_000),
+  /**
+   * MongoDB's minSnapshotHistoryWindowInSeconds: how far back snapshot reads (`atClusterTime`)
+   * may go; replaced and deleted documents are kept that long. 0 keeps no history.
+   */
+  TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: z.coerce.number().int().min(0).max(86_400).default(300),
   ...logicalSessionSettingsShape,
 });
 

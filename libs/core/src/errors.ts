@@ -42,6 +42,7 @@ export const ERROR_CODES = {
   INCOMPLETE_TRANSACTION_HISTORY: { code: 217, codeName: 'IncompleteTransactionHistory', retryable: false },
   CLUSTER_TIME_FAILS_RATE_LIMITER: { code: 209, codeName: 'ClusterTimeFailsRateLimiter', retryable: false },
   TIME_PROOF_MISMATCH: { code: 293, codeName: 'TimeProofMismatch', retryable: false },
+  SNAPSHOT_TOO_OLD: { code: 239, codeName: 'SnapshotTooOld', retryable: false },
   INTERNAL: { code: 1, codeName: 'InternalError', retryable: false },
 } as const satisfies Record<string, { code: number; codeName: string; retryable: boolean }>;
 

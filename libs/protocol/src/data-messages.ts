@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { chunkVersionSchema } from './catalog-messages.js';
+import { chunkVersionSchema, clusterTimestampSchema } from './catalog-messages.js';
 import type { ErrorEnvelope } from '@tessera/core';
 
 /**
@@ -18,6 +18,18 @@ const versioned = {
   shardVersion: chunkVersionSchema,
   databaseVersion: databaseVersionSchema.optional(),
 };
+
+/**
+ * A read's ClusterTime: `afterClusterTime` (causal consistency: see every write up to it) or
+ * `atClusterTime` (a snapshot read: the data as it was then), never both. The router resolves
+ * the public readConcern into this.
+ */
+export const shardReadConcernSchema = z
+  .strictObject({ afterClusterTime: clusterTimestampSchema.optional(), atClusterTime: clusterTimestampSchema.optional() })
+  .refine((c) => c.afterClusterTime === undefined || c.atClusterTime === undefined, {
+    message: 'readConcern takes afterClusterTime or atClusterTime, not both',
+  });
+export type ShardReadConcern = z.infer<typeof shardReadConcernSchema>;
 
 /** A logical session id as it travels between nodes: MongoDB's `lsid: { id: <UUID> }`. */
 export const lsidSchema = z.strictObject({ id: z.uuid() });
@@ -67,6 +79,7 @@ export type InsertCommand = z.input<typeof insertCommandSchema>;
 
 export const findCommandSchema = z.strictObject({
   ...versioned,
+  readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
   projection: ejsonDocument.optional(),
@@ -119,13 +132,19 @@ export type FindAndModifyCommand = z.input<typeof findAndModifyCommandSchema>;
 
 export const countCommandSchema = z.strictObject({
   ...versioned,
+  readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   skip: z.number().int().min(0).optional(),
   limit: z.number().int().min(0).optional(),
 });
 export type CountCommand = z.input<typeof countCommandSchema>;
 
-export const distinctCommandSchema = z.strictObject({ ...versioned, key: z.string().min(1), filter: ejsonDocument.default({}) });
+export const distinctCommandSchema = z.strictObject({
+  ...versioned,
+  readConcern: shardReadConcernSchema.optional(),
+  key: z.string().min(1),
+  filter: ejsonDocument.default({}),
+});
 export type DistinctCommand = z.input<typeof distinctCommandSchema>;
 
 /** A statement of a batch that failed, by its index in the request the shard received. */

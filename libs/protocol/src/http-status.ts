@@ -35,6 +35,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'TRANSACTION_TOO_OLD':
     case 'INCOMPLETE_TRANSACTION_HISTORY':
     case 'CHUNK_TOO_BIG':
+    case 'SNAPSHOT_TOO_OLD':
       return 409;
     case 'DOCUMENT_TOO_LARGE':
       return 413;

@@ -29,6 +29,7 @@ function metadata(major: number): FilteringMetadata {
     info: { kind: 'sharded', ns, uuid: 'u', keyPattern: pattern, keyPatternObject: { x: 1 }, table },
     shardVersion: moved.version,
     owns: () => true,
+    ownsAt: () => true,
   };
 }
 

@@ -7,6 +7,7 @@ import { CollectionStorageService, tableName } from '../collections/collection-s
 import { DocumentStore } from '../documents/document-store.js';
 import { ChunkSizingService } from './chunk-sizing.service.js';
 import { SplitVectorService } from './split-vector.service.js';
+import { writeTimeNow } from '../../../../test/fakes/write-times.js';
 
 let db: TestDatabase;
 let sizing: ChunkSizingService;
@@ -29,7 +30,7 @@ async function collection(xs: number[], pad = 100): Promise<string> {
   const uuid = randomUUID();
   const ns = `db.c${uuid.slice(0, 8)}`;
   await storage.createCollection(uuid, { ns, keyPattern: { x: 1 } });
-  const handle = { ns, table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true };
+  const handle = { ns, table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true, writeTime: writeTimeNow() };
   await new DocumentStore(db.dataSource).insert(
     handle,
     xs.map((x, i) => ({ _id: i, x, pad: 'p'.repeat(pad) })),
@@ -128,8 +129,8 @@ describe('statsForBalancing of a large table', () => {
     const table = tableName((await storage.localCollection(ns))!.uuid);
     // About 70,000 rows of ~300 bytes: some 2,700 pages of 8 KiB.
     await db.dataSource.query(
-      `INSERT INTO ${table} (id, shard_key, doc, size)
-       SELECT int4send(i), int4send(i), json_build_object('_id', i, 'pad', repeat('p', 250)), 200 + i % 100
+      `INSERT INTO ${table} (id, shard_key, doc, size, valid_from)
+       SELECT int4send(i), int4send(i), json_build_object('_id', i, 'pad', repeat('p', 250)), 200 + i % 100, 0
          FROM generate_series(1, 70000) i`,
     );
     const exact = (await sizing.dataSize({ ns })).size;
@@ -222,7 +223,7 @@ describe('splitVector', () => {
     const ns = await collection(Array.from({ length: 2000 }, (_, i) => i));
     const uuid = (await storage.localCollection(ns))!.uuid;
     await db.dataSource.query(`ANALYZE ${tableName(uuid)}`);
-    const handle = { ns, table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true };
+    const handle = { ns, table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true, writeTime: writeTimeNow() };
     const later = Array.from({ length: 3000 }, (_, i) => ({ _id: 2000 + i, x: 2000 + i, pad: 'p'.repeat(100) }));
     await new DocumentStore(db.dataSource).insert(handle, later, { ordered: true, generateId: () => new ObjectId() });
     // The statistics count the writes once the inserting connection reports them (within a second or so).

@@ -10,6 +10,7 @@ import {
 } from '@tessera/core';
 import { type ShardCollectionSpec, type ShardStats, shardCollectionSpecSchema } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
+import { VALID_FROM_DEFAULT } from '../history/write-time.js';
 
 interface CollectionRow {
   uuid: string;
@@ -87,7 +88,14 @@ export class CollectionStorageService {
     await this.writingCatalog(() =>
       this.dataSource.transaction(async (manager) => {
         await manager.query(
-          `CREATE TABLE IF NOT EXISTS ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)`,
+          `CREATE TABLE IF NOT EXISTS ${table} (
+             id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL,
+             valid_from int8 NOT NULL DEFAULT ${VALID_FROM_DEFAULT})`,
+        );
+        // Keeps each replaced or deleted version (migrations/shard/1764300000000-document-history.ts).
+        await manager.query(
+          `CREATE OR REPLACE TRIGGER document_history_trigger AFTER UPDATE OF doc OR DELETE ON ${table}
+           FOR EACH ROW EXECUTE FUNCTION keep_document_history('${uuid}')`,
         );
         // `size` rides along in the index: the sizes of key ranges (dataSize, statsForBalancing) are then
         // index-only scans wherever vacuum has marked the pages all-visible.

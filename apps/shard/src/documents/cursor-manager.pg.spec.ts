@@ -6,6 +6,7 @@ import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { CursorManager } from './cursor-manager.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
+import { writeTimeNow } from '../../../../test/fakes/write-times.js';
 
 let db: TestDatabase;
 let handle: CollectionHandle;
@@ -17,7 +18,7 @@ beforeAll(async () => {
   db = await createTestDatabase('shard');
   const uuid = randomUUID();
   await new CollectionStorageService(db.dataSource).createCollection(uuid, { ns: 'db.items', keyPattern: { x: 1 }, unique: false });
-  handle = { ns: 'db.items', table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true };
+  handle = { ns: 'db.items', table: tableName(uuid), pattern: parseShardKeyPattern({ x: 1 }), owns: () => true, writeTime: writeTimeNow() };
   const documents = Array.from({ length: COUNT }, (_, i) => ({ x: i, even: i % 2 === 0, tag: `t${i % 7}` }));
   await new DocumentStore(db.dataSource).insert(handle, documents, { ordered: true, generateId: () => new ObjectId() });
   cursors = new CursorManager(db.dataSource, () => clock);
@@ -72,7 +73,13 @@ describe('finding documents', () => {
     // A point query's first page is a named statement; the pages after it resume after the last `_id`.
     const uuid = randomUUID();
     await new CollectionStorageService(db.dataSource).createCollection(uuid, { ns: 'db.tagged', keyPattern: { tag: 1 }, unique: false });
-    const tagged = { ns: 'db.tagged', table: tableName(uuid), pattern: parseShardKeyPattern({ tag: 1 }), owns: () => true };
+    const tagged = {
+      ns: 'db.tagged',
+      table: tableName(uuid),
+      pattern: parseShardKeyPattern({ tag: 1 }),
+      owns: () => true,
+      writeTime: writeTimeNow(),
+    };
     const documents = Array.from({ length: COUNT }, (_, i) => ({ x: i, tag: i % 2 === 0 ? 'even' : 'odd' }));
     await new DocumentStore(db.dataSource).insert(tagged, documents, { ordered: true, generateId: () => new ObjectId() });
     for (const tag of ['odd', 'even', 'odd']) {

@@ -3,7 +3,7 @@ import type { DataSource } from 'typeorm';
 import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
 import { poolQuery, poolStatement } from '@tessera/platform';
 import { MAX_BATCH_BYTES, bsonSize, compileProjection, compileSort, parseFilter } from '@tessera/query';
-import { scanConditions } from './document-scan.js';
+import { readRelation, scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
 
 export interface FindRequest {
@@ -184,7 +184,7 @@ export class CursorManager {
   ): Promise<Cursor> {
     const rows = await poolQuery<StoredRow>(
       this.dataSource,
-      `SELECT shard_key, doc, size FROM ${handle.table} WHERE ${where.sql}`,
+      `SELECT shard_key, doc, size FROM ${readRelation(handle)} WHERE ${where.sql}`,
       where.params,
     );
     const matching = rows.flatMap((row) => {
@@ -279,11 +279,11 @@ async function readPage(
   // A page ends too after the row that reaches a batch's bytes, so that large documents
   // past it are not read (nor their TOASTed text fetched) only to be read again.
   const { rows } = await poolStatement<PageRow>(dataSource, {
-    ...(where.pointQuery && after === null ? { name: `find_${handle.table}` } : {}),
+    ...(where.pointQuery && after === null && handle.snapshot === undefined ? { name: `find_${handle.table}` } : {}),
     text:
       `SELECT id, shard_key, doc, size, page_rows FROM (` +
       `SELECT *, sum(size) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - size AS before, count(*) OVER () AS page_rows FROM (` +
-      `SELECT id, shard_key, doc, size FROM ${handle.table} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}` +
+      `SELECT id, shard_key, doc, size FROM ${readRelation(handle)} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}` +
       `) AS page) AS sized WHERE before < ${maxBatchBytes} ORDER BY id`,
     values: params,
   });

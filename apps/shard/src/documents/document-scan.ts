@@ -67,6 +67,24 @@ function bestIndex(handle: CollectionHandle, filter: ValueObject): { table: stri
 }
 
 /**
+ * What a read selects `id, shard_key, doc, size` from: the collection's table, or for a read at
+ * a past time (`handle.snapshot`) the versions visible then: rows stored at or before it, and
+ * kept versions that were replaced or deleted after it (valid_from <= T < valid_to). Conditions
+ * on `id` and `shard_key` reach into both halves of the union.
+ */
+export function readRelation(handle: CollectionHandle): string {
+  if (handle.snapshot === undefined) return handle.table;
+  const { collectionUuid, time } = handle.snapshot;
+  // Both are written into the text: the time is an integer we made, the uuid one of our catalog's.
+  if (!/^-?\d+$/.test(time) || !/^[0-9a-f-]{36}$/i.test(collectionUuid)) throw new Error(`not a snapshot: ${time} ${collectionUuid}`);
+  return (
+    `(SELECT id, shard_key, doc, size FROM ${handle.table} WHERE valid_from <= ${time} ` +
+    `UNION ALL SELECT id, shard_key, doc, size FROM document_history ` +
+    `WHERE collection_uuid = '${collectionUuid}' AND valid_from <= ${time} AND valid_to > ${time}) AS versions`
+  );
+}
+
+/**
  * The owned documents matching `compiled`, in `_id` order, locked for update when asked (the
  * caller's transaction then owns them until it ends). Stops after `limit` matches.
  */
@@ -78,7 +96,7 @@ export async function scanMatching(
 ): Promise<StoredDocument[]> {
   const where = scanConditions(handle, compiled.filter);
   const rows: Array<{ id: Buffer; shard_key: Buffer; doc: unknown }> = await manager.query(
-    `SELECT id, shard_key, doc FROM ${handle.table} WHERE ${where.sql} ORDER BY id${options.forUpdate ? ' FOR UPDATE' : ''}`,
+    `SELECT id, shard_key, doc FROM ${readRelation(handle)} WHERE ${where.sql} ORDER BY id${options.forUpdate ? ' FOR UPDATE' : ''}`,
     where.params,
   );
   const matches: StoredDocument[] = [];

@@ -5,6 +5,7 @@ import { encodeKey, parseShardKeyPattern } from '@tessera/core';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
+import { writeTimeNow } from '../../../../test/fakes/write-times.js';
 
 let db: TestDatabase;
 let store: DocumentStore;
@@ -30,6 +31,7 @@ async function collection(
     table: tableName(uuid),
     pattern: parseShardKeyPattern(key),
     owns: (k) => limit === undefined || Buffer.compare(Buffer.from(k), limit) < 0,
+    writeTime: writeTimeNow(),
   };
 }
 

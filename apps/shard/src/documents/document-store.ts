@@ -4,6 +4,7 @@ import { type ShardKeyPattern, TesseraError } from '@tessera/core';
 import { poolStatement } from '@tessera/platform';
 import { type PreparedRow, ROWS_FROM, insertUnindexedSql, prepareRow, recordedInserts, rowParameters } from './prepared-rows.js';
 import type { StatementHistory } from './statement-history.js';
+import { type WriteTime, declareWriteTime } from '../history/write-time.js';
 import { type WriteError, duplicateKey, isUniqueViolation, toEnvelope, withStatement } from './write-errors.js';
 import { type DocumentEntries, type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeEntries } from './index-maintenance.js';
 
@@ -23,6 +24,16 @@ export interface CollectionHandle {
   indexes?: ReadonlyArray<{ pattern: ShardKeyPattern; table: string }>;
   /** Told of each document a write stores (its encoded shard key and size): the auto-splitter's tracker. */
   onWrite?: (shardKey: Uint8Array, bytes: number) => void;
+  /** A write's time, which stamps the rows it stores and ends the versions it replaces. */
+  writeTime?: WriteTime;
+  /** A read at a past time: the collection's rows and kept versions as they were then. */
+  snapshot?: { collectionUuid: string; time: WriteTime['sql'] };
+}
+
+/** The write's time; a write path without one is a bug. */
+export function writeTimeOf(handle: CollectionHandle): WriteTime {
+  if (handle.writeTime === undefined) throw new Error(`a write to ${handle.ns} ran without a write time`);
+  return handle.writeTime;
 }
 
 export interface InsertResult {
@@ -111,7 +122,7 @@ export class DocumentStore {
       ({ rowCount: inserted } = await poolStatement(this.dataSource, {
         name: `insert_${handle.table}`,
         text: insertUnindexedSql(handle.table),
-        values: [...rowParameters(rows), handle.table],
+        values: [...rowParameters(rows, writeTimeOf(handle)), handle.table],
       }));
     } catch (error) {
       if (isUniqueViolation(error)) return undefined;
@@ -135,14 +146,14 @@ export class DocumentStore {
   ): Promise<Set<string> | undefined> {
     if (handle.indexes !== undefined && handle.indexes.length > 0) return undefined;
     const statements = recordedInserts(rows);
-    const recording = history.recording(7, statements);
+    const recording = history.recording(8, statements);
     try {
       // Named, as `insertIfUnindexed`, by the table and the recording's shape.
       await poolStatement(this.dataSource, {
         name: `insert_${recording.shape}_${handle.table}`,
         text: `WITH stored AS (${insertUnindexedSql(handle.table)} RETURNING 1), ${recording.ctes}
-               SELECT txn_expect((SELECT count(*) FROM stored) = $6, '${ALL_STORED}') AND ${recording.check}`,
-        values: [...rowParameters(rows), handle.table, rows.length, ...recording.values],
+               SELECT txn_expect((SELECT count(*) FROM stored) = $7, '${ALL_STORED}') AND ${recording.check}`,
+        values: [...rowParameters(rows, writeTimeOf(handle)), handle.table, rows.length, ...recording.values],
       });
     } catch (error) {
       if (isUniqueViolation(error) || (error instanceof Error && error.message.includes(ALL_STORED))) return undefined;
@@ -165,6 +176,8 @@ export class DocumentStore {
     history?: StatementHistory,
   ): Promise<Set<string>> {
     return this.dataSource.transaction(async (manager) => {
+      // Undoing a row stored by this statement deletes it, which the history trigger sees.
+      await declareWriteTime(manager, writeTimeOf(handle));
       const indexes = await indexesForWrite(manager, handle);
       const entries = new Map<PreparedRow, DocumentEntries>();
       const rows = this.withIndexEntries(indexes, prepared, entries, ordered, writeErrors);
@@ -182,11 +195,11 @@ export class DocumentStore {
   /** Runs the batch's INSERT, skipping rows whose `_id` or shard key conflicts; answers the `_id`s (hex) it stored. */
   private async insertStatement({ manager, handle, rows }: InsertBatch): Promise<Set<string>> {
     const returned: Array<{ id: Buffer }> = await manager.query(
-      `INSERT INTO ${handle.table} (id, shard_key, doc, size)
-       SELECT id, shard_key, doc, size FROM ${ROWS_FROM}
+      `INSERT INTO ${handle.table} (id, shard_key, doc, size, valid_from)
+       SELECT id, shard_key, doc, size, $5::int8 FROM ${ROWS_FROM}
        ORDER BY n
        ON CONFLICT DO NOTHING RETURNING id`,
-      rowParameters(rows),
+      rowParameters(rows, writeTimeOf(handle)),
     );
     return new Set(returned.map((r) => r.id.toString('hex')));
   }

@@ -7,6 +7,7 @@ import { CollectionStorageService, tableName } from '../collections/collection-s
 import { DocumentAggregates } from './document-aggregates.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
 import { DocumentWrites } from './document-writes.js';
+import { writeTimeNow } from '../../../../test/fakes/write-times.js';
 
 let db: TestDatabase;
 let handle: CollectionHandle;
@@ -25,7 +26,7 @@ beforeEach(async () => {
   const uuid = randomUUID();
   const ns = `shop.items_${uuid.slice(0, 8)}`;
   await new CollectionStorageService(db.dataSource).createCollection(uuid, { ns, keyPattern: { sku: 1 } });
-  handle = { ns, table: tableName(uuid), pattern: parseShardKeyPattern({ sku: 1 }), owns: () => true };
+  handle = { ns, table: tableName(uuid), pattern: parseShardKeyPattern({ sku: 1 }), owns: () => true, writeTime: writeTimeNow() };
   await new DocumentStore(db.dataSource).insert(
     handle,
     [

@@ -22,7 +22,8 @@ import {
   upsertDocument,
 } from '@tessera/query';
 import { type StoredDocument, scanMatching } from './document-scan.js';
-import type { CollectionHandle } from './document-store.js';
+import { type CollectionHandle, writeTimeOf } from './document-store.js';
+import { declareWriteTime } from '../history/write-time.js';
 import { type ImageKind, type StatementHistory, type StatementResult, recordedAs } from './statement-history.js';
 import { addDocumentEntries, entriesOf, indexesForWrite, removeEntries, replaceEntries } from './index-maintenance.js';
 
@@ -69,6 +70,14 @@ export class DocumentWrites {
     private readonly clock: Clock,
   ) {}
 
+  /** A transaction of the command's write, its time declared first for the history trigger. */
+  private transaction<T>(handle: CollectionHandle, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.dataSource.transaction(async (manager) => {
+      await declareWriteTime(manager, writeTimeOf(handle));
+      return work(manager);
+    });
+  }
+
   async update(
     handle: CollectionHandle,
     statements: readonly UpdateStatement[],
@@ -82,7 +91,7 @@ export class DocumentWrites {
         const outcome =
           recorded !== undefined
             ? recordedAs(recorded, 'update', index)
-            : await this.dataSource.transaction(async (manager) => {
+            : await this.transaction(handle, async (manager) => {
                 const { shardKey, ...answer } = await this.updateOne(manager, handle, statement, index);
                 await history?.record(manager, [{ index, shardKey, result: answer }]);
                 return answer;
@@ -111,7 +120,7 @@ export class DocumentWrites {
         result.deletedCount +=
           recorded !== undefined
             ? recordedAs(recorded, 'delete', index).n
-            : await this.dataSource.transaction(async (manager) => {
+            : await this.transaction(handle, async (manager) => {
                 const matches = await scanMatching(manager, handle, parseFilter(statement.q), {
                   forUpdate: true,
                   limit: statement.limit === 1 ? 1 : undefined,
@@ -145,7 +154,7 @@ export class DocumentWrites {
       const retried = recordedAs(recorded, 'findAndModify', 0);
       return { value: answer(retriedImage(retried, history!, request)), lastErrorObject: retried.lastErrorObject };
     }
-    return this.dataSource.transaction(async (manager) => {
+    return this.transaction(handle, async (manager) => {
       const outcome = await this.findAndModifyIn(manager, handle, request);
       const image = outcome.returned && { kind: imageKindOf(request), document: toExtendedJsonObject(outcome.returned) };
       await history?.record(
@@ -242,10 +251,11 @@ export class DocumentWrites {
       throw new TesseraError('IMMUTABLE_FIELD', "an update cannot change a document's _id");
     }
     const size = checkDocumentSize(after);
-    await manager.query(`UPDATE ${handle.table} SET doc = $2, size = $3 WHERE id = $1`, [
+    await manager.query(`UPDATE ${handle.table} SET doc = $2, size = $3, valid_from = $4 WHERE id = $1`, [
       stored.id,
       JSON.stringify(toExtendedJsonObject(after)),
       size,
+      writeTimeOf(handle).sql,
     ]);
     await replaceEntries(manager, handle.ns, await indexesForWrite(manager, handle), stored.id, stored.document, after);
     handle.onWrite?.(stored.shardKey, size);
@@ -273,8 +283,8 @@ export class DocumentWrites {
     const indexes = await indexesForWrite(manager, handle);
     const entries = entriesOf(indexes, id, document);
     const inserted: unknown[] = await manager.query(
-      `INSERT INTO ${handle.table} (id, shard_key, doc, size) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING id`,
-      [id, Buffer.from(key), JSON.stringify(toExtendedJsonObject(document)), size],
+      `INSERT INTO ${handle.table} (id, shard_key, doc, size, valid_from) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id`,
+      [id, Buffer.from(key), JSON.stringify(toExtendedJsonObject(document)), size, writeTimeOf(handle).sql],
     );
     if (inserted.length > 0) handle.onWrite?.(key, size);
     if (inserted.length === 0) {

@@ -10,6 +10,7 @@ import {
   toExtendedJsonObject,
 } from '@tessera/core';
 import { prepareInsert, prepareWireInsert } from '@tessera/query';
+import type { WriteTime } from '../history/write-time.js';
 import type { CollectionHandle } from './document-store.js';
 
 /** A document of an insert, prepared for the insert statement. */
@@ -33,16 +34,25 @@ export interface PreparedRow {
 export const ROWS_FROM =
   'ROWS FROM (unnest($1::bytea[]), unnest($2::bytea[]), json_array_elements($3::json), unnest($4::int[])) WITH ORDINALITY AS u(id, shard_key, doc, size, n)';
 
-/** The parameters `ROWS_FROM` reads: `_id`s, shard keys, the documents as one JSON array, sizes. */
-export function rowParameters(rows: readonly PreparedRow[]): [Buffer[], Buffer[], string, number[]] {
-  return [rows.map((r) => r.id), rows.map((r) => r.shardKey), `[${rows.map((r) => r.doc).join(',')}]`, rows.map((r) => r.size)];
+/**
+ * The parameters `ROWS_FROM` reads: `_id`s, shard keys, the documents as one JSON array, sizes;
+ * then (`$5`) the write's time, which the insert stamps every row with.
+ */
+export function rowParameters(rows: readonly PreparedRow[], writeTime: WriteTime): [Buffer[], Buffer[], string, number[], string] {
+  return [
+    rows.map((r) => r.id),
+    rows.map((r) => r.shardKey),
+    `[${rows.map((r) => r.doc).join(',')}]`,
+    rows.map((r) => r.size),
+    writeTime.sql,
+  ];
 }
 
-/** Inserts the rows of `ROWS_FROM` into `table` unless the collection has a secondary index (`$5` is the table's name). */
+/** Inserts the rows of `ROWS_FROM` into `table` unless the collection has a secondary index (`$6` is the table's name). */
 export function insertUnindexedSql(table: string): string {
-  return `INSERT INTO ${table} (id, shard_key, doc, size)
-         SELECT id, shard_key, doc, size FROM ${ROWS_FROM}
-         WHERE NOT EXISTS (SELECT 1 FROM indexes i JOIN collections c ON c.uuid = i.collection_uuid WHERE c.table_name = $5)
+  return `INSERT INTO ${table} (id, shard_key, doc, size, valid_from)
+         SELECT id, shard_key, doc, size, $5::int8 FROM ${ROWS_FROM}
+         WHERE NOT EXISTS (SELECT 1 FROM indexes i JOIN collections c ON c.uuid = i.collection_uuid WHERE c.table_name = $6)
          ORDER BY n`;
 }
 

@@ -10,6 +10,7 @@ import { type CollectionHandle, DocumentStore } from './document-store.js';
 import { DocumentWrites } from './document-writes.js';
 import { type IndexedCollection, SecondaryIndexCatalog } from './index-catalog.js';
 import { loadIndexes } from './index-maintenance.js';
+import { writeTimeNow } from '../../../../test/fakes/write-times.js';
 
 let db: TestDatabase;
 let storage: CollectionStorageService;
@@ -34,7 +35,7 @@ beforeEach(async () => {
   const ns = `shop.items_${uuid.slice(0, 8)}`;
   await storage.createCollection(uuid, { ns, keyPattern: { sku: 1 } });
   collection = { uuid, table: tableName(uuid), ns, shardKey: parseShardKeyPattern({ sku: 1 }), sharded: true };
-  handle = { ns, table: tableName(uuid), pattern: collection.shardKey, owns: () => true };
+  handle = { ns, table: tableName(uuid), pattern: collection.shardKey, owns: () => true, writeTime: writeTimeNow() };
   await insert([
     { _id: 1, sku: 'a', qty: 5, tags: ['x', 'y'] },
     { _id: 2, sku: 'b', qty: 0, tags: ['y'] },

@@ -2,7 +2,7 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShut
 import { ObjectId } from 'bson';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { type ChunkVersion, IGNORED_VERSION } from '@tessera/core';
+import { type ChunkVersion, type ClusterTimestamp, IGNORED_VERSION } from '@tessera/core';
 import {
   type CountCommand,
   type CreateIndexesCommand,
@@ -36,12 +36,15 @@ import {
   namespaceSchema,
   updateCommandSchema,
 } from '@tessera/protocol';
-import { LOGGER, type Periodic, VectorClockService, parseWith, runPeriodically } from '@tessera/platform';
+import { LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
+import { SnapshotHistory } from '../history/snapshot-history.service.js';
+import { WriteTimes } from '../history/write-times.service.js';
+import { clusterTimeToSql } from '../history/write-time.js';
 import { RetryableWriteService } from '../sessions/retryable-write.service.js';
 import { retryableInsertOf, retryableWriteOf } from '../sessions/retryable-write.js';
 import type { StatementHistory } from './statement-history.js';
-import { type OperationKind, ShardingRuntime } from '../sharding/sharding-runtime.service.js';
-import { CollectionResolver, type Versioned } from './collection-resolver.js';
+import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
+import { CollectionResolver, type ResolvedCollection, type Versioned } from './collection-resolver.js';
 import { CursorManager } from './cursor-manager.js';
 import { DocumentAggregates } from './document-aggregates.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
@@ -70,7 +73,8 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     private readonly collections: CollectionResolver,
     private readonly runtime: ShardingRuntime,
     private readonly retryable: RetryableWriteService,
-    private readonly clock: VectorClockService,
+    private readonly writeTimes: WriteTimes,
+    private readonly history: SnapshotHistory,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.store = new DocumentStore(dataSource);
@@ -111,6 +115,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   /** Starts a query; a cursor keeps the query's ownership view (and its lease) until it is closed. */
   async find(input: FindCommand): Promise<CursorBatch> {
     const command = parseWith(findCommandSchema, input, 'find command');
+    const atClusterTime = await this.history.admit(command.readConcern);
     const resolved = await this.collections.resolve(command, false, 'read');
     if (resolved === undefined) return { cursorId: null, documents: [] };
     const request = {
@@ -122,7 +127,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       ...(command.batchSize !== undefined ? { batchSize: command.batchSize } : {}),
     };
     try {
-      return await this.cursors.find(resolved.handle, request, resolved.lease.release);
+      return await this.cursors.find(asOf(resolved, atClusterTime), request, resolved.lease.release);
     } catch (error) {
       resolved.lease.release();
       throw error;
@@ -195,10 +200,11 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async count(input: CountCommand): Promise<{ n: number }> {
     const command = parseWith(countCommandSchema, input, 'count command');
+    const atClusterTime = await this.history.admit(command.readConcern);
     return this.withHandle(
       command,
       false,
-      'read',
+      { read: atClusterTime },
       () => ({ n: 0 }),
       async (handle) => ({ n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit) }),
     );
@@ -206,10 +212,11 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async distinct(input: DistinctCommand): Promise<{ values: unknown[] }> {
     const command = parseWith(distinctCommandSchema, input, 'distinct command');
+    const atClusterTime = await this.history.admit(command.readConcern);
     return this.withHandle(
       command,
       false,
-      'read',
+      { read: atClusterTime },
       () => ({ values: [] }),
       async (handle) => ({ values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)) }),
     );
@@ -271,25 +278,43 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     return { shardVersion: (await state.checkShardVersion(ns, IGNORED_VERSION)).shardVersion };
   }
 
-  /** Runs `work` with the command's handle (and collection uuid) and releases the lease after; `missing` when the collection is not here. */
+  /**
+   * Runs `work` with the command's handle (and collection uuid) and releases the lease after;
+   * `missing` when the collection is not here. A write runs with its time (`WriteTimes`); a read
+   * with `read` set to a time sees the collection as of that time.
+   */
   private async withHandle<T>(
     command: Versioned,
     create: boolean,
-    kind: OperationKind,
+    kind: 'write' | { read: ClusterTimestamp | undefined },
     missing: () => T,
     work: (handle: CollectionHandle, collectionUuid: string) => Promise<T>,
   ): Promise<T> {
-    const resolved = await this.collections.resolve(command, create, kind);
+    const resolved = await this.collections.resolve(command, create, kind === 'write' ? 'write' : 'read');
     if (resolved === undefined) return missing();
     try {
-      const result = await work(resolved.handle, resolved.collection.uuid);
-      // After the write committed: a node told this time finds the write.
-      if (kind === 'write') this.clock.tickClusterTime();
-      return result;
+      if (kind !== 'write') return await work(asOf(resolved, kind.read), resolved.collection.uuid);
+      return await this.writeTimes.run((writeTime) => work({ ...resolved.handle, writeTime }, resolved.collection.uuid));
     } finally {
       resolved.lease.release();
     }
   }
+}
+
+/**
+ * The handle a read runs with: the collection now, or at `atClusterTime` its rows and kept
+ * versions as they were then, with orphans filtered by the placement of that time. Secondary
+ * indexes hold only the current documents, so a read of the past does not narrow by them.
+ */
+function asOf(resolved: ResolvedCollection, atClusterTime: ClusterTimestamp | undefined): CollectionHandle {
+  if (atClusterTime === undefined) return resolved.handle;
+  const { metadata } = resolved.lease;
+  return {
+    ...resolved.handle,
+    indexes: [],
+    owns: (encodedKey) => metadata.ownsAt(encodedKey, atClusterTime),
+    snapshot: { collectionUuid: resolved.collection.uuid, time: clusterTimeToSql(atClusterTime) },
+  };
 }
 
 function unreachable(): never {

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { CaptureTriggers, captureTriggerName } from './capture-triggers.js';
+import { writeTimeNow } from '../../../../test/fakes/write-times.js';
+import { declareWriteTime } from '../history/write-time.js';
 
 let db: TestDatabase;
 let captures: CaptureTriggers;
@@ -25,7 +27,7 @@ async function donation(): Promise<{ migrationId: string; table: string }> {
   const table = tableName(uuid);
   const migrationId = randomUUID();
   await captures.create(migrationId, table, Buffer.from([0x00]), Buffer.from([0xff]));
-  await db.dataSource.query(`INSERT INTO ${table} (id, shard_key, doc, size) VALUES ('\\x01', '\\x10', '{}', 2)`);
+  await db.dataSource.query(`INSERT INTO ${table} (id, shard_key, doc, size, valid_from) VALUES ('\\x01', '\\x10', '{}', 2, 0)`);
   return { migrationId, table };
 }
 
@@ -82,7 +84,7 @@ describe('capture triggers', () => {
     let created = false;
     try {
       await long.query('BEGIN');
-      await long.query(`INSERT INTO ${table} (id, shard_key, doc, size) VALUES ('\\x01', '\\x10', '{}', 2)`);
+      await long.query(`INSERT INTO ${table} (id, shard_key, doc, size, valid_from) VALUES ('\\x01', '\\x10', '{}', 2, 0)`);
       const creating = captures.create(migrationId, table, Buffer.from([0x00]), Buffer.from([0xff])).then(() => (created = true));
       // Once the capture waits for the table, another write still goes through.
       await vi.waitFor(
@@ -94,7 +96,7 @@ describe('capture triggers', () => {
         },
         { timeout: 10_000, interval: 10 },
       );
-      await db.dataSource.query(`INSERT INTO ${table} (id, shard_key, doc, size) VALUES ('\\x02', '\\x20', '{}', 2)`);
+      await db.dataSource.query(`INSERT INTO ${table} (id, shard_key, doc, size, valid_from) VALUES ('\\x02', '\\x20', '{}', 2, 0)`);
       expect(created).toBe(false);
       await long.query('COMMIT');
       await creating;
@@ -102,7 +104,10 @@ describe('capture triggers', () => {
       await long.end();
     }
     expect(await triggerExists(migrationId)).toBe(true);
-    await db.dataSource.query(`DELETE FROM ${table}`);
+    await db.dataSource.transaction(async (manager) => {
+      await declareWriteTime(manager, writeTimeNow());
+      await manager.query(`DELETE FROM ${table}`);
+    });
     expect(await captured(migrationId)).toBe(2);
     await captures.drop(migrationId, table);
   });

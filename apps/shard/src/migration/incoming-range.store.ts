@@ -6,6 +6,7 @@ import { queryRows } from '@tessera/platform';
 import { SecondaryIndexCatalog } from '../documents/index-catalog.js';
 import { type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeStoredEntries } from '../documents/index-maintenance.js';
 import { type CopiedRow, copyRowsIn } from './copy-transfer.js';
+import { type WriteTime, declareWriteTime } from '../history/write-time.js';
 
 /** Where a received range goes: the collection's table and the range's encoded bounds. */
 export interface IncomingRange {
@@ -17,7 +18,8 @@ export interface IncomingRange {
 
 /**
  * The recipient's writes of a range it receives: the donor's secondary indexes, cloned batches
- * (COPY) and captured writes, each batch with its secondary index entries in one transaction.
+ * (COPY) and captured writes, each batch with its secondary index entries in one transaction,
+ * stamped with the recipient's write time.
  */
 @Injectable()
 export class IncomingRangeStore {
@@ -37,12 +39,13 @@ export class IncomingRangeStore {
   }
 
   /** Writes a cloned batch (new documents here) with COPY, and their secondary index entries, in one transaction. */
-  async applyClone(range: IncomingRange, text: string, rows: CopiedRow[]): Promise<void> {
+  async applyClone(range: IncomingRange, text: string, rows: CopiedRow[], writeTime: WriteTime): Promise<void> {
     if (rows.length === 0) return;
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
     await runner.startTransaction();
     try {
+      await declareWriteTime(runner.manager, writeTime);
       const indexes = await indexesForWrite(runner.manager, { table: range.table });
       await copyRowsIn(runner, range.table, text, range.ns);
       await addIndexEntries(runner.manager, range.ns, indexes, rows);
@@ -60,10 +63,11 @@ export class IncomingRangeStore {
    * replaced by its current version or deleted. An `_id` that exists here outside the range
    * fails the migration with `DUPLICATE_KEY`: `_id` is unique per shard.
    */
-  async applyMods(range: IncomingRange, documents: TransferredDocument[]): Promise<void> {
+  async applyMods(range: IncomingRange, documents: TransferredDocument[], writeTime: WriteTime): Promise<void> {
     if (documents.length === 0) return;
     const { table, min, max, ns } = range;
     await this.dataSource.transaction(async (manager) => {
+      await declareWriteTime(manager, writeTime);
       const indexes = await indexesForWrite(manager, { table });
       const removed = await queryRows<{ id: Buffer; doc?: unknown }>(
         manager,

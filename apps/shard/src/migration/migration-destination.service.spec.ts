@@ -27,6 +27,7 @@ import type { MigrationRecipientStore } from './migration-recipient.store.js';
 import type { MigrationReport, MigrationReporter } from './migration-reporter.js';
 import type { RangeDeleterService } from './range-deleter.service.js';
 import type { RangeDeletionStore } from './range-deletion.store.js';
+import { testWriteTimes } from '../../../../test/fakes/write-times.js';
 
 const DONOR = 'http://donor.test:4001';
 const MIGRATION = '00000000-0000-4000-8000-000000000002';
@@ -128,6 +129,7 @@ function harness(options: Options = {}): Harness {
     sessionHistory,
     metrics,
     failpoints,
+    testWriteTimes(),
     settings,
   );
   const runtime = {

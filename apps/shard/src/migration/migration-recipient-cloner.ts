@@ -11,6 +11,7 @@ import { IncomingSessionHistory } from './incoming-session-history.js';
 import { MigrationMetrics } from './migration-metrics.js';
 import { RangeDeleterService } from './range-deleter.service.js';
 import { RangeDeletionStore } from './range-deletion.store.js';
+import { WriteTimes } from '../history/write-times.service.js';
 
 /** A migration this shard receives, while it runs. */
 export interface Receipt {
@@ -52,6 +53,7 @@ export class MigrationRecipientCloner {
     private readonly sessionHistory: IncomingSessionHistory,
     private readonly metrics: MigrationMetrics,
     private readonly failpoints: Failpoints,
+    private readonly writeTimes: WriteTimes,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
   ) {}
 
@@ -108,7 +110,7 @@ export class MigrationRecipientCloner {
       checkStopped(receipt);
       next = batch.rows.length === limit ? fetch(batch.rows[batch.rows.length - 1]) : undefined;
       next?.catch(() => undefined);
-      await this.incoming.applyClone(receipt.range, batch.text, batch.rows);
+      await this.writeTimes.run((writeTime) => this.incoming.applyClone(receipt.range, batch.text, batch.rows, writeTime));
       let bytes = 0;
       for (const row of batch.rows) bytes += row.size;
       status.documentsCloned += batch.rows.length;
@@ -146,7 +148,7 @@ export class MigrationRecipientCloner {
       const newline = text.indexOf('\n');
       const captured = text === '' ? 0 : Number(text.slice(0, newline));
       const mods = text === '' ? [] : parseTransferLines(text.slice(newline + 1));
-      await this.incoming.applyMods(receipt.range, mods);
+      await this.writeTimes.run((writeTime) => this.incoming.applyMods(receipt.range, mods, writeTime));
       status.modsApplied += mods.length;
       if (captured < MODS_BATCH && status.state === 'catchup') moveReceipt(receipt, 'steady');
       if (draining && captured === 0) return;

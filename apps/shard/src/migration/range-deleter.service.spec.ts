@@ -10,6 +10,7 @@ import type { MigrationMetrics } from './migration-metrics.js';
 import type { MigrationReport, MigrationReporter } from './migration-reporter.js';
 import { RangeDeleterService } from './range-deleter.service.js';
 import type { RangeDeletionStore } from './range-deletion.store.js';
+import { testWriteTimes } from '../../../../test/fakes/write-times.js';
 
 // Fake timers replace the global timers but not the binding a module imported from
 // `node:timers/promises`; route that one to the global so the deleter's waits run on the fake clock.
@@ -125,6 +126,7 @@ function buildDeleter(store: FakeRangeDeletionStore, options: DeleterOptions = {
     metrics as unknown as MigrationMetrics,
     reporter,
     new Failpoints(settings, logger),
+    testWriteTimes(),
     settings,
     logger,
   );

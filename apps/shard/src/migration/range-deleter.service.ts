@@ -9,6 +9,7 @@ import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { MigrationMetrics } from './migration-metrics.js';
 import { MigrationReporter } from './migration-reporter.js';
 import { type RangeDeletionRow, RangeDeletionStore } from './range-deletion.store.js';
+import { WriteTimes } from '../history/write-times.service.js';
 
 /** How often the queue looks for tasks whose delay has passed, when nothing woke it. */
 const POLL_MS = 500;
@@ -38,6 +39,7 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
     private readonly metrics: MigrationMetrics,
     private readonly reporter: MigrationReporter,
     private readonly failpoints: Failpoints,
+    private readonly writeTimes: WriteTimes,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -134,7 +136,9 @@ export class RangeDeleterService implements OnApplicationBootstrap, OnApplicatio
     for (;;) {
       if (this.stopped) return;
       if (!(await this.store.tableExists(table))) break;
-      const n = await this.store.deleteBatch(task, table, this.settings.TESSERA_RANGE_DELETER_BATCH_SIZE);
+      const n = await this.writeTimes.run((writeTime) =>
+        this.store.deleteBatch(task, table, this.settings.TESSERA_RANGE_DELETER_BATCH_SIZE, writeTime),
+      );
       deleted += n;
       this.metrics.documentsDeleted.inc(n);
       if (n < this.settings.TESSERA_RANGE_DELETER_BATCH_SIZE) break;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { queryRows } from '@tessera/platform';
+import { type WriteTime, declareWriteTime } from '../history/write-time.js';
 import { indexesForWrite, removeStoredEntries } from '../documents/index-maintenance.js';
 
 /** A range this shard must delete (MongoDB's config.rangeDeletions document). */
@@ -107,8 +108,10 @@ export class RangeDeletionStore {
    * Deletes at most `limit` documents of the task's range from `table`, their secondary index
    * entries and the task's count in one transaction; answers how many went.
    */
-  deleteBatch(task: RangeDeletionRow, table: string, limit: number): Promise<number> {
+  deleteBatch(task: RangeDeletionRow, table: string, limit: number, writeTime: WriteTime): Promise<number> {
     return this.dataSource.transaction(async (manager) => {
+      // The deleted documents stay readable at earlier times: they are versions that end now.
+      await declareWriteTime(manager, writeTime);
       const indexes = await indexesForWrite(manager, { table });
       const rows = await queryRows<{ id: Buffer; doc?: unknown }>(
         manager,

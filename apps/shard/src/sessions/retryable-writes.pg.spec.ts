@@ -15,6 +15,7 @@ import { SessionCatalog } from './session-catalog.js';
 import { SessionRecords } from './session-records.service.js';
 import type { ShardSessions } from './shard-sessions.service.js';
 import { type RecordingSql, type SessionRecordPart, TransactionsStore } from './transactions.store.js';
+import { writeTimeNow } from '../../../../test/fakes/write-times.js';
 
 let db: TestDatabase;
 let handle: CollectionHandle;
@@ -52,7 +53,7 @@ beforeEach(async () => {
   collectionUuid = randomUUID();
   const ns = `shop.items_${collectionUuid.slice(0, 8)}`;
   await new CollectionStorageService(db.dataSource).createCollection(collectionUuid, { ns, keyPattern: { sku: 1 } });
-  handle = { ns, table: tableName(collectionUuid), pattern: parseShardKeyPattern({ sku: 1 }), owns: () => true };
+  handle = { ns, table: tableName(collectionUuid), pattern: parseShardKeyPattern({ sku: 1 }), owns: () => true, writeTime: writeTimeNow() };
   await documents.insert(
     handle,
     [

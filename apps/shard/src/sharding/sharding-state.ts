@@ -1,5 +1,6 @@
 import {
   type ChunkVersion,
+  type ClusterTimestamp,
   type DatabaseVersion,
   TesseraError,
   UNSHARDED_VERSION,
@@ -17,6 +18,11 @@ export interface FilteringMetadata {
   shardVersion: ChunkVersion;
   /** True when this shard owns the document with this encoded shard key (orphans are false). */
   owns(encodedKey: Uint8Array): boolean;
+  /**
+   * `owns` at a past ClusterTime, from the chunks' placement history (a snapshot read's orphan
+   * filter). Throws `STALE_CHUNK_HISTORY` when the chunk's history does not reach back that far.
+   */
+  ownsAt(encodedKey: Uint8Array, atClusterTime: ClusterTimestamp): boolean;
 }
 
 /**
@@ -85,7 +91,7 @@ export class ShardingState {
     const info = await this.cache.getCollectionRoutingInfo(ns);
     if (info.kind === 'unsharded') {
       const isPrimary = info.database.primaryShard === this.shardName;
-      return { info, shardVersion: UNSHARDED_VERSION, owns: () => isPrimary };
+      return { info, shardVersion: UNSHARDED_VERSION, owns: () => isPrimary, ownsAt: () => isPrimary };
     }
     const table = info.table;
     const shard = this.shardName;
@@ -93,6 +99,7 @@ export class ShardingState {
       info,
       shardVersion: table.shardVersion(shard),
       owns: (encodedKey) => table.chunkFor(encodedKey).shard === shard,
+      ownsAt: (encodedKey, atClusterTime) => table.chunkFor(encodedKey, atClusterTime).shard === shard,
     };
   }
 }
