@@ -4,6 +4,7 @@
  * the OpenAPI request schemas, so the two cannot drift apart.
  */
 import { z } from 'zod';
+import { readConcernBodySchema } from '../reads/read-concern.js';
 import { lsidBodySchema, txnNumberBodySchema } from './session-fields.js';
 
 /**
@@ -18,8 +19,8 @@ export const documentSchema = z
   })
   .meta({ type: 'object', additionalProperties: {}, description: 'A document in Extended JSON (relaxed or canonical).' });
 const count = z.number().int().min(0);
-/** A read's session (its `lastUse` is what a session keeps alive). */
-const readSession = { lsid: lsidBodySchema.optional() };
+/** A read's session (its `lastUse` is what a session keeps alive), and its readConcern. */
+const readSession = { lsid: lsidBodySchema.optional(), readConcern: readConcernBodySchema.optional() };
 /** A write's session, and its txnNumber when the write is retryable. */
 const writeSession = { lsid: lsidBodySchema.optional(), txnNumber: txnNumberBodySchema.optional() };
 /** MongoDB's maxWriteBatchSize. */
@@ -48,7 +49,7 @@ export const findBodySchema = z.strictObject({
 });
 
 export const nextBodySchema = z.strictObject({
-  ...readSession,
+  lsid: lsidBodySchema.optional(),
   batchSize: count
     .optional()
     .meta({ description: 'Documents in this batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.' }),

@@ -1,7 +1,7 @@
 import { Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { TesseraError, type Value, type ValueObject, compareValues } from '@tessera/core';
 import type { CursorBatch, FindCommand, ShardClient } from '@tessera/protocol';
-import { type Periodic, runPeriodically } from '@tessera/platform';
+import { type Periodic, VectorClockService, runPeriodically } from '@tessera/platform';
 import { compileProjection, compileSort, validateFilter } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { fromWire, toWire } from '../api/extended-json.js';
@@ -10,7 +10,9 @@ import type { SessionFieldsBody } from '../api/session-fields.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { routeFilter } from '../writes/write-targeting.js';
+import { timestampToWire } from '../clock/cluster-time-wire.js';
 import { CursorRegistry } from './cursor-registry.js';
+import { resolveReadConcern } from './read-concern.js';
 import { planShardFind } from './find-plan.js';
 import { RouterCursor, type ShardBatch, type ShardCursorPort } from './router-cursor.js';
 
@@ -18,7 +20,14 @@ import { RouterCursor, type ShardBatch, type ShardCursorPort } from './router-cu
 export const DEFAULT_BATCH_SIZE = 101;
 
 export interface CursorResponse {
-  cursor: { id: string; ns: string; firstBatch?: unknown[]; nextBatch?: unknown[] };
+  /** `atClusterTime`: the time a snapshot read read at (MongoDB's cursor field). */
+  cursor: {
+    id: string;
+    ns: string;
+    firstBatch?: unknown[];
+    nextBatch?: unknown[];
+    atClusterTime?: { $timestamp: { t: number; i: number } };
+  };
   ok: 1;
 }
 
@@ -35,6 +44,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   constructor(
     private readonly cluster: ClusterRoutingService,
     private readonly sessions: RouterSessions,
+    private readonly clock: VectorClockService,
   ) {
     sessions.attachCursors({
       openCursors: (sessionId) => this.cursors.countOfSession(sessionId),
@@ -57,18 +67,21 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   async find(ns: string, body: FindBody): Promise<CursorResponse> {
     const session = this.sessions.use(body);
+    const { shards: readConcern, atClusterTime } = resolveReadConcern(body.readConcern, this.clock.now().clusterTime);
     const filter = validateFilter(fromWire(body.filter), '');
     const compare = body.sort === undefined ? undefined : compileSort(fromWire(body.sort));
     const project = body.projection === undefined ? undefined : compileProjection(fromWire(body.projection));
     const firstBatchSize = body.batchSize ?? DEFAULT_BATCH_SIZE;
-    const empty: CursorResponse = { cursor: { id: '0', ns, firstBatch: [] }, ok: 1 };
+    const snapshot = atClusterTime === undefined ? {} : { atClusterTime: timestampToWire(atClusterTime) };
+    const empty: CursorResponse = { cursor: { id: '0', ns, firstBatch: [], ...snapshot }, ok: 1 };
     return withStaleRetries(this.cluster.cache, ns, async () => {
       const routing = await this.cluster.routingForRead(ns);
       if (routing === undefined) return empty;
-      const shards = routeFilter(filter, routing);
+      const shards = routeFilter(filter, routing, atClusterTime);
       if (shards.length === 0) return empty;
       const plan = planShardFind({ ...body, filter: body.filter, batchSize: firstBatchSize }, shards.length);
-      const batches = await this.openShardCursors(ns, routing, shards, plan.command);
+      const command = readConcern === undefined ? plan.command : { ...plan.command, readConcern };
+      const batches = await this.openShardCursors(ns, routing, shards, command);
       const cursor = new RouterCursor(
         ns,
         batches,
@@ -82,7 +95,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
       );
       const documents = await cursor.nextBatch(firstBatchSize);
       const id = cursor.isExhausted ? '0' : this.cursors.register(cursor, session?.lsid.id);
-      return { cursor: { id, ns, firstBatch: documents.map(toWire) }, ok: 1 };
+      return { cursor: { id, ns, firstBatch: documents.map(toWire), ...snapshot }, ok: 1 };
     });
   }
 
@@ -100,10 +113,11 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   /** MongoDB's count: shards count in parallel; with several, skip and limit apply to the sum. */
   async count(ns: string, body: CountBody): Promise<{ n: number; ok: 1 }> {
     this.sessions.use(body);
+    const { shards: readConcern, atClusterTime } = resolveReadConcern(body.readConcern, this.clock.now().clusterTime);
     const filter = validateFilter(fromWire(body.filter), '');
     return withStaleRetries(this.cluster.cache, ns, async () => {
       const routing = await this.cluster.routingForRead(ns);
-      const shards = routing === undefined ? [] : routeFilter(filter, routing);
+      const shards = routing === undefined ? [] : routeFilter(filter, routing, atClusterTime);
       if (routing === undefined || shards.length === 0) return { n: 0, ok: 1 as const };
       const skip = body.skip ?? 0;
       const limit = body.limit ?? 0;
@@ -112,7 +126,10 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
         shards.map(async (shard) => {
           const client = await this.cluster.shard(shard);
           const window = single ? { skip, limit } : limit > 0 ? { limit: skip + limit } : {};
-          return emptyIfMissing(client.count({ ns, ...routing.versioningFor(shard), filter: body.filter, ...window }), { n: 0 });
+          return emptyIfMissing(
+            client.count({ ns, ...routing.versioningFor(shard), ...(readConcern && { readConcern }), filter: body.filter, ...window }),
+            { n: 0 },
+          );
         }),
       );
       const total = counts.reduce((sum, c) => sum + c.n, 0);
@@ -125,15 +142,17 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   /** MongoDB's distinct: the union of each shard's distinct values, without duplicates (in value order). */
   async distinct(ns: string, body: DistinctBody): Promise<{ values: unknown[]; ok: 1 }> {
     this.sessions.use(body);
+    const { shards: readConcern, atClusterTime } = resolveReadConcern(body.readConcern, this.clock.now().clusterTime);
     const filter = validateFilter(fromWire(body.filter), '');
     return withStaleRetries(this.cluster.cache, ns, async () => {
       const routing = await this.cluster.routingForRead(ns);
-      const shards = routing === undefined ? [] : routeFilter(filter, routing);
+      const shards = routing === undefined ? [] : routeFilter(filter, routing, atClusterTime);
       if (routing === undefined) return { values: [], ok: 1 as const };
       const answers = await Promise.all(
         shards.map(async (shard) => {
           const client = await this.cluster.shard(shard);
-          return emptyIfMissing(client.distinct({ ns, ...routing.versioningFor(shard), key: body.key, filter: body.filter }), {
+          const command = { ns, ...routing.versioningFor(shard), ...(readConcern && { readConcern }), key: body.key, filter: body.filter };
+          return emptyIfMissing(client.distinct(command), {
             values: [],
           });
         }),

@@ -15,6 +15,7 @@
  * - an unsharded collection: its database's primary shard, always.
  */
 import {
+  type ClusterTimestamp,
   type RoutingTable,
   type ShardKeyPattern,
   TesseraError,
@@ -40,13 +41,17 @@ export function routeInsert(document: Readonly<Record<string, unknown>>, routing
   return routing.table.shardFor(extractShardKeyFromWire(routing.pattern, document));
 }
 
-/** The shards a filter reaches; used by multi-writes and reads. Throws `BAD_VALUE` for an invalid filter. */
-export function routeFilter(filter: unknown, routing: WriteRouting): string[] {
+/**
+ * The shards a filter reaches (the owners at `atClusterTime` when given: a snapshot read); used by
+ * multi-writes and reads. Throws `BAD_VALUE` for an invalid filter, `STALE_CHUNK_HISTORY` when a
+ * chunk's placement history does not reach back to `atClusterTime`.
+ */
+export function routeFilter(filter: unknown, routing: WriteRouting, atClusterTime?: ClusterTimestamp): string[] {
   if (routing.kind === 'unsharded') {
     validateFilter(filter, '');
     return [routing.primaryShard];
   }
-  return targetShards(routing.table, routing.pattern, filter).shards;
+  return targetShards(routing.table, routing.pattern, filter, atClusterTime).shards;
 }
 
 /** What a statement needs from targeting. */
