@@ -55,8 +55,13 @@ export async function openCrudHost(settings: CrudSettings): Promise<CrudHost> {
   const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
   chmodSync(dir, 0o755);
   const agent = new Agent({ connections: settings.concurrency * 2 });
-  const cluster = new LocalCluster({
-    rootDir: dir,
+  return { dir, agent, cluster: await planBenchCluster(dir), floorProcesses: [] };
+}
+
+/** A fresh local cluster of 3 shards and 1 router in `rootDir`, on free ports and its own embedded Postgres, planned, not started. */
+export async function planBenchCluster(rootDir: string, env: Record<string, string> = {}): Promise<LocalCluster> {
+  return new LocalCluster({
+    rootDir,
     distDir: join(repoRoot, 'dist'),
     shards: 3,
     routers: 1,
@@ -64,10 +69,9 @@ export async function openCrudHost(settings: CrudSettings): Promise<CrudHost> {
     fresh: true,
     ports: { config: await freePort(), router: await freePort(), shard: [await freePort(), await freePort(), await freePort()] },
     databasePrefix: 'bench',
-    env: { TESSERA_LOG_LEVEL: 'warn' },
+    env: { TESSERA_LOG_LEVEL: 'warn', ...env },
     onProgress: (message) => console.log(`  ${message}`),
   });
-  return { dir, agent, cluster, floorProcesses: [] };
 }
 
 /** Ends the floor's processes, stops the cluster and removes the scratch directory. */

@@ -1,10 +1,9 @@
 import { mkdtempSync, chmodSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Agent } from 'undici';
-import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
-import { postJson } from './crud-fixture.js';
+import type { LocalCluster } from '../tools/cluster/local-cluster.js';
+import { planBenchCluster, postJson } from './crud-fixture.js';
 import { percentile } from './percentile.js';
 
 /**
@@ -29,7 +28,6 @@ const CONCURRENCY = 16;
 const BACK_SECONDS = Number(process.env.BENCH_SNAPSHOT_BACK_SECONDS ?? 60);
 const READS = Number(process.env.BENCH_READS ?? 60);
 const SNAPSHOT_DOCS = 1_000;
-const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const payload = 'p'.repeat(160);
 
 interface Side {
@@ -52,7 +50,7 @@ try {
     ['history on', '300'],
     ['history off', '0'],
   ] as const) {
-    const cluster = await planCluster(name.replace(' ', '-'), window);
+    const cluster = await planBenchCluster(join(dir, name.replace(' ', '-')), { TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: window });
     console.log(`bench:history — starting the cluster with ${name}`);
     await cluster.start();
     const config = cluster.configClient();
@@ -99,21 +97,6 @@ try {
   for (const side of sides) await side.cluster.stop();
   await agent.close();
   rmSync(dir, { recursive: true, force: true });
-}
-
-async function planCluster(name: string, window: string): Promise<LocalCluster> {
-  return new LocalCluster({
-    rootDir: join(dir, name),
-    distDir: join(repoRoot, 'dist'),
-    shards: 3,
-    routers: 1,
-    pgPort: await freePort(),
-    fresh: true,
-    ports: { config: await freePort(), router: await freePort(), shard: [await freePort(), await freePort(), await freePort()] },
-    databasePrefix: 'bench',
-    env: { TESSERA_LOG_LEVEL: 'warn', TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: window },
-    onProgress: (message) => console.log(`  ${message}`),
-  });
 }
 
 /** Inserts `count` documents (of `batch` per request) into `hist.<coll>`, or one batch when count is omitted; answers documents written. */
