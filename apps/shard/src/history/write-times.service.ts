@@ -62,16 +62,21 @@ export class WriteTimes implements OnModuleInit {
 
   /** Moves the persisted ceiling ahead while the next tick could reach it. */
   private async belowCeiling(): Promise<void> {
-    while (this.clock.now().clusterTime.t + 1 >= this.ceilingSeconds) {
+    while (this.nextTickSeconds() + 1 >= this.ceilingSeconds) {
       this.raising ??= this.raiseCeiling().finally(() => (this.raising = undefined));
       await this.raising;
     }
   }
 
   private async raiseCeiling(): Promise<void> {
-    const ceiling = this.clock.now().clusterTime.t + CEILING_STEP_SECS;
+    const ceiling = this.nextTickSeconds() + CEILING_STEP_SECS;
     await this.store.raiseCeiling(ceiling);
     this.ceilingSeconds = Math.max(this.ceilingSeconds, ceiling);
+  }
+
+  /** The second of the next tick: the clock's, or the wall clock's when that is ahead (`tickClusterTime`). */
+  private nextTickSeconds(): number {
+    return Math.max(this.clock.now().clusterTime.t, Math.floor(Date.now() / 1000));
   }
 
   private writesAtOrBefore(time: ClusterTimestamp): boolean {
