@@ -93,5 +93,6 @@ describe('key rotation across a kill -9 of the config server', () => {
     } finally {
       await catalog.end();
     }
-  });
+    // Two kills and restarts of the config process, and two rotations after: about 30 s here.
+  }, 120_000);
 });
