@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type ClusterTimestamp, TesseraError, clusterTimestampToString, compareClusterTimestamps } from '@tessera/core';
+import { type ClusterTimestamp, TesseraError, checkReadConcernTime } from '@tessera/core';
 import type { ShardReadConcern } from '@tessera/protocol';
 
 const timestampBodySchema = z
@@ -11,13 +11,9 @@ const timestampBodySchema = z
 /** The public `readConcern` of find, count and distinct, as MongoDB's. */
 export const readConcernBodySchema = z
   .strictObject({
-    level: z
-      .enum(['local', 'majority', 'available', 'snapshot'])
-      .optional()
-      .meta({
-        description:
-          'Each shard is one Postgres primary, so local, majority and available read the same. snapshot reads at one ClusterTime.',
-      }),
+    level: z.enum(['local', 'majority', 'available', 'snapshot']).optional().meta({
+      description: 'Each shard is one Postgres primary, so local, majority and available read the same. snapshot reads at one ClusterTime.',
+    }),
     afterClusterTime: timestampBodySchema.optional().meta({
       description: 'Causal consistency: the read sees every write up to this time (pass the operationTime of your last write).',
     }),
@@ -54,18 +50,8 @@ export function resolveReadConcern(body: ReadConcernBody | undefined, now: Clust
       details: { field: 'readConcern' },
     });
   }
-  for (const [field, time] of [
-    ['afterClusterTime', after],
-    ['atClusterTime', at],
-  ] as const) {
-    if (time !== undefined && compareClusterTimestamps(time, now) > 0) {
-      throw new TesseraError(
-        'INVALID_OPTIONS',
-        `readConcern ${field} value must not be greater than the current clusterTime. Requested clusterTime: ${clusterTimestampToString(time)}; current clusterTime: ${clusterTimestampToString(now)}`,
-        { details: { field: `readConcern.${field}`, clusterTime: now } },
-      );
-    }
-  }
+  if (after !== undefined) checkReadConcernTime('afterClusterTime', after, now);
+  if (at !== undefined) checkReadConcernTime('atClusterTime', at, now);
   if (body.level === 'snapshot') {
     const atClusterTime = at ?? now;
     return { shards: { atClusterTime }, atClusterTime };

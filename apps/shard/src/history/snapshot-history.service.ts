@@ -1,6 +1,12 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { type ClusterTimestamp, TesseraError, clusterTimestampToString, compareClusterTimestamps } from '@tessera/core';
+import {
+  type ClusterTimestamp,
+  TesseraError,
+  checkReadConcernTime,
+  clusterTimestampToString,
+  compareClusterTimestamps,
+} from '@tessera/core';
 import type { ShardReadConcern } from '@tessera/protocol';
 import { LOGGER, type Periodic, SETTINGS, VectorClockService, runPeriodically } from '@tessera/platform';
 import type { ShardSettings } from '../shard.settings.js';
@@ -60,15 +66,7 @@ export class SnapshotHistory implements OnApplicationBootstrap, OnApplicationShu
     const { afterClusterTime, atClusterTime } = readConcern ?? {};
     const time = atClusterTime ?? afterClusterTime;
     if (time === undefined) return undefined;
-    const current = this.clock.now().clusterTime;
-    if (compareClusterTimestamps(time, current) > 0) {
-      const field = atClusterTime === undefined ? 'afterClusterTime' : 'atClusterTime';
-      throw new TesseraError(
-        'INVALID_OPTIONS',
-        `readConcern ${field} value must not be greater than the current clusterTime. Requested clusterTime: ${clusterTimestampToString(time)}; current clusterTime: ${clusterTimestampToString(current)}`,
-        { details: { [field]: time, clusterTime: current } },
-      );
-    }
+    checkReadConcernTime(atClusterTime === undefined ? 'afterClusterTime' : 'atClusterTime', time, this.clock.now().clusterTime);
     if (atClusterTime !== undefined) this.checkWithinWindow(atClusterTime);
     await this.writeTimes.appliedThrough(time);
     return atClusterTime;

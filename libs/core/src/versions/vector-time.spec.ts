@@ -1,7 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type ClusterTimestamp, compareClusterTimestamps } from './cluster-timestamp.js';
-import { type VectorTime, advanceVectorTime, checkClusterTimeDrift, parseClusterTimestamp, tickClusterTime } from './vector-time.js';
+import {
+  type VectorTime,
+  advanceVectorTime,
+  checkClusterTimeDrift,
+  checkReadConcernTime,
+  parseClusterTimestamp,
+  tickClusterTime,
+} from './vector-time.js';
 
 describe('the vector clock', () => {
   it('restarts the counter at 1 when the wall clock second moved forward', () => {
@@ -33,6 +40,13 @@ describe('the vector clock', () => {
   it('moves ClusterTime up to a ConfigTime that passed it', () => {
     const current = { clusterTime: { t: 10, i: 1 }, configTime: { t: 10, i: 1 }, topologyTime: { t: 9, i: 1 } };
     expect(advanceVectorTime(current, { configTime: { t: 12, i: 3 } }).clusterTime).toEqual({ t: 12, i: 3 });
+  });
+
+  it("refuses a read's time past the node's ClusterTime, naming the field, and takes one at or before it", () => {
+    expect(() => checkReadConcernTime('afterClusterTime', { t: 10, i: 2 }, { t: 10, i: 2 })).not.toThrow();
+    expect(() => checkReadConcernTime('atClusterTime', { t: 10, i: 3 }, { t: 10, i: 2 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', details: expect.objectContaining({ field: 'readConcern.atClusterTime' }) }),
+    );
   });
 
   it('refuses a ClusterTime more than the allowed drift ahead of the wall clock, and takes one within it', () => {

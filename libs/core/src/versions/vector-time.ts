@@ -1,5 +1,5 @@
 import { TesseraError } from '../errors.js';
-import { type ClusterTimestamp, compareClusterTimestamps, makeClusterTimestamp } from './cluster-timestamp.js';
+import { type ClusterTimestamp, clusterTimestampToString, compareClusterTimestamps, makeClusterTimestamp } from './cluster-timestamp.js';
 
 /**
  * The vector clock's components that Tessera gossips between nodes (sharding-internals.md, "The
@@ -38,6 +38,24 @@ export function checkClusterTimeDrift(received: ClusterTimestamp, nowSeconds: nu
       { details: { clusterTime: received, wallClockSeconds: Math.floor(nowSeconds), maxAcceptableLogicalClockDriftSecs: maxDriftSecs } },
     );
   }
+}
+
+/**
+ * Refuses a read's `afterClusterTime` or `atClusterTime` past `current`, this node's ClusterTime:
+ * no node has handed that time out, so no write at it can be waited for (MongoDB's message).
+ * Throws `INVALID_OPTIONS`.
+ */
+export function checkReadConcernTime(
+  field: 'afterClusterTime' | 'atClusterTime',
+  requested: ClusterTimestamp,
+  current: ClusterTimestamp,
+): void {
+  if (compareClusterTimestamps(requested, current) <= 0) return;
+  throw new TesseraError(
+    'INVALID_OPTIONS',
+    `readConcern ${field} value must not be greater than the current clusterTime. Requested clusterTime: ${clusterTimestampToString(requested)}; current clusterTime: ${clusterTimestampToString(current)}`,
+    { details: { field: `readConcern.${field}`, requested, clusterTime: current } },
+  );
 }
 
 /** The later of two cluster timestamps (`a` when equal). Throws nothing. */
