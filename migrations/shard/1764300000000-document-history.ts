@@ -18,7 +18,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  */
 /**
  * What a row stored without a `valid_from` gets: the time its transaction declared (COPY of a
- * migration's cloned batch has no parameters). A transaction that declared none fails.
+ * migration's cloned batch has no parameters). A transaction that declared none fails. The same
+ * text as `VALID_FROM_DEFAULT` in apps/shard/src/history/write-time.ts: a migration stays as it
+ * ran and imports no app code.
  */
 const VALID_FROM_DEFAULT = "current_setting('tessera.write_time')::int8";
 

@@ -1,5 +1,5 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
-import { type ClusterTimestamp, compareClusterTimestamps } from '@tessera/core';
+import { type ClusterTimestamp, compareClusterTimestamps, tickClusterTime } from '@tessera/core';
 import { SETTINGS, VectorClockService } from '@tessera/platform';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardClockStore } from './shard-clock.store.js';
@@ -74,9 +74,9 @@ export class WriteTimes implements OnModuleInit {
     this.ceilingSeconds = Math.max(this.ceilingSeconds, ceiling);
   }
 
-  /** The second of the next tick: the clock's, or the wall clock's when that is ahead (`tickClusterTime`). */
+  /** The second the next tick will take (the clock's, or the wall clock's when that is ahead). */
   private nextTickSeconds(): number {
-    return Math.max(this.clock.now().clusterTime.t, Math.floor(Date.now() / 1000));
+    return tickClusterTime(this.clock.now().clusterTime, Date.now() / 1000).t;
   }
 
   private writesAtOrBefore(time: ClusterTimestamp): boolean {

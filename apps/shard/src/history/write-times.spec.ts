@@ -2,11 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compareClusterTimestamps } from '@tessera/core';
 import { VectorClockService } from '@tessera/platform';
-import { testWriteTimes } from '../../../../test/fakes/write-times.js';
-import type { ShardSettings } from '../shard.settings.js';
-import type { ShardClockStore } from './shard-clock.store.js';
+import { inMemoryShardClock, testWriteTimes } from '../../../../test/fakes/write-times.js';
 import { clusterTimeFromSql, clusterTimeToSql } from './write-time.js';
-import { WriteTimes } from './write-times.service.js';
 
 const settled = async (promise: Promise<unknown>) => {
   let done = false;
@@ -57,37 +54,20 @@ describe('write times', () => {
   });
 
   it('stay below the persisted ceiling, and start a restarted clock at it', async () => {
-    const ceilings: number[] = [];
-    const clock = new VectorClockService();
-    const store = {
-      load: async () => ({ ceilingSeconds: 4_000_000_000, historySince: null }),
-      raiseCeiling: async (seconds: number) => void ceilings.push(seconds),
-    };
-    const restarted = new WriteTimes(
-      clock,
-      store as unknown as ShardClockStore,
-      { TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: 300 } as ShardSettings,
-    );
+    const restartedClock = inMemoryShardClock(4_000_000_000);
+    const restarted = testWriteTimes(new VectorClockService(), restartedClock.store);
     await restarted.onModuleInit();
     const first = (await restarted.run(async (w) => w)).time;
     expect(first.t).toBe(4_000_000_000);
     // The tick reached the ceiling's second: the ceiling moved past it before the time was used.
-    expect(ceilings).toEqual([4_000_000_000 + 30]);
+    expect(restartedClock.raised).toEqual([4_000_000_000 + 30]);
     // A fresh shard's clock is at zero and its ceiling too: the first tick takes the wall clock's
     // second, so the ceiling must move past that, not past zero.
-    const freshCeilings: number[] = [];
-    const freshStore = {
-      load: async () => ({ ceilingSeconds: 0, historySince: null }),
-      raiseCeiling: async (s: number) => void freshCeilings.push(s),
-    };
-    const fresh = new WriteTimes(
-      new VectorClockService(),
-      freshStore as unknown as ShardClockStore,
-      { TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: 300 } as ShardSettings,
-    );
+    const freshClock = inMemoryShardClock(0);
+    const fresh = testWriteTimes(new VectorClockService(), freshClock.store);
     await fresh.onModuleInit();
     const written = (await fresh.run(async (w) => w)).time;
-    expect(freshCeilings.at(-1)!).toBeGreaterThan(written.t);
+    expect(freshClock.raised.at(-1)!).toBeGreaterThan(written.t);
   });
 
   it('store as an int8 that sorts as the timestamps do, and back', () => {
