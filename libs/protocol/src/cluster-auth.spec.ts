@@ -34,29 +34,21 @@ describe('internal request signatures', () => {
     });
   });
 
+  /** A request signed with vector clock headers `time`; the test gives the headers it arrives with. */
+  const signedWithClock = (time: Record<string, string>) => {
+    const headers = signRequest(key, 'POST', '/internal/x', '', now, time);
+    return { method: 'POST', pathWithQuery: '/internal/x', body: '', date: headers[DATE_HEADER], signature: headers[SIGNATURE_HEADER] };
+  };
+
   it('refuse a request whose vector clock headers were changed after signing', () => {
-    const headers = signRequest(key, 'POST', '/internal/x', '', now, { 'x-tessera-config-time': '10,1' });
-    const request = {
-      method: 'POST',
-      pathWithQuery: '/internal/x',
-      body: '',
-      date: headers[DATE_HEADER],
-      signature: headers[SIGNATURE_HEADER],
-    };
+    const request = signedWithClock({ 'x-tessera-config-time': '10,1' });
     expect(verifyRequest(key, { ...request, signed: { 'x-tessera-config-time': '10,1' } }, now)).toEqual({ ok: true });
     expect(verifyRequest(key, { ...request, signed: { 'x-tessera-config-time': '4000000000,1' } }, now).ok).toBe(false);
   });
 
   it('refuse a request whose ClusterTime header was added or changed after signing', () => {
     const time = { 'x-tessera-cluster-time': '10,2' };
-    const headers = signRequest(key, 'POST', '/internal/x', '', now, time);
-    const request = {
-      method: 'POST',
-      pathWithQuery: '/internal/x',
-      body: '',
-      date: headers[DATE_HEADER],
-      signature: headers[SIGNATURE_HEADER],
-    };
+    const request = signedWithClock(time);
     expect(verifyRequest(key, { ...request, signed: time }, now)).toEqual({ ok: true });
     expect(verifyRequest(key, { ...request, signed: { 'x-tessera-cluster-time': '4000000000,1' } }, now).ok).toBe(false);
     expect(verifyRequest(key, { ...request, signed: {} }, now).ok).toBe(false);
