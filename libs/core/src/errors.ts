@@ -43,6 +43,10 @@ export const ERROR_CODES = {
   CLUSTER_TIME_FAILS_RATE_LIMITER: { code: 209, codeName: 'ClusterTimeFailsRateLimiter', retryable: false },
   TIME_PROOF_MISMATCH: { code: 293, codeName: 'TimeProofMismatch', retryable: false },
   SNAPSHOT_TOO_OLD: { code: 239, codeName: 'SnapshotTooOld', retryable: false },
+  WRITE_CONFLICT: { code: 112, codeName: 'WriteConflict', retryable: false },
+  LOCK_TIMEOUT: { code: 24, codeName: 'LockTimeout', retryable: false },
+  PREPARED_TRANSACTION_IN_PROGRESS: { code: 256, codeName: 'PreparedTransactionInProgress', retryable: false },
+  TRANSACTION_EXCEEDED_LIFETIME_LIMIT: { code: 290, codeName: 'TransactionExceededLifetimeLimitSeconds', retryable: false },
   INTERNAL: { code: 1, codeName: 'InternalError', retryable: false },
 } as const satisfies Record<string, { code: number; codeName: string; retryable: boolean }>;
 
@@ -52,12 +56,19 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 /** Structured, JSON-serialisable context attached to an error (what was wrong and where). */
 export type ErrorDetails = Record<string, unknown>;
 
-/** The wire form of an error, identical on every hop: `{ code, message, retryable, details }`. */
+/**
+ * MongoDB's error labels, which tell a client what to retry: the whole transaction
+ * (`TransientTransactionError`) or only its commit (`UnknownTransactionCommitResult`).
+ */
+export type ErrorLabel = 'TransientTransactionError' | 'UnknownTransactionCommitResult';
+
+/** The wire form of an error, identical on every hop: `{ code, message, retryable, details, errorLabels }`. */
 export interface ErrorEnvelope {
   code: ErrorCode;
   message: string;
   retryable: boolean;
   details?: ErrorDetails;
+  errorLabels?: ErrorLabel[];
 }
 
 /**
@@ -68,6 +79,8 @@ export class TesseraError extends Error {
   readonly code: ErrorCode;
   readonly retryable: boolean;
   readonly details: ErrorDetails | undefined;
+  /** What a client in a transaction retries after this error; empty outside transactions. */
+  readonly errorLabels: readonly ErrorLabel[];
   /**
    * The node whose answer carried this error, set by the client that rebuilt it from the
    * envelope; undefined for an error raised in this process, a transport failure included. So a
@@ -86,7 +99,13 @@ export class TesseraError extends Error {
   constructor(
     code: ErrorCode,
     message: string,
-    options: { details?: ErrorDetails; retryable?: boolean; cause?: unknown; answeredBy?: string } = {},
+    options: {
+      details?: ErrorDetails;
+      retryable?: boolean;
+      cause?: unknown;
+      answeredBy?: string;
+      errorLabels?: readonly ErrorLabel[];
+    } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'TesseraError';
@@ -94,6 +113,19 @@ export class TesseraError extends Error {
     this.retryable = options.retryable ?? ERROR_CODES[code].retryable;
     this.details = options.details;
     this.answeredBy = options.answeredBy;
+    this.errorLabels = options.errorLabels ?? [];
+  }
+
+  /** This error with `label` added (the same error when it has it already). Throws nothing. */
+  withLabel(label: ErrorLabel): TesseraError {
+    if (this.errorLabels.includes(label)) return this;
+    return new TesseraError(this.code, this.message, {
+      details: this.details,
+      retryable: this.retryable,
+      cause: this.cause,
+      answeredBy: this.answeredBy,
+      errorLabels: [...this.errorLabels, label],
+    });
   }
 
   /** Returns the wire envelope of this error. Throws nothing. */
@@ -103,6 +135,7 @@ export class TesseraError extends Error {
       message: this.message,
       retryable: this.retryable,
       ...(this.details === undefined ? {} : { details: this.details }),
+      ...(this.errorLabels.length === 0 ? {} : { errorLabels: [...this.errorLabels] }),
     };
   }
 
@@ -113,7 +146,12 @@ export class TesseraError extends Error {
    */
   static fromEnvelope(envelope: ErrorEnvelope, answeredBy?: string): TesseraError {
     const code: ErrorCode = isErrorCode(envelope.code) ? envelope.code : 'INTERNAL';
-    return new TesseraError(code, envelope.message, { details: envelope.details, retryable: envelope.retryable, answeredBy });
+    return new TesseraError(code, envelope.message, {
+      details: envelope.details,
+      retryable: envelope.retryable,
+      answeredBy,
+      ...(envelope.errorLabels === undefined ? {} : { errorLabels: envelope.errorLabels }),
+    });
   }
 }
 
@@ -127,4 +165,30 @@ export function isErrorEnvelope(value: unknown): value is ErrorEnvelope {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;
   return typeof v.code === 'string' && typeof v.message === 'string' && typeof v.retryable === 'boolean';
+}
+
+/**
+ * The errors after which a client retries a whole transaction (MongoDB's
+ * TransientTransactionError): a write conflict, a lock not granted in time, routing that moved
+ * under the transaction, a snapshot no longer kept, a participant that lost the transaction or
+ * could not be reached before the commit began.
+ */
+const TRANSIENT_IN_TRANSACTION: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'WRITE_CONFLICT',
+  'LOCK_TIMEOUT',
+  'STALE_CONFIG',
+  'STALE_DB_VERSION',
+  'STALE_EPOCH',
+  'STALE_CHUNK_HISTORY',
+  'SNAPSHOT_TOO_OLD',
+  'NO_SUCH_TRANSACTION',
+  'HOST_UNREACHABLE',
+  'NETWORK_TIMEOUT',
+  'SHUTDOWN_IN_PROGRESS',
+  'EXCEEDED_TIME_LIMIT',
+]);
+
+/** `error` as a transaction's statement answers it: labelled `TransientTransactionError` when retrying the transaction may succeed. Throws nothing. */
+export function labelInTransaction(error: TesseraError): TesseraError {
+  return TRANSIENT_IN_TRANSACTION.has(error.code) ? error.withLabel('TransientTransactionError') : error;
 }

@@ -68,7 +68,14 @@ function statusOf(exception: unknown): number | undefined {
 export function renderError(envelope: ErrorEnvelope, url: string): unknown {
   if (url.startsWith('/v1/')) {
     const { code, codeName } = ERROR_CODES[envelope.code];
-    return { ok: 0, code, codeName, errmsg: envelope.message, ...(envelope.details ? { details: envelope.details } : {}) };
+    return {
+      ok: 0,
+      code,
+      codeName,
+      errmsg: envelope.message,
+      ...(envelope.errorLabels ? { errorLabels: envelope.errorLabels } : {}),
+      ...(envelope.details ? { details: envelope.details } : {}),
+    };
   }
   return { error: envelope };
 }

@@ -36,6 +36,10 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'INCOMPLETE_TRANSACTION_HISTORY':
     case 'CHUNK_TOO_BIG':
     case 'SNAPSHOT_TOO_OLD':
+    case 'WRITE_CONFLICT':
+    case 'LOCK_TIMEOUT':
+    case 'PREPARED_TRANSACTION_IN_PROGRESS':
+    case 'TRANSACTION_EXCEEDED_LIFETIME_LIMIT':
       return 409;
     case 'DOCUMENT_TOO_LARGE':
       return 413;
