@@ -7,6 +7,7 @@ import { Transactions1763903000000 } from './1763903000000-transactions.js';
 import { TxnStatementsInRecords1764100000000 } from './1764100000000-txn-statements-in-records.js';
 import { TxnRecordLog1764200000000 } from './1764200000000-txn-record-log.js';
 import { DocumentHistory1764300000000 } from './1764300000000-document-history.js';
+import { TwoPhaseCommit1764400000000 } from './1764400000000-two-phase-commit.js';
 
 /** A shard database's migrations, in order. */
 export const shardMigrations = [
@@ -19,4 +20,5 @@ export const shardMigrations = [
   TxnStatementsInRecords1764100000000,
   TxnRecordLog1764200000000,
   DocumentHistory1764300000000,
+  TwoPhaseCommit1764400000000,
 ];

@@ -77,9 +77,12 @@ export class CursorManager {
     // A batch is sized by its documents as stored, or as projected when projected.
     const sizeOf: SizeOf =
       request.projection === undefined || Object.keys(request.projection).length === 0 ? (_projected, stored) => stored : bsonSize;
-    const cursor = sort
-      ? await this.sortedCursor(handle, where, accept, sort, skip, limit, project, sizeOf)
-      : this.streamingCursor(handle, where, accept, skip, limit, project, sizeOf);
+    // A transaction's statement reads on the transaction's connection, all at once: its later
+    // batches are served after the statement (or the transaction) is over.
+    const cursor =
+      sort || handle.transaction
+        ? await this.sortedCursor(handle, where, accept, sort, skip, limit, project, sizeOf)
+        : this.streamingCursor(handle, where, accept, skip, limit, project, sizeOf);
     if (onClose !== undefined) cursor.close = onClose;
     return this.batchFrom(cursor, undefined, nonNegative(request.batchSize, 'batchSize') || DEFAULT_BATCH_SIZE);
   }
@@ -176,22 +179,22 @@ export class CursorManager {
     handle: CollectionHandle,
     where: { sql: string; params: unknown[] },
     accept: (row: StoredRow) => ValueObject | undefined,
-    sort: (a: ValueObject, b: ValueObject) => number,
+    sort: ((a: ValueObject, b: ValueObject) => number) | undefined,
     skip: number,
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
     sizeOf: SizeOf,
   ): Promise<Cursor> {
-    const rows = await poolQuery<StoredRow>(
-      this.dataSource,
-      `SELECT shard_key, doc, size FROM ${readRelation(handle)} WHERE ${where.sql}`,
-      where.params,
-    );
+    const text = `SELECT shard_key, doc, size FROM ${readRelation(handle)} WHERE ${where.sql}`;
+    const rows: StoredRow[] =
+      handle.transaction === undefined
+        ? await poolQuery<StoredRow>(this.dataSource, text, where.params)
+        : await handle.transaction.manager.query(`${text} ORDER BY id`, where.params);
     const matching = rows.flatMap((row) => {
       const document = accept(row);
       return document === undefined ? [] : [{ document, size: row.size }];
     });
-    matching.sort((a, b) => sort(a.document, b.document));
+    if (sort !== undefined) matching.sort((a, b) => sort(a.document, b.document));
     const results = matching.slice(skip, limit === undefined ? undefined : skip + limit);
     const { maxBatchBytes } = this;
     let position = 0;

@@ -10,7 +10,7 @@ export class DocumentAggregates {
 
   /** How many owned documents match, after `skip` and capped by `limit` (0 = no cap). */
   async count(handle: CollectionHandle, filter: ValueObject, skip = 0, limit = 0): Promise<number> {
-    const matches = await scanMatching(this.dataSource.manager, handle, parseFilter(filter));
+    const matches = await scanMatching(handle.transaction?.manager ?? this.dataSource.manager, handle, parseFilter(filter));
     const afterSkip = Math.max(0, matches.length - skip);
     return limit > 0 ? Math.min(afterSkip, limit) : afterSkip;
   }
@@ -20,7 +20,7 @@ export class DocumentAggregates {
    * value contributes its elements, missing fields contribute nothing; in MongoDB's value order.
    */
   async distinct(handle: CollectionHandle, key: string, filter: ValueObject): Promise<unknown[]> {
-    const matches = await scanMatching(this.dataSource.manager, handle, parseFilter(filter));
+    const matches = await scanMatching(handle.transaction?.manager ?? this.dataSource.manager, handle, parseFilter(filter));
     const values: Value[] = [];
     for (const { document } of matches) {
       for (const element of valuesAtPath(document, key.split('.'))) {

@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import { type ChunkRange, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
+import { type ChunkRange, TesseraError, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
 import { type CompiledFilter, idEqualityFromFilter, keyOfPointRange, keyRangesForFilter } from '@tessera/query';
 import type { CollectionHandle } from './document-store.js';
 import { indexRangesForFilter } from './index-keys.js';
@@ -86,7 +86,9 @@ export function readRelation(handle: CollectionHandle): string {
 
 /**
  * The owned documents matching `compiled`, in `_id` order, locked for update when asked (the
- * caller's transaction then owns them until it ends). Stops after `limit` matches.
+ * caller's transaction then owns them until it ends). Stops after `limit` matches. A statement
+ * of a cross-shard transaction reads at the transaction's snapshot and locks what it will write
+ * afterwards (`lockForTransaction`).
  */
 export async function scanMatching(
   manager: EntityManager,
@@ -95,8 +97,9 @@ export async function scanMatching(
   options: { forUpdate?: boolean; limit?: number } = {},
 ): Promise<StoredDocument[]> {
   const where = scanConditions(handle, compiled.filter);
+  const lockInScan = options.forUpdate === true && handle.transaction === undefined;
   const rows: Array<{ id: Buffer; shard_key: Buffer; doc: unknown }> = await manager.query(
-    `SELECT id, shard_key, doc FROM ${readRelation(handle)} WHERE ${where.sql} ORDER BY id${options.forUpdate ? ' FOR UPDATE' : ''}`,
+    `SELECT id, shard_key, doc FROM ${readRelation(handle)} WHERE ${where.sql} ORDER BY id${lockInScan ? ' FOR UPDATE' : ''}`,
     where.params,
   );
   const matches: StoredDocument[] = [];
@@ -107,5 +110,41 @@ export async function scanMatching(
     matches.push({ id: row.id, shardKey: row.shard_key, document });
     if (options.limit !== undefined && matches.length >= options.limit) break;
   }
+  if (options.forUpdate === true && handle.transaction !== undefined) await lockForTransaction(manager, handle, matches);
   return matches;
+}
+
+/** Postgres' lock_not_available: a NOWAIT lock another transaction holds. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/**
+ * Snapshot isolation's first-committer-wins, for the documents a transaction's statement read at
+ * its snapshot and will write: each is locked without waiting, and it is a write conflict when
+ * another transaction holds it, or changed or deleted it after the snapshot (its stored version
+ * is newer than the snapshot and not this transaction's own). Not waiting is MongoDB's rule too:
+ * a transaction never queues behind another's document, so no wait cycle can form across shards.
+ */
+async function lockForTransaction(manager: EntityManager, handle: CollectionHandle, matches: readonly StoredDocument[]): Promise<void> {
+  if (matches.length === 0) return;
+  let rows: Array<{ id: Buffer; newer: boolean }>;
+  try {
+    rows = await manager.query(
+      `SELECT id, valid_from > $2::int8 AND xmin <> pg_current_xact_id()::xid AS newer
+       FROM ${handle.table} WHERE id = ANY($1::bytea[]) FOR UPDATE NOWAIT`,
+      [matches.map((m) => m.id), handle.snapshot!.time],
+    );
+  } catch (error) {
+    if ((error as { code?: string }).code === LOCK_NOT_AVAILABLE) throw writeConflict(handle, 'another transaction is writing it');
+    throw error;
+  }
+  const current = new Map(rows.map((r) => [r.id.toString('hex'), r.newer]));
+  for (const match of matches) {
+    const newer = current.get(match.id.toString('hex'));
+    if (newer === undefined) throw writeConflict(handle, "it was deleted after this transaction's snapshot");
+    if (newer) throw writeConflict(handle, "it changed after this transaction's snapshot");
+  }
+}
+
+function writeConflict(handle: CollectionHandle, why: string): TesseraError {
+  return new TesseraError('WRITE_CONFLICT', `write conflict on a document of ${handle.ns}: ${why}`, { details: { namespace: handle.ns } });
 }

@@ -28,6 +28,35 @@ export interface CollectionHandle {
   writeTime?: WriteTime;
   /** A read at a past time: the collection's rows and kept versions as they were then. */
   snapshot?: { collectionUuid: string; time: WriteTime['sql'] };
+  /** A statement of a cross-shard transaction: it runs in the transaction's own Postgres transaction. */
+  transaction?: TransactionWork;
+}
+
+/**
+ * What a statement of a transaction runs with. The transaction reads at its snapshot (the
+ * handle's `snapshot`) and stamps what it writes with that same time until its commit restamps
+ * it (its `writeTime`), so its own writes are visible to its reads and the versions it replaced
+ * are not. `wrote` is told of every document it stores, changes or deletes.
+ */
+export interface TransactionWork {
+  manager: EntityManager;
+  wrote(handle: CollectionHandle, id: Buffer, shardKey: Uint8Array): void;
+}
+
+/**
+ * Runs `work` in the handle's transaction when it is a transaction's statement, else in a
+ * transaction of its own with the write's time declared first (the history trigger reads it).
+ */
+export function inWriteTransaction<T>(
+  dataSource: DataSource,
+  handle: CollectionHandle,
+  work: (manager: EntityManager) => Promise<T>,
+): Promise<T> {
+  if (handle.transaction !== undefined) return work(handle.transaction.manager);
+  return dataSource.transaction(async (manager) => {
+    await declareWriteTime(manager, writeTimeOf(handle));
+    return work(manager);
+  });
 }
 
 /** The write's time; a write path without one is a bug. */
@@ -115,7 +144,7 @@ export class DocumentStore {
    * commits first and the build indexes its documents.
    */
   private async insertIfUnindexed(handle: CollectionHandle, rows: PreparedRow[]): Promise<Set<string> | undefined> {
-    if (handle.indexes !== undefined && handle.indexes.length > 0) return undefined;
+    if ((handle.indexes !== undefined && handle.indexes.length > 0) || handle.transaction !== undefined) return undefined;
     let inserted: number;
     try {
       // Named: each connection parses and plans it once per table, then only binds and runs it.
@@ -175,9 +204,8 @@ export class DocumentStore {
     writeErrors: WriteError[],
     history?: StatementHistory,
   ): Promise<Set<string>> {
-    return this.dataSource.transaction(async (manager) => {
-      // Undoing a row stored by this statement deletes it, which the history trigger sees.
-      await declareWriteTime(manager, writeTimeOf(handle));
+    // Undoing a row stored by this statement deletes it, which the history trigger sees.
+    return inWriteTransaction(this.dataSource, handle, async (manager) => {
       const indexes = await indexesForWrite(manager, handle);
       const entries = new Map<PreparedRow, DocumentEntries>();
       const rows = this.withIndexEntries(indexes, prepared, entries, ordered, writeErrors);
@@ -188,6 +216,8 @@ export class DocumentStore {
       const refused = await this.addIndexEntries(batch, inserted);
       if (ordered) await this.undoAfterFirstFailure(batch, inserted, [...failed, ...refused]);
       await history?.record(manager, recordedInserts(rows.filter((r) => inserted.has(`${r.index}`))));
+      if (handle.transaction !== undefined)
+        for (const r of rows) if (inserted.has(`${r.index}`)) handle.transaction.wrote(handle, r.id, r.shardKey);
       return inserted;
     });
   }

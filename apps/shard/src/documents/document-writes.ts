@@ -22,8 +22,7 @@ import {
   upsertDocument,
 } from '@tessera/query';
 import { type StoredDocument, scanMatching } from './document-scan.js';
-import { type CollectionHandle, writeTimeOf } from './document-store.js';
-import { declareWriteTime } from '../history/write-time.js';
+import { type CollectionHandle, inWriteTransaction, writeTimeOf } from './document-store.js';
 import { type ImageKind, type StatementHistory, type StatementResult, recordedAs } from './statement-history.js';
 import { addDocumentEntries, entriesOf, indexesForWrite, removeEntries, replaceEntries } from './index-maintenance.js';
 
@@ -70,12 +69,9 @@ export class DocumentWrites {
     private readonly clock: Clock,
   ) {}
 
-  /** A transaction of the command's write, its time declared first for the history trigger. */
+  /** A transaction of the command's write (see `inWriteTransaction`). */
   private transaction<T>(handle: CollectionHandle, work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    return this.dataSource.transaction(async (manager) => {
-      await declareWriteTime(manager, writeTimeOf(handle));
-      return work(manager);
-    });
+    return inWriteTransaction(this.dataSource, handle, work);
   }
 
   async update(
@@ -259,6 +255,7 @@ export class DocumentWrites {
     ]);
     await replaceEntries(manager, handle.ns, await indexesForWrite(manager, handle), stored.id, stored.document, after);
     handle.onWrite?.(stored.shardKey, size);
+    handle.transaction?.wrote(handle, stored.id, stored.shardKey);
     return after;
   }
 
@@ -287,6 +284,7 @@ export class DocumentWrites {
       [id, Buffer.from(key), JSON.stringify(toExtendedJsonObject(document)), size, writeTimeOf(handle).sql],
     );
     if (inserted.length > 0) handle.onWrite?.(key, size);
+    if (inserted.length > 0) handle.transaction?.wrote(handle, id, key);
     if (inserted.length === 0) {
       throw new TesseraError(
         'DUPLICATE_KEY',
@@ -303,6 +301,7 @@ export class DocumentWrites {
   /** Deletes stored documents and their index entries. */
   private async remove(manager: EntityManager, handle: CollectionHandle, documents: readonly StoredDocument[]): Promise<void> {
     await manager.query(`DELETE FROM ${handle.table} WHERE id = ANY($1::bytea[])`, [documents.map((d) => d.id)]);
+    for (const d of documents) handle.transaction?.wrote(handle, d.id, d.shardKey);
     const indexes = await indexesForWrite(manager, handle);
     if (indexes.length > 0)
       await removeEntries(

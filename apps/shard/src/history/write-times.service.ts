@@ -22,7 +22,7 @@ const CEILING_STEP_SECS = 30;
 export class WriteTimes implements OnModuleInit {
   private ceilingSeconds = 0;
   private raising: Promise<void> | undefined;
-  /** In-flight writes' times, in the order they were ticked (so ascending). */
+  /** In-flight writes' times. */
   private readonly inFlight = new Map<number, ClusterTimestamp>();
   private nextWrite = 0;
   private waiters: Array<{ time: ClusterTimestamp; resolve: () => void }> = [];
@@ -41,17 +41,40 @@ export class WriteTimes implements OnModuleInit {
 
   /** Runs a write with its time; the write is in flight until `work` settles. */
   async run<T>(work: (writeTime: WriteTime) => Promise<T>): Promise<T> {
+    const reserved = await this.reserve();
+    try {
+      return await work(reserved.writeTime);
+    } finally {
+      reserved.release();
+    }
+  }
+
+  /**
+   * A time for a write whose end is not one call's: a transaction's prepare or commit. It is in
+   * flight, holding back reads at or after it, until `release`.
+   */
+  async reserve(): Promise<{ writeTime: WriteTime; release: () => void }> {
     await this.belowCeiling();
     // No await between the tick and the registration: a read that looks now sees this write.
     const time = this.clock.tickClusterTime();
+    return { writeTime: this.writeTimeAt(time), release: this.hold(time) };
+  }
+
+  /**
+   * Keeps `time` in flight until the answered release is called: a prepared transaction found at
+   * start, whose commit time must hold reads back until it is resolved.
+   */
+  hold(time: ClusterTimestamp): () => void {
     const id = this.nextWrite++;
     this.inFlight.set(id, time);
-    try {
-      return await work({ time, sql: clusterTimeToSql(time), keepHistory: this.settings.TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS > 0 });
-    } finally {
-      this.inFlight.delete(id);
-      this.wakeWaiters();
-    }
+    return () => {
+      if (this.inFlight.delete(id)) this.wakeWaiters();
+    };
+  }
+
+  /** `time` as a write stamps it. */
+  writeTimeAt(time: ClusterTimestamp): WriteTime {
+    return { time, sql: clusterTimeToSql(time), keepHistory: this.settings.TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS > 0 };
   }
 
   /** Resolves once no write with a time at or before `time` is in flight. */
@@ -80,8 +103,8 @@ export class WriteTimes implements OnModuleInit {
   }
 
   private writesAtOrBefore(time: ClusterTimestamp): boolean {
-    const oldest = this.inFlight.values().next();
-    return !oldest.done && compareClusterTimestamps(oldest.value, time) <= 0;
+    for (const inFlight of this.inFlight.values()) if (compareClusterTimestamps(inFlight, time) <= 0) return true;
+    return false;
   }
 
   private wakeWaiters(): void {
