@@ -42,6 +42,11 @@ import { ShardSessions } from './sessions/shard-sessions.service.js';
 import { TransactionsStore } from './sessions/transactions.store.js';
 import { ShardingRuntime } from './sharding/sharding-runtime.service.js';
 import type { ShardSettings } from './shard.settings.js';
+import { CoordinatorStore } from './transactions/coordinator.store.js';
+import { ParticipantStore } from './transactions/participant.store.js';
+import { TransactionCoordinator } from './transactions/transaction-coordinator.service.js';
+import { TransactionParticipants } from './transactions/transaction-participants.service.js';
+import { TransactionsController } from './transactions/transactions.controller.js';
 
 /** A shard's composition root. */
 @Module({})
@@ -53,7 +58,14 @@ export class ShardModule {
         PlatformModule.forRoot(settings, logger),
         DatabaseModule.forRoot({ url: settings.TESSERA_DATABASE_URL, poolSize: settings.TESSERA_DATABASE_POOL_SIZE, entities: [] }),
       ],
-      controllers: [IdentityController, CollectionsController, DataController, MigrationController, ChunksController],
+      controllers: [
+        IdentityController,
+        CollectionsController,
+        DataController,
+        MigrationController,
+        ChunksController,
+        TransactionsController,
+      ],
       providers: [
         ShardIdentityService,
         ShardClockStore,
@@ -68,6 +80,10 @@ export class ShardModule {
         ShardSessions,
         TransactionsStore,
         RetryableWriteService,
+        ParticipantStore,
+        TransactionParticipants,
+        CoordinatorStore,
+        TransactionCoordinator,
         ChunkSizingService,
         SplitVectorService,
         AutoSplitter,

@@ -20,6 +20,17 @@ export const shardSettingsSchema = z.object({
    * may go; replaced and deleted documents are kept that long. 0 keeps no history.
    */
   TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: z.coerce.number().int().min(0).max(86_400).default(300),
+  /** MongoDB's transactionLifetimeLimitSeconds: a transaction not committing by then is aborted by the reaper. */
+  TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: z.coerce.number().int().min(1).max(86_400).default(60),
+  /**
+   * MongoDB's maxTransactionLockRequestTimeoutMillis: how long a transaction's statement waits for
+   * a lock another transaction holds before it fails with LockTimeout (TransientTransactionError).
+   */
+  TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(5),
+  /** Connections for open transactions (each holds one until it prepares or ends), apart from the shard's pool. */
+  TESSERA_TRANSACTION_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(32),
+  /** How long a prepared transaction waits for its decision before it asks its coordinator. */
+  TESSERA_TRANSACTION_RESOLVE_AFTER_MS: millisecondsSetting(1_000),
   ...logicalSessionSettingsShape,
 });
 

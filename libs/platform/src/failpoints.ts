@@ -21,10 +21,22 @@ export class Failpoints {
   }
 
   async pauseAt(name: string, resource?: string): Promise<void> {
-    const ms = this.pauses.get(name) ?? (resource === undefined ? undefined : this.pauses.get(`${name}@${resource}`));
+    const ms = this.valueOf(name, resource);
     if (ms === undefined) return;
     this.logger.warn({ failpoint: name, resource, ms }, `failpoint ${name}: pausing ${ms} ms`);
     await new Promise((resolve) => setTimeout(resolve, ms));
+  }
+
+  /**
+   * Whether a switch failpoint is on (`name=1`): a test turning a mechanism off to show that
+   * its checker catches what the mechanism prevents.
+   */
+  isOn(name: string, resource?: string): boolean {
+    return this.valueOf(name, resource) !== undefined;
+  }
+
+  private valueOf(name: string, resource: string | undefined): number | undefined {
+    return this.pauses.get(name) ?? (resource === undefined ? undefined : this.pauses.get(`${name}@${resource}`));
   }
 }
 

@@ -36,6 +36,20 @@ export const lsidSchema = z.strictObject({ id: z.uuid() });
 export type Lsid = z.infer<typeof lsidSchema>;
 
 /**
+ * A data command inside a transaction: the transaction, its read timestamp (the router's
+ * ClusterTime at the first statement: every participant reads at it) and `startTransaction` on
+ * the first command this participant receives. See transaction-messages.ts.
+ */
+export const transactionFieldsSchema = z.strictObject({
+  lsid: lsidSchema,
+  txnNumber: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  atClusterTime: clusterTimestampSchema,
+  startTransaction: z.boolean().optional(),
+});
+export type TransactionFields = z.infer<typeof transactionFieldsSchema>;
+const inTransaction = { transaction: transactionFieldsSchema.optional() };
+
+/**
  * What makes a write command retryable (sharding-internals.md, "Retryable writes"): its session,
  * the session's `txnNumber`, and the `stmtId` of each statement, which the router assigns (the
  * statement's index in the user's command) so that a retry, however it is split, names the same
@@ -69,6 +83,7 @@ export type SessionPart = z.infer<typeof sessionPartSchema>;
 
 export const insertCommandSchema = z.strictObject({
   ...versioned,
+  ...inTransaction,
   ...retryable,
   /** Instead of `lsid`, `txnNumber` and `stmtIds`: the command's documents by session. */
   sessionParts: z.array(sessionPartSchema).min(1).optional(),
@@ -79,6 +94,7 @@ export type InsertCommand = z.input<typeof insertCommandSchema>;
 
 export const findCommandSchema = z.strictObject({
   ...versioned,
+  ...inTransaction,
   readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
@@ -102,6 +118,7 @@ export const updateStatementSchema = z.strictObject({
 });
 export const updateCommandSchema = z.strictObject({
   ...versioned,
+  ...inTransaction,
   ...retryable,
   updates: z.array(updateStatementSchema).min(1).max(100_000),
   ordered: z.boolean().default(true),
@@ -111,6 +128,7 @@ export type UpdateCommand = z.input<typeof updateCommandSchema>;
 export const deleteStatementSchema = z.strictObject({ q: ejsonDocument, limit: z.union([z.literal(0), z.literal(1)]) });
 export const deleteCommandSchema = z.strictObject({
   ...versioned,
+  ...inTransaction,
   ...retryable,
   deletes: z.array(deleteStatementSchema).min(1).max(100_000),
   ordered: z.boolean().default(true),
@@ -119,6 +137,7 @@ export type DeleteCommand = z.input<typeof deleteCommandSchema>;
 
 export const findAndModifyCommandSchema = z.strictObject({
   ...versioned,
+  ...inTransaction,
   ...retryable,
   query: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
@@ -132,6 +151,7 @@ export type FindAndModifyCommand = z.input<typeof findAndModifyCommandSchema>;
 
 export const countCommandSchema = z.strictObject({
   ...versioned,
+  ...inTransaction,
   readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   skip: z.number().int().min(0).optional(),
@@ -141,6 +161,7 @@ export type CountCommand = z.input<typeof countCommandSchema>;
 
 export const distinctCommandSchema = z.strictObject({
   ...versioned,
+  ...inTransaction,
   readConcern: shardReadConcernSchema.optional(),
   key: z.string().min(1),
   filter: ejsonDocument.default({}),

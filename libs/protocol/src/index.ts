@@ -14,5 +14,6 @@ export * from './migration-client.js';
 export * from './event-messages.js';
 export * from './balancer-messages.js';
 export * from './session-messages.js';
+export * from './transaction-messages.js';
 export * from './wire-client.js';
 export * from './wire-frames.js';

@@ -22,6 +22,15 @@ import type {
   UpdateCommandResult,
 } from './data-messages.js';
 import type { ShardCollectionSpec, ShardIdentity, ShardIdentityResponse, ShardStats } from './messages.js';
+import type { ClusterTimestamp } from '@tessera/core';
+import type {
+  CommitTransaction,
+  CoordinateCommit,
+  DecisionAnswer,
+  PrepareTransaction,
+  TransactionDecision,
+  TransactionId,
+} from './transaction-messages.js';
 
 /** Typed client of a shard's internal API. */
 export class ShardClient {
@@ -137,5 +146,31 @@ export class ShardClient {
 
   dropIndexes(command: DropIndexesCommand): Promise<DropIndexesResult> {
     return this.http.call('POST', '/internal/data/dropIndexes', command);
+  }
+
+  // ---- Transactions: participant and coordinator ----
+
+  reserveCommitTime(id: TransactionId): Promise<{ reservedTime: ClusterTimestamp }> {
+    return this.http.call('POST', '/internal/transactions/reserveCommitTime', id);
+  }
+
+  prepareTransaction(command: PrepareTransaction): Promise<{ prepared: true }> {
+    return this.http.call('POST', '/internal/transactions/prepare', command);
+  }
+
+  commitTransaction(command: CommitTransaction): Promise<{ committed: true }> {
+    return this.http.call('POST', '/internal/transactions/commit', command);
+  }
+
+  abortTransaction(id: TransactionId): Promise<{ aborted: true }> {
+    return this.http.call('POST', '/internal/transactions/abort', id);
+  }
+
+  coordinateCommitTransaction(command: CoordinateCommit): Promise<TransactionDecision> {
+    return this.http.call('POST', '/internal/transactions/coordinateCommit', command);
+  }
+
+  transactionDecision(id: TransactionId): Promise<DecisionAnswer> {
+    return this.http.call('POST', '/internal/transactions/decision', id);
   }
 }

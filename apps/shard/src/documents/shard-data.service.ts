@@ -3,6 +3,7 @@ import { ObjectId } from 'bson';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { type ChunkVersion, type ClusterTimestamp, IGNORED_VERSION } from '@tessera/core';
+import type { TransactionFields } from '@tessera/protocol';
 import {
   type CountCommand,
   type CreateIndexesCommand,
@@ -36,7 +37,7 @@ import {
   namespaceSchema,
   updateCommandSchema,
 } from '@tessera/protocol';
-import { LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
+import { Failpoints, LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
 import { SnapshotHistory } from '../history/snapshot-history.service.js';
 import { WriteTimes } from '../history/write-times.service.js';
 import { clusterTimeToSql } from '../history/write-time.js';
@@ -50,6 +51,7 @@ import { DocumentAggregates } from './document-aggregates.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
 import { DocumentWrites, fromWire } from './document-writes.js';
 import { SecondaryIndexCatalog } from './index-catalog.js';
+import { type TransactionStatement, TransactionParticipants } from '../transactions/transaction-participants.service.js';
 
 const CURSOR_REAP_INTERVAL_MS = 60_000;
 
@@ -75,6 +77,8 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     private readonly retryable: RetryableWriteService,
     private readonly writeTimes: WriteTimes,
     private readonly history: SnapshotHistory,
+    private readonly transactions: TransactionParticipants,
+    private readonly failpoints: Failpoints,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.store = new DocumentStore(dataSource);
@@ -101,6 +105,12 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async insert(input: InsertCommand): Promise<InsertCommandResult> {
     const command = parseWith(insertCommandSchema, input, 'insert command');
+    if (command.transaction !== undefined) {
+      const documents = command.documents;
+      return this.inTransaction(command, command.transaction, true, 'write', unreachable, (handle) =>
+        this.store.insert(handle, documents, { ordered: command.ordered, generateId: () => new ObjectId() }),
+      );
+    }
     const parts = retryableInsertOf(command, command.documents);
     return this.withHandle(command, true, 'write', unreachable, async (handle, collectionUuid) => {
       const insert = (history?: StatementHistory) =>
@@ -115,9 +125,6 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   /** Starts a query; a cursor keeps the query's ownership view (and its lease) until it is closed. */
   async find(input: FindCommand): Promise<CursorBatch> {
     const command = parseWith(findCommandSchema, input, 'find command');
-    const atClusterTime = await this.history.admit(command.readConcern);
-    const resolved = await this.collections.resolve(command, false, 'read');
-    if (resolved === undefined) return { cursorId: null, documents: [] };
     const request = {
       filter: fromWire(command.filter),
       ...(command.sort ? { sort: fromWire(command.sort) } : {}),
@@ -126,6 +133,20 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       ...(command.limit !== undefined ? { limit: command.limit } : {}),
       ...(command.batchSize !== undefined ? { batchSize: command.batchSize } : {}),
     };
+    if (command.transaction !== undefined) {
+      return this.inTransaction(
+        command,
+        command.transaction,
+        false,
+        'read',
+        () => ({ cursorId: null, documents: [] }),
+        (handle, release) => this.cursors.find(handle, request, release),
+        false,
+      );
+    }
+    const atClusterTime = await this.history.admit(command.readConcern);
+    const resolved = await this.collections.resolve(command, false, 'read');
+    if (resolved === undefined) return { cursorId: null, documents: [] };
     try {
       return await this.cursors.find(asOf(resolved, atClusterTime), request, resolved.lease.release);
     } catch (error) {
@@ -151,12 +172,23 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       multi: u.multi,
       upsert: u.upsert,
     }));
+    const noneUpdated = (): UpdateCommandResult => ({ matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] });
+    if (command.transaction !== undefined) {
+      return this.inTransaction(
+        command,
+        command.transaction,
+        command.updates.some((u) => u.upsert),
+        'write',
+        noneUpdated,
+        (handle) => this.writes.update(handle, statements, command.ordered),
+      );
+    }
     const write = retryableWriteOf(command, statements, (s) => (s.multi ? 'an update with multi: true' : undefined));
     return this.withHandle<UpdateCommandResult>(
       command,
       command.updates.some((u) => u.upsert),
       'write',
-      () => ({ matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] }),
+      noneUpdated,
       (handle, collectionUuid) =>
         this.retryable.run(write, collectionUuid, (history) => this.writes.update(handle, statements, command.ordered, history)),
     );
@@ -165,14 +197,15 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   async delete(input: DeleteCommand): Promise<DeleteCommandResult> {
     const command = parseWith(deleteCommandSchema, input, 'delete command');
     const statements = command.deletes.map((d) => ({ q: fromWire(d.q), limit: d.limit }));
+    const noneDeleted = (): DeleteCommandResult => ({ deletedCount: 0, writeErrors: [] });
+    if (command.transaction !== undefined) {
+      return this.inTransaction(command, command.transaction, false, 'write', noneDeleted, (handle) =>
+        this.writes.delete(handle, statements, command.ordered),
+      );
+    }
     const write = retryableWriteOf(command, statements, (s) => (s.limit === 0 ? 'a delete with limit: 0' : undefined));
-    return this.withHandle<DeleteCommandResult>(
-      command,
-      false,
-      'write',
-      () => ({ deletedCount: 0, writeErrors: [] }),
-      (handle, collectionUuid) =>
-        this.retryable.run(write, collectionUuid, (history) => this.writes.delete(handle, statements, command.ordered, history)),
+    return this.withHandle<DeleteCommandResult>(command, false, 'write', noneDeleted, (handle, collectionUuid) =>
+      this.retryable.run(write, collectionUuid, (history) => this.writes.delete(handle, statements, command.ordered, history)),
     );
   }
 
@@ -187,19 +220,32 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       new: command.new,
       upsert: command.upsert,
     };
+    const noneFound = (): FindAndModifyResult => ({ value: null, lastErrorObject: { n: 0, updatedExisting: false } });
+    if (command.transaction !== undefined) {
+      return this.inTransaction(command, command.transaction, command.upsert, 'write', noneFound, (handle) =>
+        this.writes.findAndModify(handle, request),
+      );
+    }
     const write = retryableWriteOf(command, [request]);
-    return this.withHandle<FindAndModifyResult>(
-      command,
-      command.upsert,
-      'write',
-      () => ({ value: null, lastErrorObject: { n: 0, updatedExisting: false } }),
-      (handle, collectionUuid) =>
-        this.retryable.run(write, collectionUuid, (history) => this.writes.findAndModify(handle, request, history)),
+    return this.withHandle<FindAndModifyResult>(command, command.upsert, 'write', noneFound, (handle, collectionUuid) =>
+      this.retryable.run(write, collectionUuid, (history) => this.writes.findAndModify(handle, request, history)),
     );
   }
 
   async count(input: CountCommand): Promise<{ n: number }> {
     const command = parseWith(countCommandSchema, input, 'count command');
+    if (command.transaction !== undefined) {
+      return this.inTransaction(
+        command,
+        command.transaction,
+        false,
+        'read',
+        () => ({ n: 0 }),
+        async (handle) => ({
+          n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit),
+        }),
+      );
+    }
     const atClusterTime = await this.history.admit(command.readConcern);
     return this.withHandle(
       command,
@@ -212,6 +258,18 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async distinct(input: DistinctCommand): Promise<{ values: unknown[] }> {
     const command = parseWith(distinctCommandSchema, input, 'distinct command');
+    if (command.transaction !== undefined) {
+      return this.inTransaction(
+        command,
+        command.transaction,
+        false,
+        'read',
+        () => ({ values: [] }),
+        async (handle) => ({
+          values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)),
+        }),
+      );
+    }
     const atClusterTime = await this.history.admit(command.readConcern);
     return this.withHandle(
       command,
@@ -279,6 +337,38 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   }
 
   /**
+   * Runs a transaction's statement (`TransactionParticipants.statement`) with its handle. The
+   * lease on the ownership view is released after `work`, or by `work` when `releaseAfter` is
+   * false (a cursor releases it when it closes).
+   */
+  private inTransaction<T>(
+    command: Versioned,
+    transaction: TransactionFields,
+    create: boolean,
+    kind: 'write' | 'read',
+    missing: () => T,
+    work: (handle: CollectionHandle, release: () => void) => Promise<T>,
+    releaseAfter = true,
+  ): Promise<T> {
+    return this.transactions.statement(transaction, async (statement) => {
+      const resolved = await this.collections.resolve(command, create, kind);
+      if (resolved === undefined) return missing();
+      // Test-only: reads of the latest committed versions instead of the snapshot, the design that
+      // lets a reader see a transaction committed on one shard and not yet on another.
+      const readLatest = kind === 'read' && this.failpoints.isOn('shard.transactions.readLatest', resolved.collection.ns);
+      try {
+        const handle = inTransactionHandle(resolved, statement);
+        return await work(readLatest ? { ...handle, snapshot: undefined } : handle, resolved.lease.release);
+      } catch (error) {
+        if (!releaseAfter) resolved.lease.release();
+        throw error;
+      } finally {
+        if (releaseAfter) resolved.lease.release();
+      }
+    });
+  }
+
+  /**
    * Runs `work` with the command's handle (and collection uuid) and releases the lease after;
    * `missing` when the collection is not here. A write runs with its time (`WriteTimes`); a read
    * with `read` set to a time sees the collection as of that time.
@@ -299,6 +389,14 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       resolved.lease.release();
     }
   }
+}
+
+/**
+ * The handle a transaction's statement runs with: the collection at the transaction's snapshot,
+ * in the transaction's Postgres transaction, with the snapshot as the time of what it writes.
+ */
+function inTransactionHandle(resolved: ResolvedCollection, statement: TransactionStatement): CollectionHandle {
+  return { ...asOf(resolved, statement.atClusterTime), writeTime: statement.writeTime, transaction: statement.work };
 }
 
 /**

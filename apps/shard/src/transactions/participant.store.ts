@@ -1,0 +1,141 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import type { ClusterTimestamp } from '@tessera/core';
+import type { Participant, TransactionId } from '@tessera/protocol';
+import { type WriteTime, clusterTimeFromSql, clusterTimeToSql, declareWriteTime } from '../history/write-time.js';
+
+/** The documents a transaction wrote in one collection: their `_id`s and shard keys, encoded. */
+export interface WrittenDocuments {
+  collectionUuid: string;
+  table: string;
+  ids: Buffer[];
+  shardKeys: Buffer[];
+}
+
+/** A transaction prepared on this shard, as its Postgres global transaction id names it. */
+export interface PreparedTransaction {
+  id: TransactionId;
+  commitTime: ClusterTimestamp;
+  coordinator: Participant;
+  gid: string;
+}
+
+const GID_PREFIX = 'tessera';
+
+/**
+ * The participant's SQL (sharding-internals.md, "Two-phase Commit Protocol"). A transaction's
+ * statements run in one Postgres transaction held across requests; prepare restamps what it
+ * wrote with the commit time and makes it durable with PREPARE TRANSACTION, named by a global
+ * transaction id that says everything recovery needs: the transaction, its commit time and its
+ * coordinator.
+ */
+@Injectable()
+export class ParticipantStore {
+  /** This shard's database: global transaction ids are the Postgres server's, shared by every database on it. */
+  private database: string | undefined;
+
+  constructor(private readonly dataSource: DataSource) {}
+
+  /**
+   * Opens the transaction's Postgres transaction: READ COMMITTED, since its reads name their
+   * snapshot themselves (`readRelation`) and must see versions committed after it began with a
+   * time before the snapshot; statements that would wait on another transaction's lock give up
+   * after `lockTimeoutMs` (MongoDB's maxTransactionLockRequestTimeoutMillis); the snapshot time
+   * is declared as the write time, which commit replaces.
+   */
+  async begin(manager: EntityManager, snapshot: WriteTime, lockTimeoutMs: number): Promise<void> {
+    await manager.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+    await manager.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}`);
+    await declareWriteTime(manager, snapshot);
+  }
+
+  /**
+   * Stamps what the transaction wrote with its commit time: its rows' `valid_from`, and the end of
+   * each version it replaced (the kept versions its own Postgres transaction inserted), and
+   * records the session's transaction as committed, which becomes true only if this does.
+   */
+  async restamp(
+    manager: EntityManager,
+    id: TransactionId,
+    written: readonly WrittenDocuments[],
+    commitTime: ClusterTimestamp,
+  ): Promise<void> {
+    const time = clusterTimeToSql(commitTime);
+    for (const { collectionUuid, table, ids, shardKeys } of written) {
+      await manager.query(`UPDATE ${table} SET valid_from = $2 WHERE id = ANY($1::bytea[])`, [ids, time]);
+      await manager.query(
+        `UPDATE document_history SET valid_to = $3
+         WHERE collection_uuid = $1 AND shard_key = ANY($2::bytea[]) AND xmin = pg_current_xact_id()::xid`,
+        [collectionUuid, shardKeys, time],
+      );
+    }
+    await manager.query(
+      `INSERT INTO txn_records (lsid, txn_number, last_write_at, txn_state, commit_time) VALUES ($1, $2, now(), 'committed', $3)
+       ON CONFLICT (lsid) DO UPDATE SET txn_number = $2, last_write_at = now(), txn_state = 'committed', commit_time = $3,
+         collection_uuid = NULL, stmt_ids = '{}', shard_keys = '{}', results = '{}'
+       WHERE txn_records.txn_number <= $2`,
+      [id.lsid.id, id.txnNumber, time],
+    );
+  }
+
+  async prepare(manager: EntityManager, prepared: Omit<PreparedTransaction, 'gid'>): Promise<string> {
+    this.database ??= ((await manager.query('SELECT current_database() AS name')) as Array<{ name: string }>)[0]!.name;
+    const gid = gidOf(this.database, prepared);
+    await manager.query(`PREPARE TRANSACTION '${gid}'`);
+    return gid;
+  }
+
+  async commitPrepared(gid: string): Promise<void> {
+    await this.dataSource.query(`COMMIT PREPARED '${gid}'`);
+  }
+
+  async rollbackPrepared(gid: string): Promise<void> {
+    await this.dataSource.query(`ROLLBACK PREPARED '${gid}'`);
+  }
+
+  /** The transactions prepared on this shard's database and not yet resolved. */
+  async preparedTransactions(): Promise<PreparedTransaction[]> {
+    const rows: Array<{ gid: string }> = await this.dataSource.query(
+      `SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE '${GID_PREFIX}:%'`,
+    );
+    return rows.map((r) => parseGid(r.gid));
+  }
+
+  /** Whether the session's record says this transaction committed. */
+  async committed(id: TransactionId): Promise<boolean> {
+    return (await this.committedAt(id)) !== undefined;
+  }
+
+  /** The commit time the session's record gives this transaction, if it committed here. */
+  async committedAt(id: TransactionId): Promise<ClusterTimestamp | undefined> {
+    const rows: Array<{ commit_time: string }> = await this.dataSource.query(
+      "SELECT commit_time FROM txn_records WHERE lsid = $1 AND txn_number = $2 AND txn_state = 'committed'",
+      [id.lsid.id, id.txnNumber],
+    );
+    return rows[0] && clusterTimeFromSql(rows[0].commit_time);
+  }
+}
+
+/**
+ * `tessera:<database>:<lsid>:<txnNumber>:<t>.<i>:<coordinator shard>:<coordinator url>`: the
+ * participant's database first, since the ids of every database of the Postgres server share one
+ * namespace. Every part is ours (a database and shard name, a uuid, integers and the URL the
+ * cluster registered), written into SQL text; `gidOf` checks them.
+ */
+export function gidOf(database: string, prepared: Omit<PreparedTransaction, 'gid'>): string {
+  const { id, commitTime, coordinator } = prepared;
+  const gid = `${GID_PREFIX}:${database}:${id.lsid.id}:${id.txnNumber}:${commitTime.t}.${commitTime.i}:${coordinator.shard}:${coordinator.url}`;
+  if (!/^[\w:./-]+$/.test(gid) || gid.length > 199) throw new Error(`cannot name a prepared transaction ${gid}`);
+  return gid;
+}
+
+export function parseGid(gid: string): PreparedTransaction {
+  const [, , lsid, txnNumber, time, shard, ...url] = gid.split(':');
+  const [t, i] = time!.split('.').map(Number);
+  return {
+    gid,
+    id: { lsid: { id: lsid! }, txnNumber: Number(txnNumber) },
+    commitTime: { t: t!, i: i! },
+    coordinator: { shard: shard!, url: url.join(':') },
+  };
+}

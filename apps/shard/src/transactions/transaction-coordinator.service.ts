@@ -1,0 +1,174 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { type ClusterTimestamp, TesseraError, compareClusterTimestamps } from '@tessera/core';
+import type { CoordinateCommit, DecisionAnswer, Participant, TransactionDecision, TransactionId } from '@tessera/protocol';
+import { Failpoints, InternalClients, LOGGER, type Periodic, runPeriodically } from '@tessera/platform';
+import { CoordinatorStore } from './coordinator.store.js';
+import { transactionKey } from './open-transaction.js';
+import { ParticipantStore } from './participant.store.js';
+
+/** How long a participant is given to answer a phase's request. */
+const PARTICIPANT_TIMEOUT_MS = 10_000;
+/** The pause between two attempts to deliver a decision to a participant that did not answer. */
+const REDELIVER_MS = 200;
+const HOUSEKEEPING_MS = 60_000;
+/** Presumed aborts are kept this long: far past any participant's question about them. */
+const ABORT_RECORD_MS = 10 * 60_000;
+
+/**
+ * The transaction coordinator on the shard the router chose (sharding-internals.md, "Two-phase
+ * Commit Protocol"), with presumed abort: nothing is persisted before the decision, so a
+ * coordinator that dies before deciding has decided abort, and any question about a transaction
+ * it has no record of is answered abort, after recording that (so that no later commit of the
+ * same transaction can decide otherwise). The phases, one method each:
+ *
+ * 1. `reserveCommitTimes`: every participant reserves a commit time; the transaction commits at
+ *    the largest, so no participant has served a read at or after it.
+ * 2. `prepareParticipants`: every participant stamps its writes with that time and votes.
+ * 3. `persistDecision`: the decision and participant list, durable before any commit is sent.
+ * 4. `deliverDecision`: commit (or abort) on every participant, retried until each answers;
+ *    then the record is forgotten.
+ *
+ * A commit decision found at start is delivered again (recovery after a kill).
+ */
+@Injectable()
+export class TransactionCoordinator implements OnApplicationBootstrap, OnApplicationShutdown {
+  /** Commits under way in this process, by transaction: their decision once made. */
+  private readonly coordinating = new Map<string, Promise<TransactionDecision>>();
+  private housekeeping: Periodic | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly store: CoordinatorStore,
+    private readonly participants: ParticipantStore,
+    private readonly clients: InternalClients,
+    private readonly failpoints: Failpoints,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    for (const record of await this.store.commitsInProgress()) {
+      this.logger.info({ lsid: record.id.lsid.id, txnNumber: record.id.txnNumber }, 'delivering a commit decision found at start');
+      void this.deliverDecision(record.id, record.participants, record.decision);
+    }
+    this.housekeeping = runPeriodically(
+      async () => void (await this.store.trimAborts(ABORT_RECORD_MS)),
+      HOUSEKEEPING_MS,
+      (error) => this.logger.warn({ err: error }, 'trimming presumed aborts failed'),
+    );
+  }
+
+  onApplicationShutdown(): void {
+    this.stopped = true;
+    this.housekeeping?.stop();
+  }
+
+  /**
+   * Commits a transaction over its participants (the first is this shard) and answers the
+   * decision once it is durable; the commit phase goes on after. With no participants, joins a
+   * commit under way or answers the recorded decision (a retried commit from another router).
+   */
+  coordinateCommit(command: CoordinateCommit): Promise<TransactionDecision> {
+    const key = transactionKey(command);
+    const running = this.coordinating.get(key);
+    if (running !== undefined) return running;
+    const decided = this.decide({ lsid: command.lsid, txnNumber: command.txnNumber }, command.participants).finally(() =>
+      this.coordinating.delete(key),
+    );
+    this.coordinating.set(key, decided);
+    return decided;
+  }
+
+  /** A prepared participant's question: the decision, `pending` while one is being made. */
+  async decision(id: TransactionId): Promise<DecisionAnswer> {
+    if (this.coordinating.has(transactionKey(id))) return { decision: 'pending' };
+    return this.recordedDecision(id);
+  }
+
+  /**
+   * The decision of a transaction not being coordinated here now: the record's while there is
+   * one; once it is forgotten (every participant committed), this shard's own commit, as a
+   * participant, says so; otherwise abort, recorded first (presumed abort).
+   */
+  private async recordedDecision(id: TransactionId): Promise<TransactionDecision> {
+    const recorded = await this.store.find(id);
+    if (recorded !== undefined) return recorded.decision;
+    const committedAt = await this.participants.committedAt(id);
+    if (committedAt !== undefined) return { decision: 'commit', commitTime: committedAt };
+    return this.store.decide(id, [], { decision: 'abort' });
+  }
+
+  private async decide(id: TransactionId, participants: readonly Participant[]): Promise<TransactionDecision> {
+    if (participants.length === 0) return this.recordedDecision(id);
+    const recorded = await this.store.find(id);
+    if (recorded !== undefined) return recorded.decision;
+    // A commit retried after it completed: this shard, its first participant, committed it.
+    const committedAt = await this.participants.committedAt(id);
+    if (committedAt !== undefined) return { decision: 'commit', commitTime: committedAt };
+    let decision: TransactionDecision;
+    try {
+      const commitTime = await this.reserveCommitTimes(id, participants);
+      await this.prepareParticipants(id, participants, commitTime);
+      decision = await this.persistDecision(id, participants, { decision: 'commit', commitTime });
+    } catch (error) {
+      this.logger.info({ lsid: id.lsid.id, txnNumber: id.txnNumber, err: error }, 'aborting a transaction that could not prepare');
+      decision = { decision: 'abort' };
+    }
+    void this.deliverDecision(id, participants, decision);
+    return decision;
+  }
+
+  private async reserveCommitTimes(id: TransactionId, participants: readonly Participant[]): Promise<ClusterTimestamp> {
+    const reserved = await Promise.all(participants.map((p) => this.client(p).reserveCommitTime(id)));
+    return reserved.map((r) => r.reservedTime).reduce((a, b) => (compareClusterTimestamps(a, b) >= 0 ? a : b));
+  }
+
+  private async prepareParticipants(id: TransactionId, participants: readonly Participant[], commitTime: ClusterTimestamp): Promise<void> {
+    await Promise.all(participants.map((p) => this.client(p).prepareTransaction({ ...id, commitTime, coordinator: participants[0]! })));
+  }
+
+  private persistDecision(
+    id: TransactionId,
+    participants: readonly Participant[],
+    decision: TransactionDecision,
+  ): Promise<TransactionDecision> {
+    return this.store.decide(id, participants, decision);
+  }
+
+  /** Delivers the decision to every participant until each has applied it, then forgets a commit. */
+  private async deliverDecision(id: TransactionId, participants: readonly Participant[], decision: TransactionDecision): Promise<void> {
+    await Promise.all(
+      participants.map(async (p, n) => {
+        // Test-only: widens the time in which the coordinator has committed and the others not yet.
+        if (n > 0) await this.failpoints.pauseAt('shard.coordinator.deliverToOthers');
+        await this.deliverTo(p, id, decision);
+      }),
+    );
+    if (decision.decision === 'commit' && !this.stopped) await this.store.forget(id);
+  }
+
+  private async deliverTo(participant: Participant, id: TransactionId, decision: TransactionDecision): Promise<void> {
+    for (let attempt = 0; !this.stopped; attempt++) {
+      try {
+        if (decision.decision === 'commit') await this.client(participant).commitTransaction({ ...id, commitTime: decision.commitTime });
+        else await this.client(participant).abortTransaction(id);
+        return;
+      } catch (error) {
+        if (error instanceof TesseraError && error.code === 'NO_SUCH_TRANSACTION' && error.answeredBy !== undefined) {
+          // Only an abort can meet a participant that forgot the transaction; a commit cannot (it
+          // was prepared there and answers from its record), so this is logged loudly.
+          if (decision.decision === 'commit')
+            this.logger.error({ shard: participant.shard, err: error }, 'a participant lost a committed transaction');
+          return;
+        }
+        if (attempt % 25 === 0)
+          this.logger.warn({ shard: participant.shard, err: error }, `delivering the ${decision.decision} decision; retrying`);
+        await new Promise((resolve) => setTimeout(resolve, REDELIVER_MS));
+      }
+    }
+  }
+
+  private client(participant: Participant) {
+    return this.clients.shard(participant.url, PARTICIPANT_TIMEOUT_MS);
+  }
+}

@@ -1,0 +1,382 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { DataSource } from 'typeorm';
+import { type ClusterTimestamp, TesseraError, compareClusterTimestamps } from '@tessera/core';
+import type { CommitTransaction, PrepareTransaction, TransactionFields, TransactionId, WriteErrorEntry } from '@tessera/protocol';
+import { InternalClients, LOGGER, type Periodic, SETTINGS, VectorClockService, runPeriodically } from '@tessera/platform';
+import type { TransactionWork } from '../documents/document-store.js';
+import { SnapshotHistory } from '../history/snapshot-history.service.js';
+import { WriteTimes } from '../history/write-times.service.js';
+import type { ShardSettings } from '../shard.settings.js';
+import { OpenTransaction, transactionKey } from './open-transaction.js';
+import { ParticipantStore, type PreparedTransaction, parseGid } from './participant.store.js';
+import { transientInTransaction } from './transaction-errors.js';
+
+const REAP_INTERVAL_MS = 1_000;
+const RESOLVE_INTERVAL_MS = 250;
+/** How long a session's new transaction waits for the decision of its prepared previous one. */
+const PREPARED_WAIT_MS = 5_000;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/** What a transaction's statement runs with on this shard. */
+export interface TransactionStatement {
+  atClusterTime: ClusterTimestamp;
+  /** The snapshot as the write time a statement stamps its writes with until commit. */
+  writeTime: OpenTransaction['snapshot'];
+  work: TransactionWork;
+}
+
+/**
+ * A shard as a transaction participant (sharding-internals.md, "Transactions"): one Postgres
+ * transaction per (lsid, txnNumber), held across requests, reading at the transaction's
+ * snapshot; then MongoDB's phases, one method each: reserve a commit time, prepare, commit,
+ * abort. A prepared transaction survives a kill: at start every prepared transaction is found
+ * again, holds reads after its commit time back, and asks its coordinator for the decision,
+ * as does one left prepared for `TESSERA_TRANSACTION_RESOLVE_AFTER_MS`. The reaper aborts
+ * transactions older than transactionLifetimeLimitSeconds that are not yet committing.
+ */
+@Injectable()
+export class TransactionParticipants implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly open = new Map<string, OpenTransaction>();
+  /** Prepared transactions found at start, with the hold on their commit time. */
+  private readonly recovered = new Map<string, { prepared: PreparedTransaction; release: () => void }>();
+  private pool: DataSource | undefined;
+  private loops: Periodic[] = [];
+
+  constructor(
+    private readonly store: ParticipantStore,
+    private readonly writeTimes: WriteTimes,
+    private readonly history: SnapshotHistory,
+    private readonly clock: VectorClockService,
+    private readonly clients: InternalClients,
+    @Inject(SETTINGS) private readonly settings: ShardSettings,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  /** Finds the prepared transactions a previous process left, before any write takes a time. */
+  async onModuleInit(): Promise<void> {
+    for (const prepared of await this.store.preparedTransactions()) {
+      this.clock.advance({ clusterTime: prepared.commitTime });
+      this.recovered.set(transactionKey(prepared.id), { prepared, release: this.writeTimes.hold(prepared.commitTime) });
+    }
+    if (this.recovered.size > 0)
+      this.logger.warn({ prepared: this.recovered.size }, 'found prepared transactions; asking their coordinators');
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    // Statements hold a connection for the transaction's life: they get a pool of their own, so
+    // that open transactions never starve the shard's other work.
+    this.pool = new DataSource({
+      type: 'postgres',
+      url: this.settings.TESSERA_DATABASE_URL,
+      extra: { max: this.settings.TESSERA_TRANSACTION_POOL_SIZE },
+      logging: false,
+    });
+    await this.pool.initialize();
+    const onError = (error: unknown) => this.logger.warn({ err: error }, 'transaction housekeeping failed; retrying');
+    this.loops = [
+      runPeriodically(() => this.reap(), REAP_INTERVAL_MS, onError),
+      runPeriodically(() => this.resolve(), RESOLVE_INTERVAL_MS, onError),
+    ];
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    for (const loop of this.loops) loop.stop();
+    await Promise.all([...this.open.values()].filter((t) => t.state !== 'prepared').map((t) => this.rollback(t).catch(() => undefined)));
+    await this.pool?.destroy();
+  }
+
+  /**
+   * Runs one statement of a transaction. The first one (`startTransaction`) opens it, once every
+   * write up to its snapshot has ended here. A statement that fails, or answers a write error,
+   * aborts the transaction: its Postgres transaction cannot go on after a failed statement.
+   */
+  async statement<T>(fields: TransactionFields, run: (statement: TransactionStatement) => Promise<T>): Promise<T> {
+    const transaction = fields.startTransaction ? await this.begin(fields) : this.inProgress(fields);
+    return transaction.serially(async () => {
+      if (this.open.get(transactionKey(transaction.id)) !== transaction || transaction.state !== 'inProgress') {
+        throw noSuchTransaction(transaction.id, 'it was aborted while this statement waited');
+      }
+      transaction.lastUsedAt = Date.now();
+      let result: T;
+      try {
+        result = await run({ atClusterTime: transaction.atClusterTime, writeTime: transaction.snapshot, work: transaction.work() });
+      } catch (error) {
+        await this.abortOpen(transaction);
+        throw transientInTransaction(error);
+      }
+      const writeError = firstWriteError(result);
+      if (writeError !== undefined) {
+        await this.abortOpen(transaction);
+        throw transientInTransaction(TesseraError.fromEnvelope(writeError.error));
+      }
+      return result;
+    });
+  }
+
+  /** The first phase: a commit time this shard can take, held in flight until the transaction ends. */
+  async reserveCommitTime(id: TransactionId): Promise<{ reservedTime: ClusterTimestamp }> {
+    const transaction = this.inProgress(id);
+    return transaction.serially(async () => {
+      if (transaction.state === 'inProgress') {
+        transaction.reservation = await this.writeTimes.reserve();
+        transaction.state = 'reserved';
+      }
+      if (transaction.reservation === undefined) throw noSuchTransaction(id, 'it is already prepared');
+      return { reservedTime: transaction.reservation.writeTime.time };
+    });
+  }
+
+  /**
+   * The prepare phase: restamps what the transaction wrote with the decided commit time (never
+   * below this shard's reservation, so no read here was served at or after it), and makes it
+   * durable with PREPARE TRANSACTION. Answers again for a transaction already prepared.
+   */
+  async prepare(command: PrepareTransaction): Promise<{ prepared: true }> {
+    const key = transactionKey(command);
+    if (this.recovered.has(key)) return { prepared: true };
+    const transaction = this.open.get(key);
+    if (transaction === undefined) throw noSuchTransaction(command, 'it is not open here: it was aborted or never started');
+    return transaction.serially(async () => {
+      if (transaction.state === 'prepared') return { prepared: true as const };
+      const reserved = transaction.reservation?.writeTime.time;
+      if (reserved === undefined || compareClusterTimestamps(command.commitTime, reserved) < 0) {
+        await this.abortOpen(transaction);
+        throw new TesseraError('ILLEGAL_OPERATION', `prepare of ${describe(command)} names a commit time before this shard's reservation`);
+      }
+      this.clock.advance({ clusterTime: command.commitTime });
+      try {
+        const manager = transaction.runner!.manager;
+        await this.store.restamp(manager, command, transaction.writtenDocuments(), command.commitTime);
+        transaction.gid = await this.store.prepare(manager, {
+          id: command,
+          commitTime: command.commitTime,
+          coordinator: command.coordinator,
+        });
+      } catch (error) {
+        await this.abortOpen(transaction);
+        throw transientInTransaction(error);
+      }
+      await transaction.runner!.release();
+      transaction.runner = null;
+      transaction.state = 'prepared';
+      transaction.preparedAt = Date.now();
+      return { prepared: true as const };
+    });
+  }
+
+  /**
+   * Commits: a prepared transaction at its decided time; an open one on its own (the only
+   * participant, or a read-only one), at a time it reserves now. Committing again is answered
+   * from the session's record.
+   */
+  async commit(command: CommitTransaction): Promise<{ committed: true }> {
+    const key = transactionKey(command);
+    const recovered = this.recovered.get(key);
+    if (recovered !== undefined) {
+      await this.store.commitPrepared(recovered.prepared.gid);
+      this.endRecovered(key);
+      return { committed: true };
+    }
+    const transaction = this.open.get(key);
+    if (transaction === undefined) {
+      if (await this.store.committed(command)) return { committed: true };
+      throw noSuchTransaction(command, 'it is not open here: it was aborted or never started');
+    }
+    return transaction.serially(async () => {
+      if (this.open.get(key) !== transaction) {
+        if (await this.store.committed(command)) return { committed: true as const };
+        throw noSuchTransaction(command, 'it was aborted');
+      }
+      if (transaction.state === 'prepared') {
+        await this.store.commitPrepared(transaction.gid!);
+      } else if (command.commitTime !== undefined) {
+        throw new TesseraError('ILLEGAL_OPERATION', `commit of ${describe(command)} at a decided time, but it was never prepared here`);
+      } else {
+        await this.commitUnprepared(transaction);
+      }
+      this.end(transaction);
+      return { committed: true as const };
+    });
+  }
+
+  /** Aborts the transaction here, prepared or not; aborting one that is not here is done already. */
+  async abort(id: TransactionId): Promise<{ aborted: true }> {
+    const key = transactionKey(id);
+    const recovered = this.recovered.get(key);
+    if (recovered !== undefined) {
+      await this.store.rollbackPrepared(recovered.prepared.gid);
+      this.endRecovered(key);
+      return { aborted: true };
+    }
+    const transaction = this.open.get(key);
+    if (transaction !== undefined) await transaction.serially(() => this.abortOpen(transaction));
+    return { aborted: true };
+  }
+
+  /** Opens a transaction's Postgres transaction at its snapshot; a newer txnNumber of the session ends an older one. */
+  private async begin(fields: TransactionFields): Promise<OpenTransaction> {
+    const key = transactionKey(fields);
+    const existing = this.open.get(key);
+    if (existing !== undefined) return existing;
+    for (const other of this.open.values()) {
+      if (other.id.lsid.id !== fields.lsid.id) continue;
+      if (other.id.txnNumber > fields.txnNumber) {
+        throw new TesseraError(
+          'TRANSACTION_TOO_OLD',
+          `txnNumber ${fields.txnNumber} is older than the session's transaction ${other.id.txnNumber}`,
+        );
+      }
+      if (other.state === 'prepared') {
+        // Its decision is on its way (the coordinator answers once the decision is durable).
+        await Promise.race([other.ended, sleep(PREPARED_WAIT_MS)]);
+        if (this.open.get(transactionKey(other.id)) === other) {
+          throw new TesseraError(
+            'PREPARED_TRANSACTION_IN_PROGRESS',
+            `the session's transaction ${other.id.txnNumber} is prepared and not yet resolved`,
+            {
+              errorLabels: ['TransientTransactionError'],
+            },
+          );
+        }
+        continue;
+      }
+      await other.serially(() => this.abortOpen(other));
+    }
+    await this.history.admit({ atClusterTime: fields.atClusterTime });
+    const runner = this.pool!.createQueryRunner();
+    const snapshot = this.writeTimes.writeTimeAt(fields.atClusterTime);
+    try {
+      await runner.connect();
+      await this.store.begin(runner.manager, snapshot, this.settings.TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS);
+    } catch (error) {
+      await runner.release();
+      throw error;
+    }
+    const transaction = new OpenTransaction({ lsid: fields.lsid, txnNumber: fields.txnNumber }, snapshot, runner, Date.now());
+    const raced = this.open.get(key);
+    if (raced !== undefined) {
+      await runner.query('ROLLBACK').finally(() => runner.release());
+      return raced;
+    }
+    this.open.set(key, transaction);
+    return transaction;
+  }
+
+  private inProgress(id: TransactionId): OpenTransaction {
+    const transaction = this.open.get(transactionKey(id));
+    if (transaction === undefined) throw noSuchTransaction(id, 'it is not open here: it was aborted, committed or never started');
+    return transaction;
+  }
+
+  /** One participant, or a read-only one: commits at a time reserved now, restamping what it wrote. */
+  private async commitUnprepared(transaction: OpenTransaction): Promise<void> {
+    const manager = transaction.runner!.manager;
+    if (transaction.readOnly) {
+      await manager.query('COMMIT');
+      return;
+    }
+    transaction.reservation ??= await this.writeTimes.reserve();
+    try {
+      await this.store.restamp(manager, transaction.id, transaction.writtenDocuments(), transaction.reservation.writeTime.time);
+      await manager.query('COMMIT');
+    } catch (error) {
+      await this.abortOpen(transaction);
+      throw transientInTransaction(error);
+    }
+  }
+
+  /** Rolls an open or prepared transaction back and forgets it. Runs inside its `serially`. */
+  private async abortOpen(transaction: OpenTransaction): Promise<void> {
+    if (this.open.get(transactionKey(transaction.id)) !== transaction) return;
+    if (transaction.state === 'prepared') await this.store.rollbackPrepared(transaction.gid!);
+    else await this.rollback(transaction);
+    this.end(transaction);
+  }
+
+  private async rollback(transaction: OpenTransaction): Promise<void> {
+    const runner = transaction.runner;
+    if (runner === null) return;
+    transaction.runner = null;
+    try {
+      await runner.query('ROLLBACK');
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /** Forgets an ended transaction: its connection back to the pool, its reserved time released. */
+  private end(transaction: OpenTransaction): void {
+    this.open.delete(transactionKey(transaction.id));
+    transaction.end();
+    if (transaction.runner !== null) {
+      void transaction.runner.release();
+      transaction.runner = null;
+    }
+    transaction.reservation?.release();
+  }
+
+  private endRecovered(key: string): void {
+    this.recovered.get(key)?.release();
+    this.recovered.delete(key);
+  }
+
+  /** Aborts transactions past transactionLifetimeLimitSeconds that have not begun to commit. */
+  private async reap(): Promise<void> {
+    const deadline = Date.now() - this.settings.TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS * 1000;
+    for (const transaction of this.open.values()) {
+      if (transaction.state !== 'inProgress' || transaction.startedAt > deadline) continue;
+      this.logger.info(
+        { lsid: transaction.id.lsid.id, txnNumber: transaction.id.txnNumber },
+        'aborting a transaction past its lifetime limit',
+      );
+      await transaction.serially(() => this.abortOpen(transaction));
+    }
+  }
+
+  /**
+   * Asks the coordinator of every transaction prepared here for longer than
+   * `TESSERA_TRANSACTION_RESOLVE_AFTER_MS` (or found at start) for its decision, and applies it.
+   */
+  private async resolve(): Promise<void> {
+    const due = Date.now() - this.settings.TESSERA_TRANSACTION_RESOLVE_AFTER_MS;
+    const waiting: PreparedTransaction[] = [...this.recovered.values()].map((r) => r.prepared);
+    for (const transaction of this.open.values()) {
+      if (transaction.state === 'prepared' && transaction.preparedAt! <= due) waiting.push(parseGid(transaction.gid!));
+    }
+    await Promise.all(
+      waiting.map((prepared) =>
+        this.resolveOne(prepared).catch((error: unknown) => this.logger.debug({ err: error }, 'coordinator not answering yet')),
+      ),
+    );
+  }
+
+  private async resolveOne(prepared: PreparedTransaction): Promise<void> {
+    const answer = await this.clients.shard(prepared.coordinator.url, 5_000).transactionDecision(prepared.id);
+    if (answer.decision === 'pending') return;
+    this.logger.info(
+      { lsid: prepared.id.lsid.id, txnNumber: prepared.id.txnNumber, decision: answer.decision },
+      'resolved a prepared transaction from its coordinator',
+    );
+    if (answer.decision === 'commit') await this.commit({ ...prepared.id, commitTime: answer.commitTime });
+    else await this.abort(prepared.id);
+  }
+}
+
+function firstWriteError(result: unknown): WriteErrorEntry | undefined {
+  const errors = (result as { writeErrors?: WriteErrorEntry[] } | null)?.writeErrors;
+  return Array.isArray(errors) ? errors[0] : undefined;
+}
+
+function describe(id: TransactionId): string {
+  return `transaction ${id.txnNumber} of session ${id.lsid.id}`;
+}
+
+function noSuchTransaction(id: TransactionId, why: string): TesseraError {
+  return new TesseraError('NO_SUCH_TRANSACTION', `${describe(id)} is not in progress on this shard: ${why}`, {
+    errorLabels: ['TransientTransactionError'],
+  });
+}

@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { clusterTimestampSchema } from './catalog-messages.js';
+import { lsidSchema } from './data-messages.js';
+
+/**
+ * Cross-shard transactions between routers and shards (sharding-internals.md, "Transactions",
+ * "Two-phase Commit Protocol"). A transaction is named by its session and txnNumber.
+ */
+const transactionId = {
+  lsid: lsidSchema,
+  txnNumber: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+};
+export const transactionIdSchema = z.strictObject(transactionId);
+export type TransactionId = z.infer<typeof transactionIdSchema>;
+
+/** A participant as the coordinator reaches it: the shard's id and URL. */
+export const participantSchema = z.strictObject({ shard: z.string().min(1), url: z.string().min(1) });
+export type Participant = z.infer<typeof participantSchema>;
+
+/**
+ * Asks a participant for a commit time it can take: it ticks its clock and holds reads at or
+ * after that time back until the transaction is resolved. The coordinator commits at the
+ * largest of its participants' times, so no participant has already served a read at it.
+ */
+export const reserveCommitTimeSchema = transactionIdSchema;
+
+/**
+ * The prepare phase: the participant stamps what the transaction wrote with `commitTime`, makes
+ * it durable (PREPARE TRANSACTION) and votes. `coordinator` is where it asks for the decision if
+ * none comes.
+ */
+export const prepareTransactionSchema = z.strictObject({
+  ...transactionId,
+  commitTime: clusterTimestampSchema,
+  coordinator: participantSchema,
+});
+export type PrepareTransaction = z.infer<typeof prepareTransactionSchema>;
+
+/**
+ * The commit phase, or a single-participant commit. `commitTime` is the decided one after a
+ * prepare; without it the participant commits on its own at a time it takes (one participant,
+ * or a read-only one).
+ */
+export const commitTransactionSchema = z.strictObject({ ...transactionId, commitTime: clusterTimestampSchema.optional() });
+export type CommitTransaction = z.infer<typeof commitTransactionSchema>;
+
+export const abortTransactionSchema = transactionIdSchema;
+
+/**
+ * Starts two-phase commit on the coordinator with the transaction's participants; an empty list
+ * only joins a commit under way or answers its decision (a client's retried commit through
+ * another router, with the recovery token).
+ */
+export const coordinateCommitSchema = z.strictObject({ ...transactionId, participants: z.array(participantSchema).max(1_000) });
+export type CoordinateCommit = z.infer<typeof coordinateCommitSchema>;
+
+export type TransactionDecision = { decision: 'commit'; commitTime: z.infer<typeof clusterTimestampSchema> } | { decision: 'abort' };
+
+/** A participant's question to the coordinator of a transaction it prepared. */
+export const decisionQuerySchema = transactionIdSchema;
+/** `pending` while the coordinator is still collecting votes. */
+export type DecisionAnswer = TransactionDecision | { decision: 'pending' };
