@@ -13,6 +13,8 @@ import { IndexesService } from './indexes/indexes.service.js';
 import { QueryService } from './reads/query.service.js';
 import { RouterRegistrationService } from './router-registration.service.js';
 import { SessionsController } from './controllers/sessions.controller.js';
+import { TransactionsController } from './controllers/transactions.controller.js';
+import { TransactionRouter } from './transactions/transaction-router.service.js';
 import { RouterSessions } from './sessions/router-sessions.service.js';
 import type { RouterSettings } from './router.settings.js';
 import { ClusterRoutingService } from './routing/cluster-routing.service.js';
@@ -30,6 +32,7 @@ export const ROUTER_CONTROLLERS = [
   IndexesController,
   CursorsController,
   SessionsController,
+  TransactionsController,
 ];
 
 /** A router's composition root. Routers are stateless: no database of their own. */
@@ -45,6 +48,7 @@ export class RouterModule {
         ClusterRoutingService,
         RouterSessions,
         QueryService,
+        TransactionRouter,
         WriteService,
         DocumentsService,
         IndexesService,

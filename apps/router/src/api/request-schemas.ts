@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { readConcernBodySchema } from '../reads/read-concern.js';
+import { transactionBodyFields } from '../transactions/transaction-fields.js';
 import { lsidBodySchema, txnNumberBodySchema } from './session-fields.js';
 
 /**
@@ -19,10 +20,18 @@ export const documentSchema = z
   })
   .meta({ type: 'object', additionalProperties: {}, description: 'A document in Extended JSON (relaxed or canonical).' });
 const count = z.number().int().min(0);
-/** A read's session (its `lastUse` is what a session keeps alive), and its readConcern. */
-const readSession = { lsid: lsidBodySchema.optional(), readConcern: readConcernBodySchema.optional() };
-/** A write's session, and its txnNumber when the write is retryable. */
-const writeSession = { lsid: lsidBodySchema.optional(), txnNumber: txnNumberBodySchema.optional() };
+/**
+ * A read's session (its `lastUse` is what a session keeps alive), and its readConcern; in a
+ * transaction, its txnNumber and the transaction's fields.
+ */
+const readSession = {
+  lsid: lsidBodySchema.optional(),
+  txnNumber: txnNumberBodySchema.optional(),
+  readConcern: readConcernBodySchema.optional(),
+  ...transactionBodyFields,
+};
+/** A write's session, and its txnNumber when the write is retryable or in a transaction. */
+const writeSession = { lsid: lsidBodySchema.optional(), txnNumber: txnNumberBodySchema.optional(), ...transactionBodyFields };
 /** MongoDB's maxWriteBatchSize. */
 const MAX_WRITE_BATCH = 100_000;
 

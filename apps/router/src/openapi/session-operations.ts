@@ -1,4 +1,5 @@
 import { sessionListBodySchema } from '../api/session-fields.js';
+import { transactionCommandBodySchema } from '../transactions/transaction-fields.js';
 import { type Operation, obj, ok } from './operation.js';
 
 const acknowledged = obj({ ok });
@@ -40,6 +41,24 @@ export const SESSION_OPERATIONS: readonly Operation[] = [
     path: '/v1/admin/killSessions',
     summary: "killSessions: the sessions' cursors on this router are killed now",
     body: sessionListBodySchema,
+    response: acknowledged,
+  },
+  {
+    tag: 'sessions',
+    method: 'post',
+    path: '/v1/admin/commitTransaction',
+    summary: 'commitTransaction: commits the transaction lsid/txnNumber names',
+    description:
+      'Retryable. An error labelled `UnknownTransactionCommitResult` means the outcome is unknown: send the commit again, with the `recoveryToken` of the answer through any router. `TransientTransactionError`: the transaction aborted; run it again.',
+    body: transactionCommandBodySchema,
+    response: obj({ ok, recoveryToken: obj({ recoveryShardId: { type: 'string' } }) }),
+  },
+  {
+    tag: 'sessions',
+    method: 'post',
+    path: '/v1/admin/abortTransaction',
+    summary: 'abortTransaction: aborts the transaction on every shard it reached',
+    body: transactionCommandBodySchema,
     response: acknowledged,
   },
 ];

@@ -1,5 +1,5 @@
 import { Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import { TesseraError, type Value, type ValueObject, compareValues } from '@tessera/core';
+import { type ClusterTimestamp, TesseraError, type Value, type ValueObject, compareValues } from '@tessera/core';
 import type { CursorBatch, FindCommand, ShardClient } from '@tessera/protocol';
 import { type Periodic, VectorClockService, runPeriodically } from '@tessera/platform';
 import { compileProjection, compileSort, validateFilter } from '@tessera/query';
@@ -14,6 +14,11 @@ import { timestampToWire } from '../clock/cluster-time-wire.js';
 import { CursorRegistry } from './cursor-registry.js';
 import { resolveReadConcern } from './read-concern.js';
 import { planShardFind } from './find-plan.js';
+import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
+import { type TransactionBody, transactionStatementOf } from '../transactions/transaction-fields.js';
+import type { CommandSession } from '../api/session-fields.js';
+import type { ReadConcernBody } from './read-concern.js';
+import type { TransactionFields } from '@tessera/protocol';
 import { RouterCursor, type ShardBatch, type ShardCursorPort } from './router-cursor.js';
 
 /** MongoDB's default first batch; we use it for later batches too. */
@@ -45,6 +50,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     private readonly cluster: ClusterRoutingService,
     private readonly sessions: RouterSessions,
     private readonly clock: VectorClockService,
+    private readonly transactions: TransactionRouter,
   ) {
     sessions.attachCursors({
       openCursors: (sessionId) => this.cursors.countOfSession(sessionId),
@@ -67,21 +73,38 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   async find(ns: string, body: FindBody): Promise<CursorResponse> {
     const session = this.sessions.use(body);
-    const { shards: readConcern, atClusterTime } = resolveReadConcern(body.readConcern, this.clock.now().clusterTime);
+    const read = await this.readOf(body, session);
+    if (read.transaction !== undefined) {
+      const transaction = read.transaction;
+      return this.transactions.run(transaction, () => this.findWith(ns, body, session, read, transaction));
+    }
+    return withStaleRetries(this.cluster.cache, ns, () => this.findWith(ns, body, session, read, undefined));
+  }
+
+  private async findWith(
+    ns: string,
+    body: FindBody,
+    session: CommandSession | undefined,
+    { readConcern, atClusterTime }: ResolvedRead,
+    transaction: RouterTransaction | undefined,
+  ): Promise<CursorResponse> {
     const filter = validateFilter(fromWire(body.filter), '');
     const compare = body.sort === undefined ? undefined : compileSort(fromWire(body.sort));
     const project = body.projection === undefined ? undefined : compileProjection(fromWire(body.projection));
     const firstBatchSize = body.batchSize ?? DEFAULT_BATCH_SIZE;
     const snapshot = atClusterTime === undefined ? {} : { atClusterTime: timestampToWire(atClusterTime) };
     const empty: CursorResponse = { cursor: { id: '0', ns, firstBatch: [], ...snapshot }, ok: 1 };
-    return withStaleRetries(this.cluster.cache, ns, async () => {
+    {
       const routing = await this.cluster.routingForRead(ns);
       if (routing === undefined) return empty;
       const shards = routeFilter(filter, routing, atClusterTime);
       if (shards.length === 0) return empty;
       const plan = planShardFind({ ...body, filter: body.filter, batchSize: firstBatchSize }, shards.length);
       const command = readConcern === undefined ? plan.command : { ...plan.command, readConcern };
-      const batches = await this.openShardCursors(ns, routing, shards, command);
+      const batches = await this.openShardCursors(ns, routing, shards, (shard) => ({
+        ...command,
+        ...this.inTransaction(transaction, shard),
+      }));
       const cursor = new RouterCursor(
         ns,
         batches,
@@ -96,7 +119,39 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
       const documents = await cursor.nextBatch(firstBatchSize);
       const id = cursor.isExhausted ? '0' : this.cursors.register(cursor, session?.lsid.id);
       return { cursor: { id, ns, firstBatch: documents.map(toWire), ...snapshot }, ok: 1 };
-    });
+    }
+  }
+
+  /**
+   * A read's concern and, for a transaction's statement, its transaction (started by it when it
+   * says so, at its snapshot readConcern's time or this router's): a transaction reads every
+   * shard at its snapshot, so its reads carry no readConcern of their own.
+   */
+  private async readOf(
+    body: TransactionBody & { readConcern?: ReadConcernBody | undefined },
+    session: CommandSession | undefined,
+  ): Promise<ResolvedRead> {
+    const of = transactionStatementOf(body, session);
+    const resolved = resolveReadConcern(body.readConcern, this.clock.now().clusterTime);
+    if (of === undefined) {
+      if (session?.txnNumber !== undefined) {
+        throw new TesseraError('INVALID_OPTIONS', 'a read takes a txnNumber only inside a transaction (with autocommit: false)', {
+          details: { field: 'txnNumber' },
+        });
+      }
+      return { readConcern: resolved.shards, atClusterTime: resolved.atClusterTime };
+    }
+    if (body.readConcern !== undefined && !of.start) {
+      throw new TesseraError('INVALID_OPTIONS', 'only the first command of a transaction may carry a readConcern', {
+        details: { field: 'readConcern' },
+      });
+    }
+    const transaction = await this.transactions.statement(of, resolved.atClusterTime);
+    return { readConcern: undefined, atClusterTime: transaction.atClusterTime, transaction };
+  }
+
+  private inTransaction(transaction: RouterTransaction | undefined, shard: string): { transaction?: TransactionFields } {
+    return transaction === undefined ? {} : { transaction: this.transactions.fieldsFor(transaction, shard, false) };
   }
 
   async next(id: string, batchSize = DEFAULT_BATCH_SIZE, body: SessionFieldsBody = {}): Promise<CursorResponse> {
@@ -112,10 +167,10 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** MongoDB's count: shards count in parallel; with several, skip and limit apply to the sum. */
   async count(ns: string, body: CountBody): Promise<{ n: number; ok: 1 }> {
-    this.sessions.use(body);
-    const { shards: readConcern, atClusterTime } = resolveReadConcern(body.readConcern, this.clock.now().clusterTime);
+    const read = await this.readOf(body, this.sessions.use(body));
+    const { readConcern, atClusterTime, transaction } = read;
     const filter = validateFilter(fromWire(body.filter), '');
-    return withStaleRetries(this.cluster.cache, ns, async () => {
+    return this.readRetrying(ns, transaction, async () => {
       const routing = await this.cluster.routingForRead(ns);
       const shards = routing === undefined ? [] : routeFilter(filter, routing, atClusterTime);
       if (routing === undefined || shards.length === 0) return { n: 0, ok: 1 as const };
@@ -127,7 +182,14 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
           const client = await this.cluster.shard(shard);
           const window = single ? { skip, limit } : limit > 0 ? { limit: skip + limit } : {};
           return emptyIfMissing(
-            client.count({ ns, ...routing.versioningFor(shard), ...(readConcern && { readConcern }), filter: body.filter, ...window }),
+            client.count({
+              ns,
+              ...routing.versioningFor(shard),
+              ...(readConcern && { readConcern }),
+              ...this.inTransaction(transaction, shard),
+              filter: body.filter,
+              ...window,
+            }),
             { n: 0 },
           );
         }),
@@ -141,17 +203,23 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** MongoDB's distinct: the union of each shard's distinct values, without duplicates (in value order). */
   async distinct(ns: string, body: DistinctBody): Promise<{ values: unknown[]; ok: 1 }> {
-    this.sessions.use(body);
-    const { shards: readConcern, atClusterTime } = resolveReadConcern(body.readConcern, this.clock.now().clusterTime);
+    const { readConcern, atClusterTime, transaction } = await this.readOf(body, this.sessions.use(body));
     const filter = validateFilter(fromWire(body.filter), '');
-    return withStaleRetries(this.cluster.cache, ns, async () => {
+    return this.readRetrying(ns, transaction, async () => {
       const routing = await this.cluster.routingForRead(ns);
       const shards = routing === undefined ? [] : routeFilter(filter, routing, atClusterTime);
       if (routing === undefined) return { values: [], ok: 1 as const };
       const answers = await Promise.all(
         shards.map(async (shard) => {
           const client = await this.cluster.shard(shard);
-          const command = { ns, ...routing.versioningFor(shard), ...(readConcern && { readConcern }), key: body.key, filter: body.filter };
+          const command = {
+            ns,
+            ...routing.versioningFor(shard),
+            ...(readConcern && { readConcern }),
+            ...this.inTransaction(transaction, shard),
+            key: body.key,
+            filter: body.filter,
+          };
           return emptyIfMissing(client.distinct(command), {
             values: [],
           });
@@ -161,17 +229,25 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     });
   }
 
+  /**
+   * A read retried on stale routing, or a transaction's, which is not (its participants aborted)
+   * and aborts the transaction on failure.
+   */
+  private readRetrying<T>(ns: string, transaction: RouterTransaction | undefined, read: () => Promise<T>): Promise<T> {
+    return transaction === undefined ? withStaleRetries(this.cluster.cache, ns, read) : this.transactions.run(transaction, read);
+  }
+
   /** Opens one cursor per shard in parallel; if any fails, kills the others and throws its error (a stale one is retried). */
   private async openShardCursors(
     ns: string,
     routing: CollectionRouting,
     shards: string[],
-    command: Omit<FindCommand, 'ns' | 'shardVersion'>,
+    commandFor: (shard: string) => Omit<FindCommand, 'ns' | 'shardVersion'>,
   ) {
     const settled = await Promise.allSettled(
       shards.map(async (shard) => {
         const client = await this.cluster.shard(shard);
-        const batch = await emptyIfMissing(client.find({ ...command, ns, ...routing.versioningFor(shard) }), {
+        const batch = await emptyIfMissing(client.find({ ...commandFor(shard), ns, ...routing.versioningFor(shard) }), {
           cursorId: null,
           documents: [],
         });
@@ -195,6 +271,13 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
       kill: async (shard, cursorIds) => void (await (await client(shard)).killCursors(cursorIds)),
     };
   }
+}
+
+/** A read's concern for the shards, its snapshot time to route by, and its transaction if it is one's statement. */
+interface ResolvedRead {
+  readConcern: ReturnType<typeof resolveReadConcern>['shards'];
+  atClusterTime: ClusterTimestamp | undefined;
+  transaction?: RouterTransaction;
 }
 
 function batchFromWire(batch: CursorBatch): ShardBatch {

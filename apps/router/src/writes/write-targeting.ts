@@ -15,15 +15,18 @@
  * - an unsharded collection: its database's primary shard, always.
  */
 import {
+  type Chunk,
   type ClusterTimestamp,
+  compareShardKeys,
   type RoutingTable,
   type ShardKeyPattern,
   TesseraError,
+  compareClusterTimestamps,
   extractShardKeyFromWire,
   shardKeyFromEqualityQuery,
   shardKeyPatternToObject,
 } from '@tessera/core';
-import { targetShards, validateFilter } from '@tessera/query';
+import { keyRangesForFilter, targetShards, validateFilter } from '@tessera/query';
 
 /** How a collection is routed, reduced to what targeting needs. */
 export type WriteRouting =
@@ -90,4 +93,47 @@ function shardKeyNotFound(shape: WriteShape, routing: WriteRouting & { kind: 'sh
       `Include every shard key field by equality${shape.upsert ? '' : ', or use a multi-document write'}.`,
     { details: { namespace: routing.ns, shardKey: keyPattern } },
   );
+}
+
+/**
+ * A transaction writes to the documents' current owners but reads them at its snapshot, so
+ * every chunk a write reaches (by its filter, or an insert's document) must have had its current
+ * owner since the snapshot: otherwise the owner's view of that time lacks the documents (they
+ * moved in later) or the write would land on orphans (they moved out). Throws `STALE_CONFIG`
+ * (MongoDB's MigrationConflict; a transient error in a transaction) when a chunk moved after
+ * `atClusterTime`.
+ */
+export function checkUnmovedSince(
+  routing: WriteRouting,
+  reach: { filter: unknown } | { document: Readonly<Record<string, unknown>> },
+  atClusterTime: ClusterTimestamp,
+): void {
+  if (routing.kind === 'unsharded') return;
+  const chunks =
+    'document' in reach
+      ? [routing.table.chunkFor(extractShardKeyFromWire(routing.pattern, reach.document))]
+      : chunksForFilter(routing.table, routing.pattern, reach.filter);
+  for (const chunk of chunks) {
+    const since = chunk.history[0]?.validAfter;
+    if (since === undefined || compareClusterTimestamps(since, atClusterTime) > 0) {
+      throw new TesseraError(
+        'STALE_CONFIG',
+        `a chunk of ${routing.ns} this transaction writes to moved after the transaction's snapshot; retry the transaction`,
+        { details: { namespace: routing.ns }, retryable: false },
+      );
+    }
+  }
+}
+
+/** The chunks a filter's key ranges reach (as `shardsForKeyRanges` reads the ranges: a longer max holds one point). */
+function chunksForFilter(table: RoutingTable, pattern: ShardKeyPattern, filter: unknown): Chunk[] {
+  const n = pattern.fields.length;
+  const chunks: Chunk[] = [];
+  for (const range of keyRangesForFilter(pattern, validateFilter(filter, ''))) {
+    const min = range.min.slice(0, n);
+    const max = range.max.slice(0, n);
+    if (compareShardKeys(min, max) < 0) chunks.push(...table.chunksOverlapping({ min, max }));
+    if (range.max.length > n) chunks.push(table.chunkFor(max));
+  }
+  return chunks;
 }

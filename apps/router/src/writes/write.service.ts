@@ -12,7 +12,9 @@ import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { type ShardWriteReply, type StatementRouting, type WriteExecution, envelopeOf, executeWriteBatch } from './write-execution.js';
 import type { ChildBatch, RoutedStatement, RouterWriteError } from './write-plan.js';
-import { type WriteShape, routeInsert, routeWrite } from './write-targeting.js';
+import { type WriteShape, checkUnmovedSince, routeInsert, routeWrite } from './write-targeting.js';
+import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
+import { type TransactionBody, transactionStatementOf } from '../transactions/transaction-fields.js';
 import { InsertCoalescer } from './insert-coalescer.js';
 
 export interface InsertResponse {
@@ -62,6 +64,7 @@ export class WriteService {
     private readonly cluster: ClusterRoutingService,
     private readonly sessions: RouterSessions,
     private readonly failpoints: Failpoints,
+    private readonly transactions: TransactionRouter,
   ) {
     this.inserts = new InsertCoalescer((shard, command) => this.cluster.shard(shard).then((client) => client.insert(command)));
   }
@@ -76,6 +79,19 @@ export class WriteService {
    */
   async insert(ns: string, body: InsertBody, bodyBytes?: number): Promise<InsertResponse> {
     const session = this.sessions.use(body);
+    const transaction = await this.transactionOf(body, session);
+    if (transaction !== undefined)
+      return this.transactions.run(transaction, () => this.insertWith(ns, body, session, transaction, bodyBytes));
+    return this.insertWith(ns, body, session, undefined, bodyBytes);
+  }
+
+  private async insertWith(
+    ns: string,
+    body: InsertBody,
+    session: CommandSession | undefined,
+    transaction: RouterTransaction | undefined,
+    bodyBytes?: number,
+  ): Promise<InsertResponse> {
     const prepared = body.documents.map((json, index): WireInsert | TesseraError => {
       try {
         return wireInsert(json, index);
@@ -92,10 +108,22 @@ export class WriteService {
       (index, routing) => {
         const insert = prepared[index]!;
         if (insert instanceof TesseraError) throw insert;
+        if (transaction !== undefined) checkUnmovedSince(routing, { document: insert.document }, transaction.atClusterTime);
         return [routeInsert(insert.document, routing)];
       },
       (batch, routing) => {
         const documents = batch.indexes.map((i) => (prepared[i] as WireInsert).document);
+        if (transaction !== undefined) {
+          return this.cluster.shard(batch.shard).then((client) =>
+            client.insert({
+              ns,
+              ...routing.versioningFor(batch.shard),
+              transaction: this.transactions.fieldsFor(transaction, batch.shard, true),
+              documents: [...documents],
+              ordered: body.ordered,
+            }),
+          );
+        }
         return this.inserts.insert(
           batch.shard,
           ns,
@@ -106,6 +134,7 @@ export class WriteService {
           sessionPartOf(session, batch),
         );
       },
+      transaction,
     );
     const insertedIds: Record<string, unknown> = {};
     for (const { batch, reply } of execution.replies) {
@@ -125,7 +154,19 @@ export class WriteService {
 
   async update(ns: string, body: UpdateBody): Promise<UpdateResponse> {
     const session = this.sessions.use(body);
-    if (session?.txnNumber !== undefined && body.updates.some((s) => s.multi)) throw notRetryable('an update with multi: true');
+    const transaction = await this.transactionOf(body, session);
+    if (transaction !== undefined) return this.transactions.run(transaction, () => this.updateWith(ns, body, session, transaction));
+    return this.updateWith(ns, body, session, undefined);
+  }
+
+  private async updateWith(
+    ns: string,
+    body: UpdateBody,
+    session: CommandSession | undefined,
+    transaction: RouterTransaction | undefined,
+  ): Promise<UpdateResponse> {
+    if (transaction === undefined && session?.txnNumber !== undefined && body.updates.some((s) => s.multi))
+      throw notRetryable('an update with multi: true');
     const statements: UpdateStatement[] = body.updates.map((s) => ({
       q: documentFromWire(s.q),
       u: fromWire(s.u),
@@ -139,6 +180,7 @@ export class WriteService {
       (index, routing) => {
         const statement = statements[index]!;
         checkUpdateShape(statement);
+        if (transaction !== undefined) checkUnmovedSince(routing, { filter: statement.q }, transaction.atClusterTime);
         return routeWrite({ filter: statement.q, single: !statement.multi, upsert: statement.upsert, operation: 'update' }, routing);
       },
       (batch, routing) =>
@@ -146,7 +188,7 @@ export class WriteService {
           client.update({
             ns,
             ...routing.versioningFor(batch.shard),
-            ...retryableFields(session, batch),
+            ...this.sessionFields(session, transaction, batch),
             ordered: body.ordered,
             updates: batch.indexes.map((i) => {
               const s = statements[i]!;
@@ -159,6 +201,7 @@ export class WriteService {
             }),
           }),
         ),
+      transaction,
     );
     let matchedCount = 0;
     let modifiedCount = 0;
@@ -182,7 +225,19 @@ export class WriteService {
 
   async delete(ns: string, body: DeleteBody): Promise<DeleteResponse> {
     const session = this.sessions.use(body);
-    if (session?.txnNumber !== undefined && body.deletes.some((s) => s.limit === 0)) throw notRetryable('a delete with limit: 0');
+    const transaction = await this.transactionOf(body, session);
+    if (transaction !== undefined) return this.transactions.run(transaction, () => this.deleteWith(ns, body, session, transaction));
+    return this.deleteWith(ns, body, session, undefined);
+  }
+
+  private async deleteWith(
+    ns: string,
+    body: DeleteBody,
+    session: CommandSession | undefined,
+    transaction: RouterTransaction | undefined,
+  ): Promise<DeleteResponse> {
+    if (transaction === undefined && session?.txnNumber !== undefined && body.deletes.some((s) => s.limit === 0))
+      throw notRetryable('a delete with limit: 0');
     const statements = body.deletes.map((s) => ({ q: documentFromWire(s.q), limit: s.limit }));
     const execution = await this.execute<DeleteCommandResult>(
       ns,
@@ -190,6 +245,7 @@ export class WriteService {
       body.ordered,
       (index, routing) => {
         const statement = statements[index]!;
+        if (transaction !== undefined) checkUnmovedSince(routing, { filter: statement.q }, transaction.atClusterTime);
         return routeWrite({ filter: statement.q, single: statement.limit === 1, upsert: false, operation: 'delete' }, routing);
       },
       (batch, routing) =>
@@ -197,11 +253,12 @@ export class WriteService {
           client.delete({
             ns,
             ...routing.versioningFor(batch.shard),
-            ...retryableFields(session, batch),
+            ...this.sessionFields(session, transaction, batch),
             ordered: body.ordered,
             deletes: batch.indexes.map((i) => ({ q: toWire(statements[i]!.q) as Record<string, unknown>, limit: statements[i]!.limit })),
           }),
         ),
+      transaction,
     );
     const deletedCount = execution.replies.reduce((sum, { reply }) => sum + reply.deletedCount, 0);
     return { deletedCount, writeErrors: publicErrors(execution), ...this.retried(execution), ok: 1 };
@@ -210,19 +267,31 @@ export class WriteService {
   /** MongoDB's findAndModify on one shard: `{ lastErrorObject, value, ok: 1 }`. */
   async findAndModify(ns: string, body: FindAndModifyBody): Promise<FindAndModifyResult & { ok: 1 }> {
     const session = this.sessions.use(body);
+    const transaction = await this.transactionOf(body, session);
+    if (transaction !== undefined) return this.transactions.run(transaction, () => this.findAndModifyWith(ns, body, session, transaction));
+    return this.findAndModifyWith(ns, body, session, undefined);
+  }
+
+  private async findAndModifyWith(
+    ns: string,
+    body: FindAndModifyBody,
+    session: CommandSession | undefined,
+    transaction: RouterTransaction | undefined,
+  ): Promise<FindAndModifyResult & { ok: 1 }> {
     const query = documentFromWire(body.query);
     const update = body.update === undefined ? undefined : fromWire(body.update);
     if (update !== undefined) checkUpdateShape({ q: query, u: update, multi: false, upsert: body.upsert });
     const shape: WriteShape = { filter: query, single: true, upsert: body.upsert, operation: 'findAndModify' };
-    return withStaleRetries(this.cluster.cache, ns, async () => {
+    const attempt = async () => {
       const routing = await this.cluster.routingForWrite(ns);
+      if (transaction !== undefined) checkUnmovedSince(routing, { filter: query }, transaction.atClusterTime);
       const [shard] = routeWrite(shape, routing);
       if (shard === undefined) return { value: null, lastErrorObject: { n: 0, updatedExisting: false }, ok: 1 as const };
       const client = await this.cluster.shard(shard);
       const result = await client.findAndModify({
         ns,
         ...routing.versioningFor(shard),
-        ...retryableFields(session, { indexes: [0] }),
+        ...this.sessionFields(session, transaction, { indexes: [0], shard }),
         query: body.query,
         remove: body.remove,
         new: body.new,
@@ -234,7 +303,25 @@ export class WriteService {
       if (result.retriedStmtIds !== undefined) this.sessions.noteRetried(result.retriedStmtIds.length);
       await this.failpoints.pauseAt('router.write.beforeReply', ns);
       return { ...result, ok: 1 as const };
-    });
+    };
+    // A transaction's statement is not retried on stale routing: its participant aborted.
+    return transaction === undefined ? withStaleRetries(this.cluster.cache, ns, attempt) : attempt();
+  }
+
+  /** The transaction a command is a statement of (started by it when it says so), or undefined. */
+  private async transactionOf(body: TransactionBody, session: CommandSession | undefined): Promise<RouterTransaction | undefined> {
+    const of = transactionStatementOf(body, session);
+    return of === undefined ? undefined : this.transactions.statement(of);
+  }
+
+  /** A command's session fields for a shard: its transaction's, or a retryable write's. */
+  private sessionFields(
+    session: CommandSession | undefined,
+    transaction: RouterTransaction | undefined,
+    batch: Pick<ChildBatch, 'indexes' | 'shard'>,
+  ) {
+    if (transaction !== undefined) return { transaction: this.transactions.fieldsFor(transaction, batch.shard, true) };
+    return retryableFields(session, batch);
   }
 
   /** The user's statements the shards answered from the session's history (MongoDB's `retriedStmtIds`), when any. */
@@ -251,6 +338,7 @@ export class WriteService {
     ordered: boolean,
     target: (index: number, routing: CollectionRouting) => string[],
     send: (batch: ChildBatch, routing: CollectionRouting) => Promise<R>,
+    transaction?: RouterTransaction,
   ): Promise<WriteExecution<R>> {
     let routing: CollectionRouting | undefined;
     const execution = await executeWriteBatch<R>(count, ordered, {
@@ -269,8 +357,12 @@ export class WriteService {
         return { statements, routerErrors };
       },
       send: (batch) => send(batch, routing!),
-      handleStale: (error) => this.cluster.handleStale(ns, error),
+      // A transaction's statement is not sent again on stale routing: its participant aborted.
+      handleStale: (error) => transaction === undefined && this.cluster.handleStale(ns, error),
     });
+    // In a transaction any statement's error aborts the transaction (`TransactionRouter.run`).
+    const failed = transaction === undefined ? undefined : execution.writeErrors[0];
+    if (failed !== undefined) throw TesseraError.fromEnvelope(failed.error);
     await this.failpoints.pauseAt('router.write.beforeReply', ns);
     return execution;
   }
