@@ -21,7 +21,7 @@ export const shardSettingsSchema = z.object({
    */
   TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: z.coerce.number().int().min(0).max(86_400).default(300),
   /** MongoDB's transactionLifetimeLimitSeconds: a transaction not committing by then is aborted by the reaper. */
-  TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: z.coerce.number().int().min(1).max(86_400).default(60),
+  TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: z.coerce.number().int().min(0).max(86_400).default(60),
   /**
    * MongoDB's maxTransactionLockRequestTimeoutMillis: how long a transaction's statement waits for
    * a lock another transaction holds before it fails with LockTimeout (TransientTransactionError).
