@@ -350,12 +350,14 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     work: (handle: CollectionHandle, release: () => void) => Promise<T>,
     releaseAfter = true,
   ): Promise<T> {
-    return this.transactions.statement(transaction, async (statement) => {
+    // Test-only: the design of a REPEATABLE READ transaction per shard plus 2PC, which lets a
+    // reader see a transaction committed on one shard and not yet on another: no wait for the
+    // safe time, and reads of the latest committed versions instead of the snapshot's.
+    const unsafe = this.failpoints.isOn('shard.transactions.readLatest', command.ns);
+    return this.transactions.statement(transaction, { admit: !unsafe }, async (statement) => {
       const resolved = await this.collections.resolve(command, create, kind);
       if (resolved === undefined) return missing();
-      // Test-only: reads of the latest committed versions instead of the snapshot, the design that
-      // lets a reader see a transaction committed on one shard and not yet on another.
-      const readLatest = kind === 'read' && this.failpoints.isOn('shard.transactions.readLatest', resolved.collection.ns);
+      const readLatest = unsafe && kind === 'read';
       try {
         const handle = inTransactionHandle(resolved, statement);
         return await work(readLatest ? { ...handle, snapshot: undefined } : handle, resolved.lease.release);

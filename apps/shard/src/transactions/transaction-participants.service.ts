@@ -91,11 +91,15 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
 
   /**
    * Runs one statement of a transaction. The first one (`startTransaction`) opens it, once every
-   * write up to its snapshot has ended here. A statement that fails, or answers a write error,
+   * write up to its snapshot has ended here (`admit`; false only for a test-only failpoint). A statement that fails, or answers a write error,
    * aborts the transaction: its Postgres transaction cannot go on after a failed statement.
    */
-  async statement<T>(fields: TransactionFields, run: (statement: TransactionStatement) => Promise<T>): Promise<T> {
-    const transaction = fields.startTransaction ? await this.begin(fields) : this.inProgress(fields);
+  async statement<T>(
+    fields: TransactionFields,
+    options: { admit: boolean },
+    run: (statement: TransactionStatement) => Promise<T>,
+  ): Promise<T> {
+    const transaction = fields.startTransaction ? await this.begin(fields, options.admit) : this.inProgress(fields);
     return transaction.serially(async () => {
       if (this.open.get(transactionKey(transaction.id)) !== transaction || transaction.state !== 'inProgress') {
         throw noSuchTransaction(transaction.id, 'it was aborted while this statement waited');
@@ -218,7 +222,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
   }
 
   /** Opens a transaction's Postgres transaction at its snapshot; a newer txnNumber of the session ends an older one. */
-  private async begin(fields: TransactionFields): Promise<OpenTransaction> {
+  private async begin(fields: TransactionFields, admit: boolean): Promise<OpenTransaction> {
     const key = transactionKey(fields);
     const existing = this.open.get(key);
     if (existing !== undefined) return existing;
@@ -246,7 +250,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       }
       await other.serially(() => this.abortOpen(other));
     }
-    await this.history.admit({ atClusterTime: fields.atClusterTime });
+    if (admit) await this.history.admit({ atClusterTime: fields.atClusterTime });
     const runner = this.pool!.createQueryRunner();
     const snapshot = this.writeTimes.writeTimeAt(fields.atClusterTime);
     try {

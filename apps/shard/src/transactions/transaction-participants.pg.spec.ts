@@ -1,0 +1,250 @@
+import { randomUUID } from 'node:crypto';
+import { ObjectId } from 'bson';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ClusterTimestamp, type ValueObject, parseShardKeyPattern } from '@tessera/core';
+import { type InternalClients, VectorClockService } from '@tessera/platform';
+import type { DecisionAnswer, TransactionFields } from '@tessera/protocol';
+import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
+import { testWriteTimes, writeTimeNow } from '../../../../test/fakes/write-times.js';
+import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
+import { CursorManager } from '../documents/cursor-manager.js';
+import { type CollectionHandle, DocumentStore } from '../documents/document-store.js';
+import { DocumentWrites } from '../documents/document-writes.js';
+import { ShardClockStore } from '../history/shard-clock.store.js';
+import { SnapshotHistory } from '../history/snapshot-history.service.js';
+import { clusterTimeToSql } from '../history/write-time.js';
+import type { WriteTimes } from '../history/write-times.service.js';
+import type { ShardSettings } from '../shard.settings.js';
+import { ParticipantStore } from './participant.store.js';
+import { type TransactionStatement, TransactionParticipants } from './transaction-participants.service.js';
+
+/**
+ * A shard as a transaction participant on its real Postgres: statements in one held transaction
+ * at its snapshot, writes restamped with the decided commit time before PREPARE (so reads below
+ * it see nothing of the transaction and reads at it see all of it), write conflicts, a prepared
+ * transaction found and committed by a new process, abort, the reaper, and a participant that
+ * asks its coordinator for a decision it did not get.
+ */
+const silent = pino({ level: 'silent' });
+let db: TestDatabase;
+let base: CollectionHandle;
+let collectionUuid: string;
+const writes = () => new DocumentWrites(db.dataSource, { now: () => new Date(), generateId: () => new ObjectId() });
+const coordinator = { shard: 'shard9', url: 'http://coordinator.test:1' };
+/** What the fake coordinator answers a participant's question. */
+let coordinatorAnswer: DecisionAnswer = { decision: 'pending' };
+const started: TransactionParticipants[] = [];
+const ADMIT = { admit: true };
+const histories: SnapshotHistory[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('shard');
+  collectionUuid = randomUUID();
+  const ns = `txn.items_${collectionUuid.slice(0, 8)}`;
+  await new CollectionStorageService(db.dataSource).createCollection(collectionUuid, { ns, keyPattern: { k: 1 } });
+  base = { ns, table: tableName(collectionUuid), pattern: parseShardKeyPattern({ k: 1 }), owns: () => true };
+  await new DocumentStore(db.dataSource).insert(
+    { ...base, writeTime: writeTimeNow() },
+    [1, 2, 3, 4, 5].map((k) => ({ _id: k, k, v: 'a' })),
+    { ordered: true, generateId: () => new ObjectId() },
+  );
+});
+
+afterAll(async () => {
+  for (const participants of started) await participants.onApplicationShutdown();
+  for (const history of histories) history.onApplicationShutdown();
+  await db?.drop();
+});
+
+/** A participant as a shard process has it, over the test database; `clock` is the process's. */
+async function startParticipants(
+  overrides: Partial<ShardSettings> = {},
+): Promise<{ participants: TransactionParticipants; writeTimes: WriteTimes; clock: VectorClockService }> {
+  const clock = new VectorClockService();
+  clock.tickClusterTime();
+  const settings = {
+    TESSERA_DATABASE_URL: db.url,
+    TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: 300,
+    TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: 60,
+    TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS: 5,
+    TESSERA_TRANSACTION_POOL_SIZE: 4,
+    TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 60_000,
+    ...overrides,
+  } as ShardSettings;
+  const writeTimes = testWriteTimes(clock);
+  const history = new SnapshotHistory(new ShardClockStore(db.dataSource), writeTimes, clock, settings, silent);
+  await history.onApplicationBootstrap();
+  histories.push(history);
+  const clients = { shard: () => ({ transactionDecision: async () => coordinatorAnswer }) } as unknown as InternalClients;
+  const participants = new TransactionParticipants(
+    new ParticipantStore(db.dataSource),
+    writeTimes,
+    history,
+    clock,
+    clients,
+    settings,
+    silent,
+  );
+  await participants.onModuleInit();
+  await participants.onApplicationBootstrap();
+  started.push(participants);
+  return { participants, writeTimes, clock };
+}
+
+/** A new transaction's fields at the clock's current time. */
+function newTransaction(clock: VectorClockService): TransactionFields {
+  return { lsid: { id: randomUUID() }, txnNumber: 1, atClusterTime: clock.now().clusterTime, startTransaction: true };
+}
+
+/** The handle a statement runs with, as the shard's data service builds it. */
+function handleOf(statement: TransactionStatement): CollectionHandle {
+  return {
+    ...base,
+    indexes: [],
+    snapshot: { collectionUuid, time: clusterTimeToSql(statement.atClusterTime) },
+    writeTime: statement.writeTime,
+    transaction: statement.work,
+  };
+}
+
+async function findAt(time: ClusterTimestamp | undefined, filter: ValueObject = {}): Promise<unknown[]> {
+  const handle = time === undefined ? base : { ...base, indexes: [], snapshot: { collectionUuid, time: clusterTimeToSql(time) } };
+  return (await new CursorManager(db.dataSource).find(handle, { filter, batchSize: 1000 })).documents;
+}
+
+function before(time: ClusterTimestamp): ClusterTimestamp {
+  return time.i > 0 ? { t: time.t, i: time.i - 1 } : { t: time.t - 1, i: 1_000_000 };
+}
+
+describe('a transaction participant', () => {
+  it('makes the transaction visible at its commit time and not before, with its own writes seen inside', async () => {
+    const { participants, writeTimes, clock } = await startParticipants();
+    const fields = newTransaction(clock);
+    await participants.statement(fields, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 1 }, u: { $set: { v: 'b' } }, multi: false, upsert: false }], true),
+    );
+    await participants.statement({ ...fields, startTransaction: false }, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 1 }, u: { $set: { v: 'c' } }, multi: false, upsert: false }], true),
+    );
+    const seen = await participants.statement(
+      { ...fields, startTransaction: false },
+      ADMIT,
+      async (s) => (await new CursorManager(db.dataSource).find(handleOf(s), { filter: { k: { $lte: 2 } }, batchSize: 10 })).documents,
+    );
+    expect(seen).toEqual([
+      { _id: 1, k: 1, v: 'c' },
+      { _id: 2, k: 2, v: 'a' },
+    ]);
+    const { reservedTime } = await participants.reserveCommitTime(fields);
+    const commitTime = { t: reservedTime.t, i: reservedTime.i + 5 };
+    await participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime, coordinator });
+    // Prepared: a read at the commit time is held back until the transaction is resolved.
+    let heldRead = false;
+    const read = writeTimes.appliedThrough(commitTime).then(() => (heldRead = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(heldRead).toBe(false);
+    await participants.commit({ lsid: fields.lsid, txnNumber: 1, commitTime });
+    await read;
+    expect(await findAt(before(commitTime), { k: 1 })).toEqual([{ _id: 1, k: 1, v: 'a' }]);
+    expect(await findAt(commitTime, { k: 1 })).toEqual([{ _id: 1, k: 1, v: 'c' }]);
+    // The intermediate version 'b' was never kept; the replaced one ends at the commit time.
+    const kept: Array<{ doc: { v: string }; valid_to: string }> = await db.dataSource.query(
+      'SELECT doc, valid_to FROM document_history WHERE collection_uuid = $1 ORDER BY valid_to',
+      [collectionUuid],
+    );
+    expect(kept.map((k) => k.doc.v)).toEqual(['a']);
+    expect(kept[0]!.valid_to).toBe(clusterTimeToSql(commitTime));
+    // Committing again is answered from the session's record.
+    expect(await participants.commit({ lsid: fields.lsid, txnNumber: 1, commitTime })).toEqual({ committed: true });
+  });
+
+  it('refuses a write to a document changed after the snapshot, or held by another transaction', async () => {
+    const { participants, clock } = await startParticipants();
+    const early = newTransaction(clock);
+    await participants.statement(early, ADMIT, async () => undefined);
+    const other = newTransaction(clock);
+    await participants.statement(other, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 2 }, u: { $set: { v: 'x' } }, multi: false, upsert: false }], true),
+    );
+    // k: 2 is held by `other`: a conflict at once, which aborts `early`.
+    await expect(
+      participants.statement({ ...early, startTransaction: false }, ADMIT, (s) =>
+        writes().update(handleOf(s), [{ q: { k: 2 }, u: { $set: { v: 'y' } }, multi: false, upsert: false }], true),
+      ),
+    ).rejects.toMatchObject({ code: 'WRITE_CONFLICT', errorLabels: ['TransientTransactionError'] });
+    await participants.commit(other);
+    // A transaction whose snapshot is before `other`'s commit conflicts on k: 2 too.
+    const stale = { ...newTransaction(clock), atClusterTime: early.atClusterTime };
+    await expect(
+      participants.statement(stale, ADMIT, (s) =>
+        writes().update(handleOf(s), [{ q: { k: 2 }, u: { $set: { v: 'z' } }, multi: false, upsert: false }], true),
+      ),
+    ).rejects.toMatchObject({ code: 'WRITE_CONFLICT' });
+    expect(await findAt(undefined, { k: 2 })).toEqual([{ _id: 2, k: 2, v: 'x' }]);
+  });
+
+  it('is found prepared by a new process, holds its commit time and commits it', async () => {
+    const first = await startParticipants();
+    const fields = newTransaction(first.clock);
+    await first.participants.statement(fields, ADMIT, (s) => writes().delete(handleOf(s), [{ q: { k: 3 }, limit: 1 }], true));
+    const { reservedTime: commitTime } = await first.participants.reserveCommitTime(fields);
+    await first.participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime, coordinator });
+    const second = await startParticipants();
+    expect(second.clock.now().clusterTime).toEqual(commitTime);
+    let heldRead = false;
+    const read = second.writeTimes.appliedThrough(commitTime).then(() => (heldRead = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(heldRead).toBe(false);
+    expect(await second.participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime, coordinator })).toEqual({ prepared: true });
+    await second.participants.commit({ lsid: fields.lsid, txnNumber: 1, commitTime });
+    await read;
+    expect(await findAt(before(commitTime), { k: 3 })).toEqual([{ _id: 3, k: 3, v: 'a' }]);
+    expect(await findAt(commitTime, { k: 3 })).toEqual([]);
+  });
+
+  it('aborts: nothing stays, and a later statement finds no transaction', async () => {
+    const { participants, clock } = await startParticipants();
+    const fields = newTransaction(clock);
+    await participants.statement(fields, ADMIT, (s) =>
+      new DocumentStore(db.dataSource).insert(handleOf(s), [{ _id: 100, k: 100 }], { ordered: true, generateId: () => new ObjectId() }),
+    );
+    expect(await participants.abort(fields)).toEqual({ aborted: true });
+    expect(await participants.abort(fields)).toEqual({ aborted: true });
+    expect(await findAt(undefined, { k: 100 })).toEqual([]);
+    await expect(participants.statement({ ...fields, startTransaction: false }, ADMIT, async () => undefined)).rejects.toMatchObject({
+      code: 'NO_SUCH_TRANSACTION',
+    });
+  });
+
+  it('aborts a transaction past its lifetime limit (the reaper)', async () => {
+    const { participants, clock } = await startParticipants({ TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: 1 });
+    const fields = newTransaction(clock);
+    await participants.statement(fields, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 4 }, u: { $set: { v: 'old' } }, multi: false, upsert: false }], true),
+    );
+    await expect
+      .poll(
+        () =>
+          participants.statement({ ...fields, startTransaction: false }, ADMIT, async () => 'open').catch((e: { code: string }) => e.code),
+        { timeout: 10_000 },
+      )
+      .toBe('NO_SUCH_TRANSACTION');
+    expect(await findAt(undefined, { k: 4 })).toEqual([{ _id: 4, k: 4, v: 'a' }]);
+  });
+
+  it('asks its coordinator for a decision it did not get, and applies it', async () => {
+    const { participants, clock } = await startParticipants({ TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 1 });
+    const fields = newTransaction(clock);
+    await participants.statement(fields, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 5 }, u: { $set: { v: 'decided' } }, multi: false, upsert: false }], true),
+    );
+    const { reservedTime: commitTime } = await participants.reserveCommitTime(fields);
+    coordinatorAnswer = { decision: 'pending' };
+    await participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime, coordinator });
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(await findAt(undefined, { k: 5 })).toEqual([{ _id: 5, k: 5, v: 'a' }]);
+    coordinatorAnswer = { decision: 'commit', commitTime };
+    await expect.poll(() => findAt(undefined, { k: 5 }), { timeout: 10_000 }).toEqual([{ _id: 5, k: 5, v: 'decided' }]);
+  });
+});
