@@ -16,6 +16,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSeededRandom } from '@tessera/core';
 import { type BankOp, checkBank } from '../../tools/consistency/bank.js';
 import { runBankWorkload } from '../../tools/consistency/bank-workload.js';
+import type { ListTxn } from '../../tools/consistency/history.js';
+import { checkListAppend } from '../../tools/consistency/list-append.js';
+import { runListAppendWorkload } from '../../tools/consistency/list-append-workload.js';
 import { FAST_CONFIG_ENV, eventually } from './helpers.js';
 import { type ApiResponse, RouterApi, onShardDatabase } from './router-api.js';
 import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
@@ -24,6 +27,10 @@ const NS = 'bank.accounts';
 const PATH = '/v1/bank/accounts';
 /** Its transactions read the latest versions, not their snapshot (failpoint shard.transactions.readLatest). */
 const UNSAFE_NS = 'bank.unsafe';
+/** Lists for the list-append workload, 0-4 on shard0 and 5-9 on shard1; the unsafe ones read the latest versions. */
+const LISTS_NS = 'lists.safe';
+const UNSAFE_LISTS_NS = 'lists.unsafe';
+const KEYS = 10;
 const ACCOUNTS = 20;
 const OPENING = 100;
 
@@ -35,7 +42,10 @@ beforeAll(async () => {
   t = await startRoutedTestCluster({
     shards: 2,
     routers: 2,
-    env: { ...FAST_CONFIG_ENV, TESSERA_FAILPOINTS: `shard.transactions.readLatest@${UNSAFE_NS}=1,shard.coordinator.deliverToOthers=100` },
+    env: {
+      ...FAST_CONFIG_ENV,
+      TESSERA_FAILPOINTS: `shard.transactions.readLatest@${UNSAFE_NS}=1,shard.transactions.readLatest@${UNSAFE_LISTS_NS}=1,shard.coordinator.deliverToOthers=100`,
+    },
   });
   routerA = t.api;
   routerB = new RouterApi(t.cluster.routerUrls[1]!);
@@ -48,6 +58,16 @@ beforeAll(async () => {
     await routerA.insertMany(
       ns,
       Array.from({ length: ACCOUNTS }, (_, i) => ({ _id: i, balance: OPENING })),
+    );
+  }
+  await t.config.enableSharding({ db: 'lists', primaryShard: 'shard0' });
+  for (const ns of [LISTS_NS, UNSAFE_LISTS_NS]) {
+    await t.config.shardCollection({ ns, key: { _id: 1 } });
+    await t.config.configureCollectionBalancing({ ns, enableAutoMerger: false });
+    await t.config.moveRange({ ns, min: { _id: KEYS / 2 }, max: { _id: { $maxKey: 1 } }, toShard: 'shard1' });
+    await routerA.insertMany(
+      ns,
+      Array.from({ length: KEYS }, (_, i) => ({ _id: i, list: [] })),
     );
   }
 }, 120_000);
@@ -264,6 +284,38 @@ describe('transactions through the public API', () => {
     const history = await bank(UNSAFE_NS, 28, (h) => Date.now() > until || checkBank(h, ACCOUNT_NAMES, ACCOUNTS * OPENING).length > 0);
     const anomalies = checkBank(history, ACCOUNT_NAMES, ACCOUNTS * OPENING);
     expect(anomalies.map((a) => a.type)).toContain('wrong-total');
+  }, 60_000);
+});
+
+/** The list-append workload on `ns` until `done`, with a seeded generator. */
+function listAppend(ns: string, seed: number, done: (history: readonly ListTxn[]) => boolean): Promise<ListTxn[]> {
+  const history: ListTxn[] = [];
+  return runListAppendWorkload({
+    routers: t.cluster.routerUrls,
+    ns,
+    keys: KEYS,
+    clients: 4,
+    maxOps: 4,
+    random: createSeededRandom(seed),
+    done: () => done(history),
+    record: (txn) => history.push(txn),
+  });
+}
+
+describe('the list-append workload (checkListAppend)', () => {
+  it('finds no anomaly snapshot isolation forbids (all but G2-item, write skew)', async () => {
+    const until = Date.now() + 4_000;
+    const history = await listAppend(LISTS_NS, 29, () => Date.now() > until);
+    const { anomalies } = checkListAppend(history);
+    expect(anomalies.filter((a) => a.type !== 'G2-item').map((a) => a.message)).toEqual([]);
+    expect(history.filter((txn) => txn.status === 'ok').length).toBeGreaterThan(10);
+  }, 60_000);
+
+  it('finds read skew when transactions read the latest versions instead of their snapshot', async () => {
+    const until = Date.now() + 20_000;
+    const forbidden = (h: readonly ListTxn[]) => checkListAppend(h).anomalies.filter((a) => a.type !== 'G2-item');
+    const history = await listAppend(UNSAFE_LISTS_NS, 30, (h) => Date.now() > until || (h.length % 10 === 0 && forbidden(h).length > 0));
+    expect(forbidden(history).length).toBeGreaterThan(0);
   }, 60_000);
 });
 
