@@ -4,6 +4,7 @@ import type { TransactionId } from '@tessera/protocol';
 import type { CollectionHandle, TransactionWork } from '../documents/document-store.js';
 import type { WriteTime } from '../history/write-time.js';
 import type { WrittenDocuments } from './participant.store.js';
+import type { OperationLease } from '../sharding/sharding-runtime.service.js';
 
 /**
  * Where a transaction is on a participant: taking statements, holding a commit time for the
@@ -21,6 +22,8 @@ export class OpenTransaction {
   state: OpenTransactionState = 'inProgress';
   /** A time held in flight (reads at or after it wait) from the reservation until the transaction ends. */
   reservation: { writeTime: WriteTime; release: () => void } | undefined;
+  /** From prepare (or a lone commit) to the end: the leases that keep migrations of what it wrote waiting. */
+  leases: OperationLease[] = [];
   /** Set once prepared: the Postgres global transaction id. */
   gid: string | undefined;
   preparedAt: number | undefined;
@@ -63,7 +66,7 @@ export class OpenTransaction {
         const collectionUuid = handle.snapshot!.collectionUuid;
         let documents = this.written.get(handle.table);
         if (documents === undefined) {
-          documents = { collectionUuid, table: handle.table, ids: [], shardKeys: [] };
+          documents = { ns: handle.ns, collectionUuid, table: handle.table, ids: [], shardKeys: [] };
           this.written.set(handle.table, documents);
         }
         documents.ids.push(id);

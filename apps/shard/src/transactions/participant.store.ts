@@ -6,6 +6,7 @@ import { type WriteTime, clusterTimeFromSql, clusterTimeToSql, declareWriteTime 
 
 /** The documents a transaction wrote in one collection: their `_id`s and shard keys, encoded. */
 export interface WrittenDocuments {
+  ns: string;
   collectionUuid: string;
   table: string;
   ids: Buffer[];

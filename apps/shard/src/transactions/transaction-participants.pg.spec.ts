@@ -7,6 +7,7 @@ import { type InternalClients, VectorClockService } from '@tessera/platform';
 import type { DecisionAnswer, TransactionFields } from '@tessera/protocol';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { testWriteTimes, writeTimeNow } from '../../../../test/fakes/write-times.js';
+import { ownedRuntime } from '../../../../test/fakes/sharding-runtime.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { CursorManager } from '../documents/cursor-manager.js';
 import { type CollectionHandle, DocumentStore } from '../documents/document-store.js';
@@ -60,6 +61,7 @@ afterAll(async () => {
 /** A participant as a shard process has it, over the test database; `clock` is the process's. */
 async function startParticipants(
   overrides: Partial<ShardSettings> = {},
+  runtime = ownedRuntime(),
 ): Promise<{ participants: TransactionParticipants; writeTimes: WriteTimes; clock: VectorClockService }> {
   const clock = new VectorClockService();
   clock.tickClusterTime();
@@ -83,6 +85,7 @@ async function startParticipants(
     history,
     clock,
     clients,
+    runtime,
     settings,
     silent,
   );
@@ -201,6 +204,35 @@ describe('a transaction participant', () => {
     await read;
     expect(await findAt(before(commitTime), { k: 3 })).toEqual([{ _id: 3, k: 3, v: 'a' }]);
     expect(await findAt(commitTime, { k: 3 })).toEqual([]);
+  });
+
+  it('holds what it wrote against migrations while prepared, and will not prepare what moved away', async () => {
+    let owned = true;
+    const runtime = ownedRuntime(() => owned);
+    const { participants, clock } = await startParticipants({}, runtime);
+    const kept = newTransaction(clock);
+    await participants.statement(kept, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 4 }, u: { $set: { v: 'kept' } }, multi: false, upsert: false }], true),
+    );
+    const { reservedTime: commitTime } = await participants.reserveCommitTime(kept);
+    await participants.prepare({ lsid: kept.lsid, txnNumber: 1, commitTime, coordinator });
+    expect(runtime.openLeases).toBe(1);
+    await participants.abort(kept);
+    expect(runtime.openLeases).toBe(0);
+    const moved = newTransaction(clock);
+    await participants.statement(moved, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 4 }, u: { $set: { v: 'moved' } }, multi: false, upsert: false }], true),
+    );
+    owned = false;
+    await participants.reserveCommitTime(moved);
+    await expect(
+      participants.prepare({ lsid: moved.lsid, txnNumber: 1, commitTime: clock.now().clusterTime, coordinator }),
+    ).rejects.toMatchObject({
+      code: 'STALE_CONFIG',
+      errorLabels: ['TransientTransactionError'],
+    });
+    expect(runtime.openLeases).toBe(0);
+    expect(await findAt(undefined, { k: 4 })).toEqual([{ _id: 4, k: 4, v: 'a' }]);
   });
 
   it('aborts: nothing stays, and a later statement finds no transaction', async () => {

@@ -1,13 +1,14 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { type ClusterTimestamp, TesseraError, compareClusterTimestamps } from '@tessera/core';
+import { type ClusterTimestamp, IGNORED_VERSION, TesseraError, compareClusterTimestamps } from '@tessera/core';
 import type { CommitTransaction, PrepareTransaction, TransactionFields, TransactionId, WriteErrorEntry } from '@tessera/protocol';
 import { InternalClients, LOGGER, type Periodic, SETTINGS, VectorClockService, runPeriodically } from '@tessera/platform';
 import type { TransactionWork } from '../documents/document-store.js';
 import { SnapshotHistory } from '../history/snapshot-history.service.js';
 import { WriteTimes } from '../history/write-times.service.js';
 import type { ShardSettings } from '../shard.settings.js';
+import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { OpenTransaction, transactionKey } from './open-transaction.js';
 import { ParticipantStore, type PreparedTransaction, parseGid } from './participant.store.js';
 import { transientInTransaction } from './transaction-errors.js';
@@ -52,6 +53,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     private readonly history: SnapshotHistory,
     private readonly clock: VectorClockService,
     private readonly clients: InternalClients,
+    private readonly runtime: ShardingRuntime,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -153,6 +155,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       }
       this.clock.advance({ clusterTime: command.commitTime });
       try {
+        await this.holdWhatItWrote(transaction);
         const manager = transaction.runner!.manager;
         await this.store.restamp(manager, command, transaction.writtenDocuments(), command.commitTime);
         transaction.gid = await this.store.prepare(manager, {
@@ -283,13 +286,38 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       await manager.query('COMMIT');
       return;
     }
-    transaction.reservation ??= await this.writeTimes.reserve();
     try {
+      await this.holdWhatItWrote(transaction);
+      transaction.reservation ??= await this.writeTimes.reserve();
       await this.store.restamp(manager, transaction.id, transaction.writtenDocuments(), transaction.reservation.writeTime.time);
       await manager.query('COMMIT');
     } catch (error) {
       await this.abortOpen(transaction);
       throw transientInTransaction(error);
+    }
+  }
+
+  /**
+   * Keeps migrations of what the transaction wrote waiting until it ends (a write lease per
+   * collection, which a migration's critical section waits for), and checks that this shard still
+   * owns every document it wrote: a chunk that moved away while the transaction ran would take
+   * the versions from before it, and the commit here would land on orphans. Throws `STALE_CONFIG`
+   * (transient) then.
+   */
+  private async holdWhatItWrote(transaction: OpenTransaction): Promise<void> {
+    const state = await this.runtime.state();
+    for (const written of transaction.writtenDocuments()) {
+      const lease = await this.runtime.enter(written.ns, 'write', () => state.checkShardVersion(written.ns, IGNORED_VERSION));
+      transaction.leases.push(lease);
+      if (!written.shardKeys.every((key) => lease.metadata.owns(key))) {
+        throw new TesseraError(
+          'STALE_CONFIG',
+          `a chunk of ${written.ns} this transaction wrote moved to another shard before it committed`,
+          {
+            details: { namespace: written.ns },
+          },
+        );
+      }
     }
   }
 
@@ -321,6 +349,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       transaction.runner = null;
     }
     transaction.reservation?.release();
+    for (const lease of transaction.leases.splice(0)) lease.release();
   }
 
   private endRecovered(key: string): void {
