@@ -96,6 +96,8 @@ export class DocumentWrites {
         result.modifiedCount += outcome.nModified;
         if (outcome.upserted !== undefined) result.upserted.push({ index, _id: outcome.upserted });
       } catch (error) {
+        // In a transaction a failed statement ends the transaction: its error goes up whole.
+        if (handle.transaction !== undefined) throw error;
         recordWriteError(result.writeErrors, index, error);
         if (ordered) break;
       }
@@ -126,6 +128,8 @@ export class DocumentWrites {
                 return matches.length;
               });
       } catch (error) {
+        // In a transaction a failed statement ends the transaction: its error goes up whole.
+        if (handle.transaction !== undefined) throw error;
         recordWriteError(result.writeErrors, index, error);
         if (ordered) break;
       }
