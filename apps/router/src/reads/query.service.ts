@@ -76,7 +76,9 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     const read = await this.readOf(body, session);
     if (read.transaction !== undefined) {
       const transaction = read.transaction;
-      return this.transactions.run(transaction, () => this.findWith(ns, body, session, read, transaction));
+      return this.transactions.run(transaction, () =>
+        this.cluster.markingStale(ns, () => this.findWith(ns, body, session, read, transaction)),
+      );
     }
     return withStaleRetries(this.cluster.cache, ns, () => this.findWith(ns, body, session, read, undefined));
   }
@@ -234,7 +236,9 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
    * and aborts the transaction on failure.
    */
   private readRetrying<T>(ns: string, transaction: RouterTransaction | undefined, read: () => Promise<T>): Promise<T> {
-    return transaction === undefined ? withStaleRetries(this.cluster.cache, ns, read) : this.transactions.run(transaction, read);
+    return transaction === undefined
+      ? withStaleRetries(this.cluster.cache, ns, read)
+      : this.transactions.run(transaction, () => this.cluster.markingStale(ns, read));
   }
 
   /** Opens one cursor per shard in parallel; if any fails, kills the others and throws its error (a stale one is retried). */

@@ -121,4 +121,17 @@ export class ClusterRoutingService implements OnApplicationBootstrap, OnApplicat
   handleStale(ns: string, error: unknown): boolean {
     return markStale(this.cache, ns, error);
   }
+
+  /**
+   * Runs a transaction's statement, which is not retried on stale routing (its participants have
+   * aborted), but marks the cache stale so that the transaction's retry routes afresh.
+   */
+  async markingStale<T>(ns: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      this.handleStale(ns, error);
+      throw error;
+    }
+  }
 }

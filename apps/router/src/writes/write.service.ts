@@ -305,7 +305,7 @@ export class WriteService {
       return { ...result, ok: 1 as const };
     };
     // A transaction's statement is not retried on stale routing: its participant aborted.
-    return transaction === undefined ? withStaleRetries(this.cluster.cache, ns, attempt) : attempt();
+    return transaction === undefined ? withStaleRetries(this.cluster.cache, ns, attempt) : this.cluster.markingStale(ns, attempt);
   }
 
   /** The transaction a command is a statement of (started by it when it says so), or undefined. */
@@ -357,8 +357,9 @@ export class WriteService {
         return { statements, routerErrors };
       },
       send: (batch) => send(batch, routing!),
-      // A transaction's statement is not sent again on stale routing: its participant aborted.
-      handleStale: (error) => transaction === undefined && this.cluster.handleStale(ns, error),
+      // A transaction's statement is not sent again on stale routing (its participant aborted),
+      // but the cache is marked stale for the transaction's retry.
+      handleStale: (error) => this.cluster.handleStale(ns, error) && transaction === undefined,
     });
     // In a transaction any statement's error aborts the transaction (`TransactionRouter.run`).
     const failed = transaction === undefined ? undefined : execution.writeErrors[0];
