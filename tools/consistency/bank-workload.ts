@@ -14,6 +14,8 @@ export interface BankWorkloadOptions {
   /** Runs until this returns true. */
   done: () => boolean;
   /** Told of each operation as it completes (the history answered at the end holds them too). */
+  /** Told why each aborted transaction aborted (an error's codeName, or `unreachable`). */
+  onAbort?: (reason: string) => void;
   record?: (op: BankOp) => void;
   /** The workload's only source of choices: seeded, so a run's choices follow from its seed. */
   random: Random;
@@ -52,6 +54,7 @@ export async function runBankWorkload(options: BankWorkloadOptions): Promise<Ban
         await s.statement(`${path}/update`, { updates: [{ q: { _id: from }, u: { $inc: { balance: -amount } } }] });
         await s.statement(`${path}/update`, { updates: [{ q: { _id: to }, u: { $inc: { balance: amount } } }] });
       });
+      if (outcome === 'aborted') options.onAbort?.(session.lastAbortReason ?? 'unknown');
       if (overdrawn) continue;
       push({ id: nextId++, status: statusOf(outcome), f: 'transfer', from: String(from), to: String(to), amount });
     }
@@ -65,6 +68,7 @@ export async function runBankWorkload(options: BankWorkloadOptions): Promise<Ban
         const docs = (found.cursor as { firstBatch: Array<{ _id: number; balance: number }> }).firstBatch;
         balances = Object.fromEntries(docs.map((d) => [String(d._id), d.balance]));
       });
+      if (outcome === 'aborted') options.onAbort?.(session.lastAbortReason ?? 'unknown');
       push({ id: nextId++, status: statusOf(outcome), f: 'read', balances });
     }
   };

@@ -14,6 +14,8 @@ export interface ListAppendWorkloadOptions {
   maxOps: number;
   done: () => boolean;
   random: Random;
+  /** Told why each aborted transaction aborted (an error's codeName, or `unreachable`). */
+  onAbort?: (reason: string) => void;
   record?: (txn: ListTxn) => void;
 }
 
@@ -60,6 +62,7 @@ export async function runListAppendWorkload(options: ListAppendWorkloadOptions):
           n = end;
         }
       });
+      if (outcome === 'aborted') options.onAbort?.(session.lastAbortReason ?? 'unknown');
       const txn: ListTxn = {
         id: nextId++,
         status: outcome === 'committed' ? 'ok' : outcome === 'aborted' ? 'fail' : 'info',

@@ -32,6 +32,8 @@ export class TransactionSession {
   readonly lsid = { id: { $uuid: randomUUID() } };
   private txnNumber = 0;
   private started = false;
+  /** Why the last transaction aborted: the error's codeName, or `unreachable`. */
+  lastAbortReason: string | undefined;
   private router = 0;
 
   constructor(
@@ -43,11 +45,13 @@ export class TransactionSession {
   async run(body: (session: TransactionSession) => Promise<void>): Promise<Outcome> {
     this.txnNumber++;
     this.started = false;
+    this.lastAbortReason = undefined;
     try {
       await body(this);
     } catch (error) {
-      if (error instanceof StatementFailed) return 'aborted';
-      throw error;
+      if (!(error instanceof StatementFailed)) throw error;
+      this.lastAbortReason = reasonOf(error.answer);
+      return 'aborted';
     }
     return this.commit();
   }
@@ -74,19 +78,28 @@ export class TransactionSession {
       if (answer.status === 200) return 'committed';
       const labels = (answer.json.errorLabels as string[] | undefined) ?? [];
       // A refusal after an answer was lost may come from a router that never ran the transaction.
-      if (answer.status !== 0 && !labels.includes('UnknownTransactionCommitResult')) return lost ? 'unknown' : 'aborted';
-      recoveryToken ??= (answer.json as { recoveryToken?: unknown }).recoveryToken;
-      if (answer.status === 0) {
-        lost = true;
-        this.router = (this.router + 1) % this.routers.length;
+      if (answer.status !== 0 && !labels.includes('UnknownTransactionCommitResult')) {
+        this.lastAbortReason = reasonOf(answer);
+        return lost ? 'unknown' : 'aborted';
       }
+      recoveryToken ??= (answer.json as { recoveryToken?: unknown }).recoveryToken;
+      if (answer.status === 0) lost = true;
       await new Promise((resolve) => setTimeout(resolve, 100 * Math.min(attempt + 1, 10)));
     }
     return 'unknown';
   }
 
-  /** A request to the session's router; status 0 when the router could not be reached. */
+  /**
+   * A request to the session's router; status 0 when the router could not be reached, and the
+   * session goes on with the next router.
+   */
   private async call(path: string, body: Record<string, unknown>): Promise<Answer> {
+    const answer = await this.send(path, body);
+    if (answer.status === 0) this.router = (this.router + 1) % this.routers.length;
+    return answer;
+  }
+
+  private async send(path: string, body: Record<string, unknown>): Promise<Answer> {
     try {
       const response = await request(`${this.routers[this.router]}${path}`, {
         dispatcher: this.agent,
@@ -102,4 +115,8 @@ export class TransactionSession {
       return { status: 0, json: { error: (error as Error).message } };
     }
   }
+}
+
+function reasonOf(answer: Answer): string {
+  return answer.status === 0 ? 'unreachable' : String(answer.json.codeName ?? answer.status);
 }
