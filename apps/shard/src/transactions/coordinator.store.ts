@@ -30,9 +30,9 @@ export class CoordinatorStore {
    * abort and a commit race here: whichever is written first is the decision.
    */
   async decide(id: TransactionId, participants: readonly Participant[], decision: TransactionDecision): Promise<TransactionDecision> {
-    await this.dataSource.query(
+    const inserted: unknown[] = await this.dataSource.query(
       `INSERT INTO transaction_coordinators (lsid, txn_number, participants, decision, commit_time)
-       VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+       VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING 1`,
       [
         id.lsid.id,
         id.txnNumber,
@@ -41,7 +41,7 @@ export class CoordinatorStore {
         decision.decision === 'commit' ? clusterTimeToSql(decision.commitTime) : null,
       ],
     );
-    return (await this.find(id))!.decision;
+    return inserted.length > 0 ? decision : (await this.find(id))!.decision;
   }
 
   async find(id: TransactionId): Promise<CoordinatorRecord | undefined> {

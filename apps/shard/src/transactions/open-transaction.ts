@@ -24,6 +24,7 @@ export class OpenTransaction {
   reservation: { writeTime: WriteTime; release: () => void } | undefined;
   /** From prepare (or a lone commit) to the end: the leases that keep migrations of what it wrote waiting. */
   leases: OperationLease[] = [];
+  reservedAt: number | undefined;
   /** Set once prepared: the Postgres global transaction id. */
   gid: string | undefined;
   preparedAt: number | undefined;

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import type { ClusterTimestamp } from '@tessera/core';
 import type { Participant, TransactionId } from '@tessera/protocol';
-import { type WriteTime, clusterTimeFromSql, clusterTimeToSql, declareWriteTime } from '../history/write-time.js';
+import { type WriteTime, clusterTimeFromSql, clusterTimeToSql } from '../history/write-time.js';
 
 /** The documents a transaction wrote in one collection: their `_id`s and shard keys, encoded. */
 export interface WrittenDocuments {
@@ -45,9 +45,12 @@ export class ParticipantStore {
    * is declared as the write time, which commit replaces.
    */
   async begin(manager: EntityManager, snapshot: WriteTime, lockTimeoutMs: number): Promise<void> {
-    await manager.query('BEGIN ISOLATION LEVEL READ COMMITTED');
-    await manager.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}`);
-    await declareWriteTime(manager, snapshot);
+    // One round trip: every value written into the text is a number we made (or on/off).
+    if (!/^-?\d+$/.test(snapshot.sql)) throw new Error(`not a write time: ${snapshot.sql}`);
+    await manager.query(
+      `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}; ` +
+        `SELECT set_config('tessera.write_time', '${snapshot.sql}', true), set_config('tessera.keep_history', '${snapshot.keepHistory ? 'on' : 'off'}', true)`,
+    );
   }
 
   /**

@@ -1,11 +1,15 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { type ClusterTimestamp, TesseraError, compareClusterTimestamps } from '@tessera/core';
-import type { CoordinateCommit, DecisionAnswer, Participant, TransactionDecision, TransactionId } from '@tessera/protocol';
+import type { CoordinateCommit, DecisionAnswer, Participant, ShardClient, TransactionDecision, TransactionId } from '@tessera/protocol';
 import { Failpoints, InternalClients, LOGGER, type Periodic, runPeriodically } from '@tessera/platform';
 import { CoordinatorStore } from './coordinator.store.js';
 import { transactionKey } from './open-transaction.js';
 import { ParticipantStore } from './participant.store.js';
+import { TransactionParticipants } from './transaction-participants.service.js';
+
+/** The participant commands the coordinator sends, as `ShardClient` has them. */
+type ParticipantPort = Pick<ShardClient, 'reserveCommitTime' | 'prepareTransaction' | 'commitTransaction' | 'abortTransaction'>;
 
 /** How long a participant is given to answer a phase's request. */
 const PARTICIPANT_TIMEOUT_MS = 10_000;
@@ -37,14 +41,24 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
   private readonly coordinating = new Map<string, Promise<TransactionDecision>>();
   private housekeeping: Periodic | undefined;
   private stopped = false;
+  /** This shard's own participant, reached without the network. */
+  private readonly local: ParticipantPort;
 
   constructor(
     private readonly store: CoordinatorStore,
     private readonly participants: ParticipantStore,
     private readonly clients: InternalClients,
+    participant: TransactionParticipants,
     private readonly failpoints: Failpoints,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    this.local = {
+      reserveCommitTime: (id) => participant.reserveCommitTime(id),
+      prepareTransaction: (command) => participant.prepare(command),
+      commitTransaction: (command) => participant.commit(command),
+      abortTransaction: (id) => participant.abort(id),
+    };
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     for (const record of await this.store.commitsInProgress()) {
@@ -119,12 +133,14 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
   }
 
   private async reserveCommitTimes(id: TransactionId, participants: readonly Participant[]): Promise<ClusterTimestamp> {
-    const reserved = await Promise.all(participants.map((p) => this.client(p).reserveCommitTime(id)));
+    const reserved = await Promise.all(participants.map((p) => this.client(p, participants).reserveCommitTime(id)));
     return reserved.map((r) => r.reservedTime).reduce((a, b) => (compareClusterTimestamps(a, b) >= 0 ? a : b));
   }
 
   private async prepareParticipants(id: TransactionId, participants: readonly Participant[], commitTime: ClusterTimestamp): Promise<void> {
-    await Promise.all(participants.map((p) => this.client(p).prepareTransaction({ ...id, commitTime, coordinator: participants[0]! })));
+    await Promise.all(
+      participants.map((p) => this.client(p, participants).prepareTransaction({ ...id, commitTime, coordinator: participants[0]! })),
+    );
   }
 
   private persistDecision(
@@ -141,20 +157,30 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
       participants.map(async (p, n) => {
         // Test-only: widens the time in which the coordinator has committed and the others not yet.
         if (n > 0) await this.failpoints.pauseAt('shard.coordinator.deliverToOthers');
-        await this.deliverTo(p, id, decision);
+        await this.deliverTo(p, id, decision, participants);
       }),
     );
     if (decision.decision === 'commit' && !this.stopped) await this.store.forget(id);
   }
 
-  private async deliverTo(participant: Participant, id: TransactionId, decision: TransactionDecision): Promise<void> {
+  private async deliverTo(
+    participant: Participant,
+    id: TransactionId,
+    decision: TransactionDecision,
+    participants: readonly Participant[],
+  ): Promise<void> {
+    const client = this.client(participant, participants);
     for (let attempt = 0; !this.stopped; attempt++) {
       try {
-        if (decision.decision === 'commit') await this.client(participant).commitTransaction({ ...id, commitTime: decision.commitTime });
-        else await this.client(participant).abortTransaction(id);
+        if (decision.decision === 'commit') await client.commitTransaction({ ...id, commitTime: decision.commitTime });
+        else await client.abortTransaction(id);
         return;
       } catch (error) {
-        if (error instanceof TesseraError && error.code === 'NO_SUCH_TRANSACTION' && error.answeredBy !== undefined) {
+        if (
+          error instanceof TesseraError &&
+          error.code === 'NO_SUCH_TRANSACTION' &&
+          (error.answeredBy !== undefined || client === this.local)
+        ) {
           // Only an abort can meet a participant that forgot the transaction; a commit cannot (it
           // was prepared there and answers from its record), so this is logged loudly.
           if (decision.decision === 'commit')
@@ -168,7 +194,12 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     }
   }
 
-  private client(participant: Participant) {
+  /**
+   * How a phase reaches a participant: this shard itself (the first participant: the router
+   * sends coordinateCommit to it) directly, the others over the network.
+   */
+  private client(participant: Participant, participants?: readonly Participant[]): ParticipantPort {
+    if (participants !== undefined && participant === participants[0]) return this.local;
     return this.clients.shard(participant.url, PARTICIPANT_TIMEOUT_MS);
   }
 }

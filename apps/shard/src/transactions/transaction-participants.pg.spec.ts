@@ -265,6 +265,20 @@ describe('a transaction participant', () => {
     expect(await findAt(undefined, { k: 4 })).toEqual([{ _id: 4, k: 4, v: 'a' }]);
   });
 
+  it('aborts a transaction that reserved a commit time and was never prepared, and holds reads no longer', async () => {
+    const { participants, writeTimes, clock } = await startParticipants({ TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 1 });
+    const fields = newTransaction(clock);
+    await participants.statement(fields, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 5 }, u: { $set: { v: 'abandoned' } }, multi: false, upsert: false }], true),
+    );
+    const { reservedTime } = await participants.reserveCommitTime(fields);
+    await writeTimes.appliedThrough(reservedTime);
+    await expect(participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime: reservedTime, coordinator })).rejects.toMatchObject({
+      code: 'NO_SUCH_TRANSACTION',
+    });
+    expect(await findAt(undefined, { k: 5 })).toEqual([{ _id: 5, k: 5, v: 'a' }]);
+  });
+
   it('asks its coordinator for a decision it did not get, and applies it', async () => {
     const { participants, clock } = await startParticipants({ TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 1 });
     const fields = newTransaction(clock);

@@ -127,9 +127,11 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
   async reserveCommitTime(id: TransactionId): Promise<{ reservedTime: ClusterTimestamp }> {
     const transaction = this.inProgress(id);
     return transaction.serially(async () => {
+      if (this.open.get(transactionKey(id)) !== transaction) throw noSuchTransaction(id, 'it was aborted');
       if (transaction.state === 'inProgress') {
         transaction.reservation = await this.writeTimes.reserve();
         transaction.state = 'reserved';
+        transaction.reservedAt = Date.now();
       }
       if (transaction.reservation === undefined) throw noSuchTransaction(id, 'it is already prepared');
       return { reservedTime: transaction.reservation.writeTime.time };
@@ -147,6 +149,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     const transaction = this.open.get(key);
     if (transaction === undefined) throw noSuchTransaction(command, 'it is not open here: it was aborted or never started');
     return transaction.serially(async () => {
+      if (this.open.get(key) !== transaction) throw noSuchTransaction(command, 'it was aborted before it could prepare');
       if (transaction.state === 'prepared') return { prepared: true as const };
       const reserved = transaction.reservation?.writeTime.time;
       if (reserved === undefined || compareClusterTimestamps(command.commitTime, reserved) < 0) {
@@ -357,14 +360,24 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     this.recovered.delete(key);
   }
 
-  /** Aborts transactions past transactionLifetimeLimitSeconds that have not begun to commit. */
+  /**
+   * Aborts transactions past transactionLifetimeLimitSeconds that have not begun to commit, and
+   * those that reserved a commit time but were not prepared within
+   * `TESSERA_TRANSACTION_RESOLVE_AFTER_MS` (their coordinator or its network failed between the
+   * phases): not yet prepared, they may abort on their own, and their reservation no longer
+   * holds reads back.
+   */
   private async reap(): Promise<void> {
-    const deadline = Date.now() - this.settings.TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS * 1000;
+    const now = Date.now();
+    const lifetime = now - this.settings.TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS * 1000;
+    const reservation = now - this.settings.TESSERA_TRANSACTION_RESOLVE_AFTER_MS;
     for (const transaction of this.open.values()) {
-      if (transaction.state !== 'inProgress' || transaction.startedAt > deadline) continue;
+      const expired = transaction.state === 'inProgress' && transaction.startedAt <= lifetime;
+      const abandoned = transaction.state === 'reserved' && transaction.reservedAt! <= reservation;
+      if (!expired && !abandoned) continue;
       this.logger.info(
         { lsid: transaction.id.lsid.id, txnNumber: transaction.id.txnNumber },
-        'aborting a transaction past its lifetime limit',
+        expired ? 'aborting a transaction past its lifetime limit' : 'aborting a transaction reserved and never prepared',
       );
       await transaction.serially(() => this.abortOpen(transaction));
     }
