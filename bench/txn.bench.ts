@@ -82,7 +82,7 @@ try {
   const rows = [...samples].map(([what, s]) => ({ what, ...summary(s) }));
   for (const row of rows)
     console.log(
-      `  ${row.what.padEnd(26)} ${row.rate.toFixed(0).padStart(6)}/s  p50 ${row.p50.toFixed(2)} ms  p99 ${row.p99.toFixed(2)} ms`,
+      `  ${row.what.padEnd(26)} ${row.rate.toFixed(0).padStart(6)}/s  p50 ${row.p50.toFixed(2)} ms  p99 ${row.p99.toFixed(2)} ms  failed ${row.failed}${row.firstError ? ` (first: ${row.firstError.slice(0, 120)})` : ''}`,
     );
   const rate = (what: string) => rows.find((r) => r.what === what)!.rate;
   console.log(
