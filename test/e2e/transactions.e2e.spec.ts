@@ -176,6 +176,42 @@ describe('transactions through the public API', () => {
     expect(await preparedLeft(t.cluster, SHARDS)).toBe(0);
   });
 
+  it('lists a transaction in the control plane while it runs, with its participants, and not after', async () => {
+    const listed = async () => {
+      const response = await fetch(`${t.cluster.configUrl}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${t.cluster.controlPlaneTokens.viewer}` },
+        body: JSON.stringify({
+          query:
+            '{ transactions { transactions { lsid txnNumber state ageMs namespaces participants { shard state } } unreachableShards } }',
+        }),
+      });
+      return (
+        (await response.json()) as { data: { transactions: { transactions: Array<Record<string, unknown>>; unreachableShards: string[] } } }
+      ).data.transactions;
+    };
+    const session = new Session(routerA);
+    session.begin();
+    await session.statement(`${PATH}/update`, { updates: [{ q: { _id: 5 }, u: { $set: { listed: true } } }] });
+    await session.statement(`${PATH}/find`, { filter: { _id: ACCOUNTS - 5 } });
+    const during = await listed();
+    expect(during.unreachableShards).toEqual([]);
+    const mine = during.transactions.find((x) => x.lsid === session.lsid.id.$uuid);
+    expect(mine).toMatchObject({
+      txnNumber: 1,
+      state: 'inProgress',
+      namespaces: [NS],
+      participants: [
+        { shard: 'shard0', state: 'inProgress' },
+        { shard: 'shard1', state: 'inProgress' },
+      ],
+    });
+    expect(mine!.ageMs).toBeGreaterThanOrEqual(0);
+    expect((await session.commit()).status).toBe(200);
+    // Committing (the other participant hears of it 100 ms later here), then gone.
+    await expect.poll(async () => (await listed()).transactions.find((x) => x.lsid === session.lsid.id.$uuid)).toBeUndefined();
+  });
+
   it('aborts: nothing of the transaction stays', async () => {
     const session = new Session(routerA);
     session.begin();

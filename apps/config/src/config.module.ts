@@ -58,6 +58,7 @@ import { SessionExpiryService } from './sessions/session-expiry.service.js';
 import { SessionMetricsService } from './sessions/session-metrics.service.js';
 import { SessionsController } from './sessions/sessions.controller.js';
 import { SessionsService } from './sessions/sessions.service.js';
+import { ClusterTransactions } from './transactions/cluster-transactions.service.js';
 import { SessionsStore } from './sessions/sessions.store.js';
 
 /** The config server's composition root. */
@@ -126,6 +127,7 @@ export class ConfigServerModule {
         ...BALANCER_PROVIDERS,
         SessionsStore,
         SessionsService,
+        ClusterTransactions,
         SessionExpiryService,
         SessionMetricsService,
         EventBusService,

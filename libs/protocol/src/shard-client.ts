@@ -28,6 +28,7 @@ import type {
   CoordinateCommit,
   DecisionAnswer,
   PrepareTransaction,
+  ShardTransactions,
   TransactionDecision,
   TransactionId,
 } from './transaction-messages.js';
@@ -172,5 +173,10 @@ export class ShardClient {
 
   transactionDecision(id: TransactionId): Promise<DecisionAnswer> {
     return this.http.call('POST', '/internal/transactions/decision', id);
+  }
+
+  /** The transactions this shard takes part in or coordinates now. */
+  transactions(): Promise<ShardTransactions> {
+    return this.http.call('GET', '/internal/transactions');
   }
 }

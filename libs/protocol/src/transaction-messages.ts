@@ -60,3 +60,32 @@ export type TransactionDecision = { decision: 'commit'; commitTime: z.infer<type
 export const decisionQuerySchema = transactionIdSchema;
 /** `pending` while the coordinator is still collecting votes. */
 export type DecisionAnswer = TransactionDecision | { decision: 'pending' };
+
+/** A transaction as one participant holds it, for operators (GET /internal/transactions). */
+export interface ParticipantTransaction {
+  lsid: string;
+  txnNumber: number;
+  /** `recovered`: prepared, found at start, waiting for its coordinator's decision. */
+  state: 'inProgress' | 'reserved' | 'prepared' | 'recovered';
+  /** When this shard took its first statement (ISO); null for a recovered one. */
+  startedAt: string | null;
+  /** The shard to ask for the decision, once prepared. */
+  coordinator: string | null;
+  /** The collections it wrote here. */
+  namespaces: string[];
+}
+
+/** A commit a coordinator is running or delivering. */
+export interface CoordinatedTransaction {
+  lsid: string;
+  txnNumber: number;
+  /** `deciding`: collecting votes; `committing`: the commit decision is durable and being delivered. */
+  phase: 'deciding' | 'committing';
+  participants: string[];
+}
+
+/** What a shard answers GET /internal/transactions. */
+export interface ShardTransactions {
+  participants: ParticipantTransaction[];
+  coordinating: CoordinatedTransaction[];
+}

@@ -8,6 +8,7 @@ import { ClusterResolver, DatabaseResolver, ShardResolver } from './cluster.reso
 import { CollectionResolver } from './collection.resolver.js';
 import { EventsResolver } from './events.resolver.js';
 import { SessionsResolver } from './sessions.resolver.js';
+import { TransactionsResolver } from './transactions.resolver.js';
 
 /** Every resolver of the control plane: the module registers these, and the schema is built from them. */
 export const CONTROL_PLANE_RESOLVERS = [
@@ -19,6 +20,7 @@ export const CONTROL_PLANE_RESOLVERS = [
   AdminResolver,
   BalancerResolver,
   SessionsResolver,
+  TransactionsResolver,
   ClusterTimeKeysResolver,
 ] as const;
 

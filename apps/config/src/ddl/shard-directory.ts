@@ -46,6 +46,12 @@ export class ShardDirectory {
     return rows.map((r) => ({ url: r.url, client: this.clients.shard(r.url) }));
   }
 
+  /** Every shard of the registry by name, draining ones included, in name order; their clients give up after `timeoutMs`. */
+  async allNamed(timeoutMs: number): Promise<Array<ShardTarget & { name: string }>> {
+    const rows: Array<{ name: string; url: string }> = await this.dataSource.query('SELECT name, url FROM shards ORDER BY name');
+    return rows.map((r) => ({ name: r.name, url: r.url, client: this.clients.shard(r.url, timeoutMs) }));
+  }
+
   /** The active shards, in name order, read inside `manager`'s transaction; their clients give up after `timeoutMs`. */
   async active(manager: EntityManager, timeoutMs: number): Promise<Array<ShardTarget & { name: string }>> {
     const rows: Array<{ name: string; url: string }> = await manager.query(

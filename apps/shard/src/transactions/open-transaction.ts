@@ -28,7 +28,6 @@ export class OpenTransaction {
   /** Set once prepared: the Postgres global transaction id. */
   gid: string | undefined;
   preparedAt: number | undefined;
-  lastUsedAt: number;
   private readonly written = new Map<string, WrittenDocuments>();
   private queue: Promise<unknown> = Promise.resolve();
   private markEnded: () => void = () => undefined;
@@ -42,9 +41,7 @@ export class OpenTransaction {
     /** Null once the transaction is prepared or over. */
     public runner: QueryRunner | null,
     readonly startedAt: number,
-  ) {
-    this.lastUsedAt = startedAt;
-  }
+  ) {}
 
   get atClusterTime(): ClusterTimestamp {
     return this.snapshot.time;

@@ -1,7 +1,15 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { type ClusterTimestamp, TesseraError, compareClusterTimestamps } from '@tessera/core';
-import type { CoordinateCommit, DecisionAnswer, Participant, ShardClient, TransactionDecision, TransactionId } from '@tessera/protocol';
+import type {
+  CoordinateCommit,
+  CoordinatedTransaction,
+  DecisionAnswer,
+  Participant,
+  ShardClient,
+  TransactionDecision,
+  TransactionId,
+} from '@tessera/protocol';
 import { Failpoints, InternalClients, LOGGER, type Periodic, runPeriodically } from '@tessera/platform';
 import { CoordinatorStore } from './coordinator.store.js';
 import { transactionKey } from './open-transaction.js';
@@ -39,6 +47,8 @@ const ABORT_RECORD_MS = 10 * 60_000;
 export class TransactionCoordinator implements OnApplicationBootstrap, OnApplicationShutdown {
   /** Commits under way in this process, by transaction: their decision once made. */
   private readonly coordinating = new Map<string, Promise<TransactionDecision>>();
+  /** The participants of the commits under way, for operators. */
+  private readonly deciding = new Map<string, { id: TransactionId; participants: string[] }>();
   private housekeeping: Periodic | undefined;
   private stopped = false;
   /** This shard's own participant, reached without the network. */
@@ -86,11 +96,31 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     const key = transactionKey(command);
     const running = this.coordinating.get(key);
     if (running !== undefined) return running;
-    const decided = this.decide({ lsid: command.lsid, txnNumber: command.txnNumber }, command.participants).finally(() =>
-      this.coordinating.delete(key),
-    );
+    const id = { lsid: command.lsid, txnNumber: command.txnNumber };
+    this.deciding.set(key, { id, participants: command.participants.map((p) => p.shard) });
+    const decided = this.decide(id, command.participants).finally(() => {
+      this.coordinating.delete(key);
+      this.deciding.delete(key);
+    });
     this.coordinating.set(key, decided);
     return decided;
+  }
+
+  /** The commits this shard is deciding or delivering, for operators. */
+  async describe(): Promise<CoordinatedTransaction[]> {
+    const deciding = [...this.deciding.values()].map(({ id, participants }): CoordinatedTransaction => ({
+      lsid: id.lsid.id,
+      txnNumber: id.txnNumber,
+      phase: 'deciding',
+      participants,
+    }));
+    const committing = (await this.store.commitsInProgress()).map((record): CoordinatedTransaction => ({
+      lsid: record.id.lsid.id,
+      txnNumber: record.id.txnNumber,
+      phase: 'committing',
+      participants: record.participants.map((p) => p.shard),
+    }));
+    return [...deciding, ...committing];
   }
 
   /** A prepared participant's question: the decision, `pending` while one is being made. */

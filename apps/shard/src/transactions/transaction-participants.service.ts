@@ -2,7 +2,14 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShut
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { type ClusterTimestamp, IGNORED_VERSION, TesseraError, compareClusterTimestamps } from '@tessera/core';
-import type { CommitTransaction, PrepareTransaction, TransactionFields, TransactionId, WriteErrorEntry } from '@tessera/protocol';
+import type {
+  CommitTransaction,
+  ParticipantTransaction,
+  PrepareTransaction,
+  TransactionFields,
+  TransactionId,
+  WriteErrorEntry,
+} from '@tessera/protocol';
 import { InternalClients, LOGGER, type Periodic, SETTINGS, VectorClockService, runPeriodically } from '@tessera/platform';
 import type { TransactionWork } from '../documents/document-store.js';
 import { SnapshotHistory } from '../history/snapshot-history.service.js';
@@ -37,7 +44,8 @@ export interface TransactionStatement {
  * abort. A prepared transaction survives a kill: at start every prepared transaction is found
  * again, holds reads after its commit time back, and asks its coordinator for the decision,
  * as does one left prepared for `TESSERA_TRANSACTION_RESOLVE_AFTER_MS`. The reaper aborts
- * transactions older than transactionLifetimeLimitSeconds that are not yet committing.
+ * transactions older than transactionLifetimeLimitSeconds that are not yet committing, and
+ * reservations never followed by a prepare.
  */
 @Injectable()
 export class TransactionParticipants implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
@@ -93,8 +101,9 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
 
   /**
    * Runs one statement of a transaction. The first one (`startTransaction`) opens it, once every
-   * write up to its snapshot has ended here (`admit`; false only for a test-only failpoint). A statement that fails, or answers a write error,
-   * aborts the transaction: its Postgres transaction cannot go on after a failed statement.
+   * write up to its snapshot has ended here (`admit`; false only for a test-only failpoint). A
+   * statement that fails, or answers a write error, aborts the transaction: its Postgres
+   * transaction cannot go on after a failed statement.
    */
   async statement<T>(
     fields: TransactionFields,
@@ -106,7 +115,6 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       if (this.open.get(transactionKey(transaction.id)) !== transaction || transaction.state !== 'inProgress') {
         throw noSuchTransaction(transaction.id, 'it was aborted while this statement waited');
       }
-      transaction.lastUsedAt = Date.now();
       let result: T;
       try {
         result = await run({ atClusterTime: transaction.atClusterTime, writeTime: transaction.snapshot, work: transaction.work() });
@@ -121,6 +129,27 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       }
       return result;
     });
+  }
+
+  /** The transactions open or prepared here, for operators. */
+  describe(): ParticipantTransaction[] {
+    const open = [...this.open.values()].map((t): ParticipantTransaction => ({
+      lsid: t.id.lsid.id,
+      txnNumber: t.id.txnNumber,
+      state: t.state,
+      startedAt: new Date(t.startedAt).toISOString(),
+      coordinator: t.gid === undefined ? null : parseGid(t.gid).coordinator.shard,
+      namespaces: [...new Set(t.writtenDocuments().map((w) => w.ns))],
+    }));
+    const recovered = [...this.recovered.values()].map(({ prepared }): ParticipantTransaction => ({
+      lsid: prepared.id.lsid.id,
+      txnNumber: prepared.id.txnNumber,
+      state: 'recovered',
+      startedAt: null,
+      coordinator: prepared.coordinator.shard,
+      namespaces: [],
+    }));
+    return [...open, ...recovered];
   }
 
   /** The first phase: a commit time this shard can take, held in flight until the transaction ends. */

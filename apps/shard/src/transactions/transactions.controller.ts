@@ -1,7 +1,8 @@
-import { Body, Controller, HttpCode, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { ClusterAuthGuard, parseWith } from '@tessera/platform';
 import {
   type DecisionAnswer,
+  type ShardTransactions,
   type TransactionDecision,
   abortTransactionSchema,
   commitTransactionSchema,
@@ -22,6 +23,11 @@ export class TransactionsController {
     private readonly participants: TransactionParticipants,
     private readonly coordinator: TransactionCoordinator,
   ) {}
+
+  @Get()
+  async list(): Promise<ShardTransactions> {
+    return { participants: this.participants.describe(), coordinating: await this.coordinator.describe() };
+  }
 
   @Post('reserveCommitTime')
   @HttpCode(200)
