@@ -3,7 +3,7 @@ import type { ClusterTimestamp } from '@tessera/core';
 import type { TransactionId } from '@tessera/protocol';
 import type { CollectionHandle, TransactionWork } from '../documents/document-store.js';
 import type { WriteTime } from '../history/write-time.js';
-import type { WrittenDocuments } from './participant.store.js';
+import type { PreparedTransaction, WrittenDocuments } from './participant.store.js';
 import type { OperationLease } from '../sharding/sharding-runtime.service.js';
 
 /**
@@ -25,8 +25,8 @@ export class OpenTransaction {
   /** From prepare (or a lone commit) to the end: the leases that keep migrations of what it wrote waiting. */
   leases: OperationLease[] = [];
   reservedAt: number | undefined;
-  /** Set once prepared: the Postgres global transaction id. */
-  gid: string | undefined;
+  /** Set once prepared: its global transaction id and what the id names. */
+  prepared: PreparedTransaction | undefined;
   preparedAt: number | undefined;
   private readonly written = new Map<string, WrittenDocuments>();
   private queue: Promise<unknown> = Promise.resolve();

@@ -82,11 +82,11 @@ export class ParticipantStore {
     );
   }
 
-  async prepare(manager: EntityManager, prepared: Omit<PreparedTransaction, 'gid'>): Promise<string> {
+  async prepare(manager: EntityManager, prepared: Omit<PreparedTransaction, 'gid'>): Promise<PreparedTransaction> {
     this.database ??= ((await manager.query('SELECT current_database() AS name')) as Array<{ name: string }>)[0]!.name;
     const gid = gidOf(this.database, prepared);
     await manager.query(`PREPARE TRANSACTION '${gid}'`);
-    return gid;
+    return { ...prepared, gid };
   }
 
   async commitPrepared(gid: string): Promise<void> {

@@ -45,10 +45,8 @@ const ABORT_RECORD_MS = 10 * 60_000;
  */
 @Injectable()
 export class TransactionCoordinator implements OnApplicationBootstrap, OnApplicationShutdown {
-  /** Commits under way in this process, by transaction: their decision once made. */
-  private readonly coordinating = new Map<string, Promise<TransactionDecision>>();
-  /** The participants of the commits under way, for operators. */
-  private readonly deciding = new Map<string, { id: TransactionId; participants: string[] }>();
+  /** Commits under way in this process, by transaction: its participants (for operators) and the decision once made. */
+  private readonly coordinating = new Map<string, { id: TransactionId; participants: string[]; decided: Promise<TransactionDecision> }>();
   private housekeeping: Periodic | undefined;
   private stopped = false;
   /** This shard's own participant, reached without the network. */
@@ -95,20 +93,16 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
   coordinateCommit(command: CoordinateCommit): Promise<TransactionDecision> {
     const key = transactionKey(command);
     const running = this.coordinating.get(key);
-    if (running !== undefined) return running;
+    if (running !== undefined) return running.decided;
     const id = { lsid: command.lsid, txnNumber: command.txnNumber };
-    this.deciding.set(key, { id, participants: command.participants.map((p) => p.shard) });
-    const decided = this.decide(id, command.participants).finally(() => {
-      this.coordinating.delete(key);
-      this.deciding.delete(key);
-    });
-    this.coordinating.set(key, decided);
+    const decided = this.decide(id, command.participants).finally(() => this.coordinating.delete(key));
+    this.coordinating.set(key, { id, participants: command.participants.map((p) => p.shard), decided });
     return decided;
   }
 
   /** The commits this shard is deciding or delivering, for operators. */
   async describe(): Promise<CoordinatedTransaction[]> {
-    const deciding = [...this.deciding.values()].map(({ id, participants }): CoordinatedTransaction => ({
+    const deciding = [...this.coordinating.values()].map(({ id, participants }): CoordinatedTransaction => ({
       lsid: id.lsid.id,
       txnNumber: id.txnNumber,
       phase: 'deciding',

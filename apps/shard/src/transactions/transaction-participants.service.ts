@@ -17,7 +17,7 @@ import { WriteTimes } from '../history/write-times.service.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { OpenTransaction, transactionKey } from './open-transaction.js';
-import { ParticipantStore, type PreparedTransaction, parseGid } from './participant.store.js';
+import { ParticipantStore, type PreparedTransaction } from './participant.store.js';
 import { transientInTransaction } from './transaction-errors.js';
 
 const REAP_INTERVAL_MS = 1_000;
@@ -138,7 +138,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       txnNumber: t.id.txnNumber,
       state: t.state,
       startedAt: new Date(t.startedAt).toISOString(),
-      coordinator: t.gid === undefined ? null : parseGid(t.gid).coordinator.shard,
+      coordinator: t.prepared?.coordinator.shard ?? null,
       namespaces: [...new Set(t.writtenDocuments().map((w) => w.ns))],
     }));
     const recovered = [...this.recovered.values()].map(({ prepared }): ParticipantTransaction => ({
@@ -190,8 +190,8 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
         await this.holdWhatItWrote(transaction);
         const manager = transaction.runner!.manager;
         await this.store.restamp(manager, command, transaction.writtenDocuments(), command.commitTime);
-        transaction.gid = await this.store.prepare(manager, {
-          id: command,
+        transaction.prepared = await this.store.prepare(manager, {
+          id: transaction.id,
           commitTime: command.commitTime,
           coordinator: command.coordinator,
         });
@@ -231,7 +231,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
         throw noSuchTransaction(command, 'it was aborted');
       }
       if (transaction.state === 'prepared') {
-        await this.store.commitPrepared(transaction.gid!);
+        await this.store.commitPrepared(transaction.prepared!.gid);
       } else if (command.commitTime !== undefined) {
         throw new TesseraError('ILLEGAL_OPERATION', `commit of ${describe(command)} at a decided time, but it was never prepared here`);
       } else {
@@ -356,7 +356,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
   /** Rolls an open or prepared transaction back and forgets it. Runs inside its `serially`. */
   private async abortOpen(transaction: OpenTransaction): Promise<void> {
     if (this.open.get(transactionKey(transaction.id)) !== transaction) return;
-    if (transaction.state === 'prepared') await this.store.rollbackPrepared(transaction.gid!);
+    if (transaction.state === 'prepared') await this.store.rollbackPrepared(transaction.prepared!.gid);
     else await this.rollback(transaction);
     this.end(transaction);
   }
@@ -420,7 +420,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     const due = Date.now() - this.settings.TESSERA_TRANSACTION_RESOLVE_AFTER_MS;
     const waiting: PreparedTransaction[] = [...this.recovered.values()].map((r) => r.prepared);
     for (const transaction of this.open.values()) {
-      if (transaction.state === 'prepared' && transaction.preparedAt! <= due) waiting.push(parseGid(transaction.gid!));
+      if (transaction.state === 'prepared' && transaction.preparedAt! <= due) waiting.push(transaction.prepared!);
     }
     await Promise.all(
       waiting.map((prepared) =>
