@@ -166,6 +166,8 @@ describe('transactions through the public API', () => {
     const committed = await session.commit();
     expect(committed.status, JSON.stringify(committed.json)).toBe(200);
     expect(committed.json).toMatchObject({ ok: 1, recoveryToken: { recoveryShardId: 'shard0' } });
+    // Once a commit is sent only its outcome ends the transaction, as MongoDB's routers have it.
+    expect((await session.abort()).json).toMatchObject({ codeName: 'IllegalOperation' });
     // Retried through the other router with the token: the same outcome.
     const retried = await session.commit(committed.json.recoveryToken, routerB);
     expect(retried.json).toMatchObject({ ok: 1 });

@@ -24,6 +24,7 @@ import type {
 import type { ShardCollectionSpec, ShardIdentity, ShardIdentityResponse, ShardStats } from './messages.js';
 import type { ClusterTimestamp } from '@tessera/core';
 import type {
+  AbortTransaction,
   CommitTransaction,
   CoordinateCommit,
   DecisionAnswer,
@@ -163,8 +164,8 @@ export class ShardClient {
     return this.http.call('POST', '/internal/transactions/commit', command);
   }
 
-  abortTransaction(id: TransactionId): Promise<{ aborted: true }> {
-    return this.http.call('POST', '/internal/transactions/abort', id);
+  abortTransaction(command: AbortTransaction): Promise<{ aborted: true }> {
+    return this.http.call('POST', '/internal/transactions/abort', command);
   }
 
   coordinateCommitTransaction(command: CoordinateCommit): Promise<TransactionDecision> {

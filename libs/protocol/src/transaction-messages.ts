@@ -44,7 +44,13 @@ export type PrepareTransaction = z.infer<typeof prepareTransactionSchema>;
 export const commitTransactionSchema = z.strictObject({ ...transactionId, commitTime: clusterTimestampSchema.optional() });
 export type CommitTransaction = z.infer<typeof commitTransactionSchema>;
 
-export const abortTransactionSchema = transactionIdSchema;
+/**
+ * Aborts the transaction on a participant. A router's abort (before commit) ends a transaction
+ * not yet prepared; a prepared one refuses it (`PreparedTransactionInProgress`): having voted,
+ * it ends only by its coordinator's decision, sent with `decided: true`.
+ */
+export const abortTransactionSchema = z.strictObject({ ...transactionId, decided: z.literal(true).optional() });
+export type AbortTransaction = z.infer<typeof abortTransactionSchema>;
 
 /**
  * Starts two-phase commit on the coordinator with the transaction's participants; an empty list

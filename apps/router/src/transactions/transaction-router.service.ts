@@ -140,8 +140,13 @@ export class TransactionRouter {
     if (transaction === undefined || transaction.id.txnNumber !== of.txnNumber || transaction.state === 'aborted') {
       throw this.noSuchTransaction(of, 'it is not in progress here');
     }
-    if (transaction.state === 'committed') {
-      throw new TesseraError('ILLEGAL_OPERATION', `transaction ${of.txnNumber} of session ${of.lsid} has committed: it cannot be aborted`);
+    if (transaction.state === 'committing' || transaction.state === 'committed') {
+      // As MongoDB's drivers and routers: once a commit is sent, only its outcome ends the
+      // transaction (retry commitTransaction to learn it).
+      throw new TesseraError(
+        'ILLEGAL_OPERATION',
+        `transaction ${of.txnNumber} of session ${of.lsid}: cannot call abortTransaction after calling commitTransaction`,
+      );
     }
     await this.abortParticipants(transaction);
     return { ok: 1 };

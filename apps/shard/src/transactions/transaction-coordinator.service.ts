@@ -64,7 +64,7 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
       reserveCommitTime: (id) => participant.reserveCommitTime(id),
       prepareTransaction: (command) => participant.prepare(command),
       commitTransaction: (command) => participant.commit(command),
-      abortTransaction: (id) => participant.abort(id),
+      abortTransaction: (command) => participant.abort(command),
     };
   }
 
@@ -197,7 +197,7 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     for (let attempt = 0; !this.stopped; attempt++) {
       try {
         if (decision.decision === 'commit') await client.commitTransaction({ ...id, commitTime: decision.commitTime });
-        else await client.abortTransaction(id);
+        else await client.abortTransaction({ ...id, decided: true });
         return;
       } catch (error) {
         if (

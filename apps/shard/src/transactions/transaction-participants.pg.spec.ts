@@ -100,6 +100,14 @@ function newTransaction(clock: VectorClockService): TransactionFields {
   return { lsid: { id: randomUUID() }, txnNumber: 1, atClusterTime: clock.now().clusterTime, startTransaction: true };
 }
 
+/** Transactions prepared in the test database. */
+async function preparedCount(): Promise<number> {
+  const rows: Array<{ n: string }> = await db.dataSource.query(
+    'SELECT count(*) AS n FROM pg_prepared_xacts WHERE database = current_database()',
+  );
+  return Number(rows[0]!.n);
+}
+
 /** The handle a statement runs with, as the shard's data service builds it. */
 function handleOf(statement: TransactionStatement): CollectionHandle {
   return {
@@ -217,8 +225,13 @@ describe('a transaction participant', () => {
     const { reservedTime: commitTime } = await participants.reserveCommitTime(kept);
     await participants.prepare({ lsid: kept.lsid, txnNumber: 1, commitTime, coordinator });
     expect(runtime.openLeases).toBe(1);
-    await participants.abort(kept);
+    // Having voted, it refuses any abort but its coordinator's decision: a router's, the reaper's.
+    await expect(participants.abort(kept)).rejects.toMatchObject({ code: 'PREPARED_TRANSACTION_IN_PROGRESS' });
+    expect(runtime.openLeases).toBe(1);
+    expect(await preparedCount()).toBe(1);
+    await participants.abort({ ...kept, decided: true });
     expect(runtime.openLeases).toBe(0);
+    expect(await preparedCount()).toBe(0);
     const moved = newTransaction(clock);
     await participants.statement(moved, ADMIT, (s) =>
       writes().update(handleOf(s), [{ q: { k: 4 }, u: { $set: { v: 'moved' } }, multi: false, upsert: false }], true),

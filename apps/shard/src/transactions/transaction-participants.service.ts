@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { type ClusterTimestamp, IGNORED_VERSION, TesseraError, compareClusterTimestamps } from '@tessera/core';
 import type {
+  AbortTransaction,
   CommitTransaction,
   ParticipantTransaction,
   PrepareTransaction,
@@ -242,17 +243,22 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     });
   }
 
-  /** Aborts the transaction here, prepared or not; aborting one that is not here is done already. */
-  async abort(id: TransactionId): Promise<{ aborted: true }> {
-    const key = transactionKey(id);
+  /**
+   * Aborts the transaction here; aborting one that is not here is done already. A prepared one
+   * aborts only by its coordinator's decision (`decided`): it voted to commit, and the
+   * coordinator may have decided so.
+   */
+  async abort(command: AbortTransaction): Promise<{ aborted: true }> {
+    const key = transactionKey(command);
     const recovered = this.recovered.get(key);
     if (recovered !== undefined) {
+      if (command.decided !== true) throw preparedInProgress(command);
       await this.store.rollbackPrepared(recovered.prepared.gid);
       this.endRecovered(key);
       return { aborted: true };
     }
     const transaction = this.open.get(key);
-    if (transaction !== undefined) await transaction.serially(() => this.abortOpen(transaction));
+    if (transaction !== undefined) await transaction.serially(() => this.abortOpen(transaction, command.decided === true));
     return { aborted: true };
   }
 
@@ -353,11 +359,17 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     }
   }
 
-  /** Rolls an open or prepared transaction back and forgets it. Runs inside its `serially`. */
-  private async abortOpen(transaction: OpenTransaction): Promise<void> {
+  /**
+   * Rolls an open transaction back and forgets it; a prepared one only when its coordinator
+   * `decided` so (it refuses otherwise). Runs inside its `serially`, so the state it sees is the
+   * one a phase queued before it left.
+   */
+  private async abortOpen(transaction: OpenTransaction, decided = false): Promise<void> {
     if (this.open.get(transactionKey(transaction.id)) !== transaction) return;
-    if (transaction.state === 'prepared') await this.store.rollbackPrepared(transaction.prepared!.gid);
-    else await this.rollback(transaction);
+    if (transaction.state === 'prepared') {
+      if (!decided) throw preparedInProgress(transaction.id);
+      await this.store.rollbackPrepared(transaction.prepared!.gid);
+    } else await this.rollback(transaction);
     this.end(transaction);
   }
 
@@ -400,15 +412,19 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     const now = Date.now();
     const lifetime = now - this.settings.TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS * 1000;
     const reservation = now - this.settings.TESSERA_TRANSACTION_RESOLVE_AFTER_MS;
+    const expired = (t: OpenTransaction) => t.state === 'inProgress' && t.startedAt <= lifetime;
+    const abandoned = (t: OpenTransaction) => t.state === 'reserved' && t.reservedAt! <= reservation;
     for (const transaction of this.open.values()) {
-      const expired = transaction.state === 'inProgress' && transaction.startedAt <= lifetime;
-      const abandoned = transaction.state === 'reserved' && transaction.reservedAt! <= reservation;
-      if (!expired && !abandoned) continue;
-      this.logger.info(
-        { lsid: transaction.id.lsid.id, txnNumber: transaction.id.txnNumber },
-        expired ? 'aborting a transaction past its lifetime limit' : 'aborting a transaction reserved and never prepared',
-      );
-      await transaction.serially(() => this.abortOpen(transaction));
+      if (!expired(transaction) && !abandoned(transaction)) continue;
+      // Judged again in turn: a phase queued before the abort (a prepare) may have moved it on.
+      await transaction.serially(async () => {
+        if (!expired(transaction) && !abandoned(transaction)) return;
+        this.logger.info(
+          { lsid: transaction.id.lsid.id, txnNumber: transaction.id.txnNumber },
+          expired(transaction) ? 'aborting a transaction past its lifetime limit' : 'aborting a transaction reserved and never prepared',
+        );
+        await this.abortOpen(transaction);
+      });
     }
   }
 
@@ -437,7 +453,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       'resolved a prepared transaction from its coordinator',
     );
     if (answer.decision === 'commit') await this.commit({ ...prepared.id, commitTime: answer.commitTime });
-    else await this.abort(prepared.id);
+    else await this.abort({ ...prepared.id, decided: true });
   }
 }
 
@@ -448,6 +464,15 @@ function firstWriteError(result: unknown): WriteErrorEntry | undefined {
 
 function describe(id: TransactionId): string {
   return `transaction ${id.txnNumber} of session ${id.lsid.id}`;
+}
+
+/** A prepared transaction's answer to anything but its coordinator's decision. */
+function preparedInProgress(id: TransactionId): TesseraError {
+  return new TesseraError(
+    'PREPARED_TRANSACTION_IN_PROGRESS',
+    `${describe(id)} is prepared on this shard: only its coordinator's decision ends it`,
+    { errorLabels: ['TransientTransactionError'] },
+  );
 }
 
 function noSuchTransaction(id: TransactionId, why: string): TesseraError {
