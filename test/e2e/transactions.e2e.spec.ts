@@ -12,6 +12,8 @@
  * half a transaction in.
  */
 import { randomUUID } from 'node:crypto';
+import { createClient } from 'graphql-ws';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSeededRandom } from '@tessera/core';
 import { type BankOp, checkBank } from '../../tools/consistency/bank.js';
@@ -19,7 +21,7 @@ import { runBankWorkload } from '../../tools/consistency/bank-workload.js';
 import type { ListTxn } from '../../tools/consistency/history.js';
 import { checkListAppend } from '../../tools/consistency/list-append.js';
 import { runListAppendWorkload } from '../../tools/consistency/list-append-workload.js';
-import { FAST_CONFIG_ENV } from './helpers.js';
+import { FAST_CONFIG_ENV, eventually } from './helpers.js';
 import { type ApiResponse, RouterApi } from './router-api.js';
 import { bankSummary, preparedLeft, settledBalances, unexplainedBalances } from './transaction-checks.js';
 import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
@@ -120,6 +122,25 @@ async function balances(session: Session, ids: readonly number[]): Promise<Map<n
   return new Map(docs.map((d) => [d._id, d.balance]));
 }
 
+/** A decision as transactionEvents carries it, with the shard that reported it. */
+type Decision = Record<string, unknown> & { lsid?: string; shard: string };
+
+function sortByShard<T extends { shard: string }>(items: readonly T[]): T[] {
+  return [...items].sort((a, b) => a.shard.localeCompare(b.shard));
+}
+
+/** A control plane request with the admin token. */
+async function graphql<T>(query: string, variables: Record<string, unknown>): Promise<T> {
+  const response = await fetch(`${t.cluster.configUrl}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${t.cluster.controlPlaneTokens.admin}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const answer = (await response.json()) as { data?: T; errors?: unknown };
+  if (answer.errors) throw new Error(`GraphQL errors: ${JSON.stringify(answer.errors)}`);
+  return answer.data as T;
+}
+
 const ACCOUNT_NAMES = Array.from({ length: ACCOUNTS }, (_, i) => String(i));
 
 /** The bank workload on `ns` until `done`, with a seeded generator. */
@@ -212,6 +233,91 @@ describe('transactions through the public API', () => {
     expect((await session.commit()).status).toBe(200);
     // Committing (the other participant hears of it 100 ms later here), then gone.
     await expect.poll(async () => (await listed()).transactions.find((x) => x.lsid === session.lsid.id.$uuid)).toBeUndefined();
+  });
+
+  it('streams every decision on transactionEvents, and lets an operator abort an open transaction', async () => {
+    const decisions: Decision[] = [];
+    const client = createClient({
+      url: `${t.cluster.configUrl.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: `Bearer ${t.cluster.controlPlaneTokens.viewer}` },
+      retryAttempts: 0,
+    });
+    try {
+      client.subscribe<{ transactionEvents: { kind: string; shard: string; details: { decisions: Decision[] } } }>(
+        { query: 'subscription { transactionEvents(since: 0) { kind shard details } }' },
+        {
+          next: (v) => {
+            const event = v.data!.transactionEvents;
+            expect(event.kind).toBe('transaction.decisions');
+            decisions.push(...event.details.decisions.map((d) => ({ ...d, shard: event.shard })));
+          },
+          error: () => undefined,
+          complete: () => undefined,
+        },
+      );
+      const decisionsOf = (session: Session, count: number) =>
+        eventually(async () => {
+          const found = decisions.filter((d) => d.lsid === session.lsid.id.$uuid);
+          return found.length >= count ? found : undefined;
+        }, `${count} decisions of ${session.lsid.id.$uuid}`);
+      const onBothShards = async (session: Session) => {
+        session.begin();
+        await session.statement(`${PATH}/update`, { updates: [{ q: { _id: 2 }, u: { $inc: { balance: 0 } } }] });
+        await session.statement(`${PATH}/update`, { updates: [{ q: { _id: ACCOUNTS - 2 }, u: { $inc: { balance: 0 } } }] });
+      };
+
+      // Two-phase commit: the coordinator's decision, with its participants and commit time.
+      const committed = new Session(routerA);
+      await onBothShards(committed);
+      expect((await committed.commit()).status).toBe(200);
+      expect(await decisionsOf(committed, 1)).toEqual([
+        expect.objectContaining({
+          decision: 'commit',
+          by: 'coordinator',
+          shard: 'shard0',
+          participants: ['shard0', 'shard1'],
+          commitTime: expect.anything(),
+        }),
+      ]);
+
+      // The client's abort: each participant's.
+      const aborted = new Session(routerA);
+      await onBothShards(aborted);
+      expect((await aborted.abort()).status).toBe(200);
+      expect(sortByShard(await decisionsOf(aborted, 2))).toEqual([
+        expect.objectContaining({ decision: 'abort', by: 'router', shard: 'shard0' }),
+        expect.objectContaining({ decision: 'abort', by: 'router', shard: 'shard1' }),
+      ]);
+
+      // An operator's abort of an open transaction; resolving one that is not prepared does nothing.
+      const stuck = new Session(routerA);
+      await onBothShards(stuck);
+      const resolved = await graphql<{ resolveTransaction: unknown[] }>(
+        'mutation ($lsid: String!) { resolveTransaction(lsid: $lsid, txnNumber: 1) { shard outcome error } }',
+        { lsid: stuck.lsid.id.$uuid },
+      );
+      expect(sortByShard(resolved.resolveTransaction as Decision[])).toEqual([
+        { shard: 'shard0', outcome: 'notPrepared', error: null },
+        { shard: 'shard1', outcome: 'notPrepared', error: null },
+      ]);
+      const operatorAbort = await graphql<{ abortTransaction: unknown[] }>(
+        'mutation ($lsid: String!) { abortTransaction(lsid: $lsid, txnNumber: 1) { shard outcome error } }',
+        { lsid: stuck.lsid.id.$uuid },
+      );
+      expect(sortByShard(operatorAbort.abortTransaction as Decision[])).toEqual([
+        { shard: 'shard0', outcome: 'aborted', error: null },
+        { shard: 'shard1', outcome: 'aborted', error: null },
+      ]);
+      expect(sortByShard(await decisionsOf(stuck, 2))).toEqual([
+        expect.objectContaining({ decision: 'abort', by: 'operator', shard: 'shard0' }),
+        expect.objectContaining({ decision: 'abort', by: 'operator', shard: 'shard1' }),
+      ]);
+      const after = await stuck.statement(`${PATH}/find`, { filter: { _id: 2 } });
+      expect(after.json).toMatchObject({ codeName: 'NoSuchTransaction', errorLabels: ['TransientTransactionError'] });
+    } finally {
+      await client.dispose();
+    }
   });
 
   it('aborts: nothing of the transaction stays', async () => {

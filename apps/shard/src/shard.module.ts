@@ -46,6 +46,7 @@ import { CoordinatorStore } from './transactions/coordinator.store.js';
 import { ParticipantStore } from './transactions/participant.store.js';
 import { TransactionCoordinator } from './transactions/transaction-coordinator.service.js';
 import { TransactionParticipants } from './transactions/transaction-participants.service.js';
+import { TransactionReporter } from './transactions/transaction-reporter.js';
 import { TransactionsController } from './transactions/transactions.controller.js';
 
 /** A shard's composition root. */
@@ -84,6 +85,7 @@ export class ShardModule {
         TransactionParticipants,
         CoordinatorStore,
         TransactionCoordinator,
+        TransactionReporter,
         ChunkSizingService,
         SplitVectorService,
         AutoSplitter,

@@ -20,9 +20,10 @@ export interface ClusterEvent {
 
 /**
  * What an event is about, the unit clients subscribe to (socket.io rooms `topic:<name>`).
- * `sessions` is the logical sessions' (`session.*`, `transaction.*`); `reports` is anything else a node reports.
+ * `sessions` is the logical sessions' (`session.*`), `transactions` their transactions' decisions
+ * (`transaction.*`); `reports` is anything else a node reports.
  */
-export const EVENT_TOPICS = ['placement', 'migrations', 'balancer', 'topology', 'ddl', 'sessions', 'reports'] as const;
+export const EVENT_TOPICS = ['placement', 'migrations', 'balancer', 'topology', 'ddl', 'sessions', 'transactions', 'reports'] as const;
 export type EventTopic = (typeof EVENT_TOPICS)[number];
 
 /** Kinds that change which chunks exist or where they live. */
@@ -57,7 +58,8 @@ export function topicsOfKind(kind: string): EventTopic[] {
   if (kind.startsWith('balancer.')) topics.push('balancer');
   if (TOPOLOGY_KINDS.has(kind)) topics.push('topology');
   if (DDL_KINDS.has(kind)) topics.push('ddl');
-  if (kind.startsWith('session.') || kind.startsWith('transaction.')) topics.push('sessions');
+  if (kind.startsWith('session.')) topics.push('sessions');
+  if (kind.startsWith('transaction.')) topics.push('transactions');
   if (topics.length === 0) topics.push('reports');
   return topics;
 }

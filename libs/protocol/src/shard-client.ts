@@ -29,6 +29,7 @@ import type {
   CoordinateCommit,
   DecisionAnswer,
   PrepareTransaction,
+  ResolveOutcome,
   ShardTransactions,
   TransactionDecision,
   TransactionId,
@@ -170,6 +171,10 @@ export class ShardClient {
 
   coordinateCommitTransaction(command: CoordinateCommit): Promise<TransactionDecision> {
     return this.http.call('POST', '/internal/transactions/coordinateCommit', command);
+  }
+
+  resolveTransaction(id: TransactionId): Promise<ResolveOutcome> {
+    return this.http.call('POST', '/internal/transactions/resolve', id);
   }
 
   transactionDecision(id: TransactionId): Promise<DecisionAnswer> {

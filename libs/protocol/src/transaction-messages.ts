@@ -49,7 +49,12 @@ export type CommitTransaction = z.infer<typeof commitTransactionSchema>;
  * not yet prepared; a prepared one refuses it (`PreparedTransactionInProgress`): having voted,
  * it ends only by its coordinator's decision, sent with `decided: true`.
  */
-export const abortTransactionSchema = z.strictObject({ ...transactionId, decided: z.literal(true).optional() });
+export const abortTransactionSchema = z.strictObject({
+  ...transactionId,
+  decided: z.literal(true).optional(),
+  /** Who asks, for the changelog: a router (the default) or an operator through the config server. */
+  by: z.enum(['router', 'operator']).optional(),
+});
 export type AbortTransaction = z.infer<typeof abortTransactionSchema>;
 
 /**
@@ -61,6 +66,16 @@ export const coordinateCommitSchema = z.strictObject({ ...transactionId, partici
 export type CoordinateCommit = z.infer<typeof coordinateCommitSchema>;
 
 export type TransactionDecision = { decision: 'commit'; commitTime: z.infer<typeof clusterTimestampSchema> } | { decision: 'abort' };
+
+/**
+ * An operator's resolveTransaction on one participant: asks the transaction's coordinator for
+ * its decision now and applies it; `pending` while the coordinator is deciding, `notPrepared`
+ * (open, not yet voted) or `notHere`.
+ */
+export const resolveTransactionSchema = transactionIdSchema;
+export interface ResolveOutcome {
+  outcome: 'commit' | 'abort' | 'pending' | 'notPrepared' | 'notHere';
+}
 
 /** A participant's question to the coordinator of a transaction it prepared. */
 export const decisionQuerySchema = transactionIdSchema;

@@ -144,7 +144,7 @@ export class EventType {
   @Field(() => Float, { description: 'Cluster-wide, in commit order: resume with since = the last one seen.' }) seq!: number;
   @Field() time!: string;
   @Field({ description: 'split, merge, moveChunk.commit, addShard, shardCollection.end, ...' }) kind!: string;
-  @Field(() => [String], { description: 'placement, migrations, balancer, topology, ddl, sessions, reports' }) topics!: string[];
+  @Field(() => [String], { description: 'placement, migrations, balancer, topology, ddl, sessions, transactions, reports' }) topics!: string[];
   @Field(() => String, { nullable: true }) ns!: string | null;
   @Field(() => String, { nullable: true }) shard!: string | null;
   @Field() server!: string;

@@ -1,7 +1,11 @@
 import { UseGuards } from '@nestjs/common';
-import { Field, Float, ObjectType, Query, Resolver } from '@nestjs/graphql';
+import { Args, Field, Float, Mutation, ObjectType, Query, Resolver, Subscription } from '@nestjs/graphql';
+import type { ClusterEvent } from '@tessera/protocol';
+import { EventBusService } from '../events/event-bus.service.js';
 import { ClusterTransactions } from '../transactions/cluster-transactions.service.js';
+import { toAsyncIterator } from './async-iterator.js';
 import { ControlPlaneGuard } from './control-plane.guard.js';
+import { EventType } from './graphql-types.js';
 
 @ObjectType('TransactionParticipant')
 export class TransactionParticipantType {
@@ -29,11 +33,58 @@ export class TransactionsType {
   unreachableShards!: string[];
 }
 
-/** The cluster's transactions, for operators. */
+@ObjectType('TransactionShardOutcome', { description: "What one shard did with an operator's abort or resolve." })
+export class TransactionShardOutcomeType {
+  @Field() shard!: string;
+  @Field({
+    description:
+      'aborted; for a resolve, the decision applied (commit, abort), pending (its coordinator is deciding), notPrepared or notHere; failed',
+  })
+  outcome!: string;
+  @Field(() => String, { nullable: true }) error!: string | null;
+}
+
+const identity = (value: unknown) => value;
+
+/** The cluster's transactions, for operators: the list, the decisions as they are taken, and the two actions. */
 @Resolver()
 @UseGuards(ControlPlaneGuard)
 export class TransactionsResolver {
-  constructor(private readonly cluster: ClusterTransactions) {}
+  constructor(
+    private readonly cluster: ClusterTransactions,
+    private readonly events: EventBusService,
+  ) {}
+
+  @Subscription(() => EventType, {
+    description:
+      'Events of the transactions topic: transaction.decisions rows, each with the commit and abort decisions a shard took (who decided, why, the commit time and participants).',
+    resolve: identity,
+  })
+  transactionEvents(@Args('since', { type: () => Float, nullable: true }) since?: number): AsyncIterableIterator<ClusterEvent> {
+    return toAsyncIterator(this.events.stream((e) => e.topics.includes('transactions'), since ?? undefined));
+  }
+
+  @Mutation(() => [TransactionShardOutcomeType], {
+    description:
+      'Aborts a transaction on every shard that holds it open and not yet prepared. A prepared (in doubt) one is refused there: its coordinator decides; use resolveTransaction.',
+  })
+  abortTransaction(
+    @Args('lsid') lsid: string,
+    @Args('txnNumber', { type: () => Float }) txnNumber: number,
+  ): Promise<TransactionShardOutcomeType[]> {
+    return this.cluster.abort({ lsid: { id: lsid }, txnNumber });
+  }
+
+  @Mutation(() => [TransactionShardOutcomeType], {
+    description:
+      'Resolves an in-doubt transaction now: every shard holding it prepared asks its coordinator for the decision and applies it (no record there means abort).',
+  })
+  resolveTransaction(
+    @Args('lsid') lsid: string,
+    @Args('txnNumber', { type: () => Float }) txnNumber: number,
+  ): Promise<TransactionShardOutcomeType[]> {
+    return this.cluster.resolve({ lsid: { id: lsid }, txnNumber });
+  }
 
   @Query(() => TransactionsType, { description: 'Transactions in progress, preparing, in doubt or committing, oldest first.' })
   async transactions(): Promise<TransactionsType> {

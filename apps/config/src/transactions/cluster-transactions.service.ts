@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { ShardTransactions } from '@tessera/protocol';
+import type { ShardClient, ShardTransactions, TransactionId } from '@tessera/protocol';
 import { ShardDirectory } from '../ddl/shard-directory.js';
 
 /** How long a shard is given to list its transactions. */
@@ -32,6 +32,38 @@ const PHASES = ['inProgress', 'preparing', 'prepared', 'committing'] as const;
 export class ClusterTransactions {
   constructor(private readonly shards: ShardDirectory) {}
 
+  /**
+   * An operator's abortTransaction: every shard aborts the transaction if it holds it open and
+   * not yet prepared. A prepared one refuses (its coordinator decides): resolve it instead.
+   */
+  abort(id: TransactionId): Promise<ShardActionOutcome[]> {
+    return this.onEveryShard(async (client) => {
+      await client.abortTransaction({ ...id, by: 'operator' });
+      return 'aborted';
+    });
+  }
+
+  /**
+   * An operator's resolveTransaction: every shard holding it prepared asks its coordinator for
+   * the decision now and applies it (a coordinator with no record presumes abort).
+   */
+  resolve(id: TransactionId): Promise<ShardActionOutcome[]> {
+    return this.onEveryShard(async (client) => (await client.resolveTransaction(id)).outcome);
+  }
+
+  private async onEveryShard(act: (client: ShardClient) => Promise<string>): Promise<ShardActionOutcome[]> {
+    const targets = await this.shards.allNamed(SHARD_TIMEOUT_MS);
+    return Promise.all(
+      targets.map(async ({ name, client }) => {
+        try {
+          return { shard: name, outcome: await act(client), error: null };
+        } catch (error) {
+          return { shard: name, outcome: 'failed', error: (error as Error).message };
+        }
+      }),
+    );
+  }
+
   async list(): Promise<{ transactions: ClusterTransaction[]; unreachableShards: string[] }> {
     const targets = await this.shards.allNamed(SHARD_TIMEOUT_MS);
     const answers = await Promise.all(
@@ -42,6 +74,14 @@ export class ClusterTransactions {
       unreachableShards: answers.filter((a) => a.answer === undefined).map((a) => a.name),
     };
   }
+}
+
+/** What one shard did with an operator's abort or resolve. */
+export interface ShardActionOutcome {
+  shard: string;
+  /** `aborted`; a resolve's `commit`, `abort`, `pending`, `notPrepared` or `notHere`; `failed` with `error`. */
+  outcome: string;
+  error: string | null;
 }
 
 /** Merges the shards' lists into one entry per transaction, oldest first. Pure. */

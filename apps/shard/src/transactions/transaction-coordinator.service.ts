@@ -15,6 +15,7 @@ import { CoordinatorStore } from './coordinator.store.js';
 import { transactionKey } from './open-transaction.js';
 import { ParticipantStore } from './participant.store.js';
 import { TransactionParticipants } from './transaction-participants.service.js';
+import { TransactionReporter } from './transaction-reporter.js';
 
 /** The participant commands the coordinator sends, as `ShardClient` has them. */
 type ParticipantPort = Pick<ShardClient, 'reserveCommitTime' | 'prepareTransaction' | 'commitTransaction' | 'abortTransaction'>;
@@ -57,6 +58,7 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     private readonly participants: ParticipantStore,
     private readonly clients: InternalClients,
     participant: TransactionParticipants,
+    private readonly reporter: TransactionReporter,
     private readonly failpoints: Failpoints,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
@@ -133,7 +135,10 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     if (recorded !== undefined) return recorded.decision;
     const committedAt = await this.participants.committedAt(id);
     if (committedAt !== undefined) return { decision: 'commit', commitTime: committedAt };
-    return this.store.decide(id, [], { decision: 'abort' });
+    const decision = await this.store.decide(id, [], { decision: 'abort' });
+    if (decision.decision === 'abort')
+      this.reporter.decided(id, 'abort', 'presumedAbort', { reason: 'asked for a decision it has no record of' });
+    return decision;
   }
 
   private async decide(id: TransactionId, participants: readonly Participant[]): Promise<TransactionDecision> {
@@ -144,14 +149,20 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     const committedAt = await this.participants.committedAt(id);
     if (committedAt !== undefined) return { decision: 'commit', commitTime: committedAt };
     let decision: TransactionDecision;
+    let reason = 'a participant asked for the decision first (presumed abort)';
     try {
       const commitTime = await this.reserveCommitTimes(id, participants);
       await this.prepareParticipants(id, participants, commitTime);
       decision = await this.persistDecision(id, participants, { decision: 'commit', commitTime });
     } catch (error) {
       this.logger.info({ lsid: id.lsid.id, txnNumber: id.txnNumber, err: error }, 'aborting a transaction that could not prepare');
+      reason = `a participant could not prepare: ${(error as Error).message}`;
       decision = { decision: 'abort' };
     }
+    this.reporter.decided(id, decision.decision, 'coordinator', {
+      participants: participants.map((p) => p.shard),
+      ...(decision.decision === 'commit' ? { commitTime: decision.commitTime } : { reason }),
+    });
     void this.deliverDecision(id, participants, decision);
     return decision;
   }

@@ -17,7 +17,9 @@ import { SnapshotHistory } from '../history/snapshot-history.service.js';
 import { clusterTimeToSql } from '../history/write-time.js';
 import type { WriteTimes } from '../history/write-times.service.js';
 import type { ShardSettings } from '../shard.settings.js';
+import type { ShardIdentityService } from '../identity/shard-identity.service.js';
 import { ParticipantStore } from './participant.store.js';
+import { TransactionReporter } from './transaction-reporter.js';
 import { type TransactionStatement, TransactionParticipants } from './transaction-participants.service.js';
 
 /**
@@ -62,7 +64,7 @@ afterAll(async () => {
 async function startParticipants(
   overrides: Partial<ShardSettings> = {},
   runtime = ownedRuntime(),
-): Promise<{ participants: TransactionParticipants; writeTimes: WriteTimes; clock: VectorClockService }> {
+): Promise<{ participants: TransactionParticipants; writeTimes: WriteTimes; clock: VectorClockService; reporter: TransactionReporter }> {
   const clock = new VectorClockService();
   clock.tickClusterTime();
   const settings = {
@@ -79,6 +81,8 @@ async function startParticipants(
   await history.onApplicationBootstrap();
   histories.push(history);
   const clients = { shard: () => ({ transactionDecision: async () => coordinatorAnswer }) } as unknown as InternalClients;
+  // Without an identity the reporter sends nothing: the decisions stay in `unsent`.
+  const reporter = new TransactionReporter({ get: async () => null } as unknown as ShardIdentityService, clients, silent);
   const participants = new TransactionParticipants(
     new ParticipantStore(db.dataSource),
     writeTimes,
@@ -86,13 +90,14 @@ async function startParticipants(
     clock,
     clients,
     runtime,
+    reporter,
     settings,
     silent,
   );
   await participants.onModuleInit();
   await participants.onApplicationBootstrap();
   started.push(participants);
-  return { participants, writeTimes, clock };
+  return { participants, writeTimes, clock, reporter };
 }
 
 /** A new transaction's fields at the clock's current time. */
@@ -171,7 +176,7 @@ describe('a transaction participant', () => {
   });
 
   it('refuses a write to a document changed after the snapshot, or held by another transaction', async () => {
-    const { participants, clock } = await startParticipants();
+    const { participants, clock, reporter } = await startParticipants();
     const early = newTransaction(clock);
     await participants.statement(early, ADMIT, async () => undefined);
     const other = newTransaction(clock);
@@ -185,6 +190,10 @@ describe('a transaction participant', () => {
       ),
     ).rejects.toMatchObject({ code: 'WRITE_CONFLICT', errorLabels: ['TransientTransactionError'] });
     await participants.commit(other);
+    expect(reporter.unsent).toEqual([
+      expect.objectContaining({ lsid: early.lsid.id, decision: 'abort', by: 'participant', reason: 'WriteConflict' }),
+      expect.objectContaining({ lsid: other.lsid.id, decision: 'commit', by: 'participant', commitTime: expect.anything() }),
+    ]);
     // A transaction whose snapshot is before `other`'s commit conflicts on k: 2 too.
     const stale = { ...newTransaction(clock), atClusterTime: early.atClusterTime };
     await expect(
@@ -262,8 +271,8 @@ describe('a transaction participant', () => {
     });
   });
 
-  it('aborts a transaction past its lifetime limit (the reaper)', async () => {
-    const { participants, clock } = await startParticipants({ TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: 1 });
+  it('aborts a transaction past its lifetime limit (the reaper), and reports that decision', async () => {
+    const { participants, clock, reporter } = await startParticipants({ TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: 1 });
     const fields = newTransaction(clock);
     await participants.statement(fields, ADMIT, (s) =>
       writes().update(handleOf(s), [{ q: { k: 4 }, u: { $set: { v: 'old' } }, multi: false, upsert: false }], true),
@@ -276,6 +285,15 @@ describe('a transaction participant', () => {
       )
       .toBe('NO_SUCH_TRANSACTION');
     expect(await findAt(undefined, { k: 4 })).toEqual([{ _id: 4, k: 4, v: 'a' }]);
+    expect(reporter.unsent).toEqual([
+      expect.objectContaining({
+        lsid: fields.lsid.id,
+        txnNumber: 1,
+        decision: 'abort',
+        by: 'reaper',
+        reason: expect.stringContaining('lifetime'),
+      }),
+    ]);
   });
 
   it('aborts a transaction that reserved a commit time and was never prepared, and holds reads no longer', async () => {
@@ -290,6 +308,24 @@ describe('a transaction participant', () => {
       code: 'NO_SUCH_TRANSACTION',
     });
     expect(await findAt(undefined, { k: 5 })).toEqual([{ _id: 5, k: 5, v: 'a' }]);
+  });
+
+  it("resolves a prepared transaction at an operator's request, by its coordinator's decision only", async () => {
+    const { participants, clock } = await startParticipants();
+    const fields = newTransaction(clock);
+    await participants.statement(fields, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k: 1 }, u: { $set: { v: 'resolved' } }, multi: false, upsert: false }], true),
+    );
+    expect(await participants.resolveNow(fields)).toEqual({ outcome: 'notPrepared' });
+    const { reservedTime: commitTime } = await participants.reserveCommitTime(fields);
+    await participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime, coordinator });
+    coordinatorAnswer = { decision: 'pending' };
+    expect(await participants.resolveNow(fields)).toEqual({ outcome: 'pending' });
+    expect(await preparedCount()).toBe(1);
+    coordinatorAnswer = { decision: 'commit', commitTime };
+    expect(await participants.resolveNow(fields)).toEqual({ outcome: 'commit' });
+    expect(await findAt(undefined, { k: 1 })).toEqual([{ _id: 1, k: 1, v: 'resolved' }]);
+    expect(await participants.resolveNow(fields)).toEqual({ outcome: 'notHere' });
   });
 
   it('asks its coordinator for a decision it did not get, and applies it', async () => {

@@ -1,11 +1,13 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { type ClusterTimestamp, IGNORED_VERSION, TesseraError, compareClusterTimestamps } from '@tessera/core';
+import { type ClusterTimestamp, ERROR_CODES, IGNORED_VERSION, TesseraError, compareClusterTimestamps } from '@tessera/core';
 import type {
   AbortTransaction,
   CommitTransaction,
+  DecisionAnswer,
   ParticipantTransaction,
+  ResolveOutcome,
   PrepareTransaction,
   TransactionFields,
   TransactionId,
@@ -20,6 +22,7 @@ import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { OpenTransaction, transactionKey } from './open-transaction.js';
 import { ParticipantStore, type PreparedTransaction } from './participant.store.js';
 import { transientInTransaction } from './transaction-errors.js';
+import { type DecidedBy, TransactionReporter } from './transaction-reporter.js';
 
 const REAP_INTERVAL_MS = 1_000;
 const RESOLVE_INTERVAL_MS = 250;
@@ -63,6 +66,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     private readonly clock: VectorClockService,
     private readonly clients: InternalClients,
     private readonly runtime: ShardingRuntime,
+    private readonly reporter: TransactionReporter,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -120,12 +124,12 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       try {
         result = await run({ atClusterTime: transaction.atClusterTime, writeTime: transaction.snapshot, work: transaction.work() });
       } catch (error) {
-        await this.abortOpen(transaction);
+        await this.abortOpen(transaction, { by: 'participant', reason: reasonOf(error) });
         throw transientInTransaction(error);
       }
       const writeError = firstWriteError(result);
       if (writeError !== undefined) {
-        await this.abortOpen(transaction);
+        await this.abortOpen(transaction, { by: 'participant', reason: ERROR_CODES[writeError.error.code].codeName });
         throw transientInTransaction(TesseraError.fromEnvelope(writeError.error));
       }
       return result;
@@ -183,7 +187,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       if (transaction.state === 'prepared') return { prepared: true as const };
       const reserved = transaction.reservation?.writeTime.time;
       if (reserved === undefined || compareClusterTimestamps(command.commitTime, reserved) < 0) {
-        await this.abortOpen(transaction);
+        await this.abortOpen(transaction, { by: 'participant', reason: 'prepare named a commit time before the reservation' });
         throw new TesseraError('ILLEGAL_OPERATION', `prepare of ${describe(command)} names a commit time before this shard's reservation`);
       }
       this.clock.advance({ clusterTime: command.commitTime });
@@ -197,7 +201,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
           coordinator: command.coordinator,
         });
       } catch (error) {
-        await this.abortOpen(transaction);
+        await this.abortOpen(transaction, { by: 'participant', reason: `could not prepare: ${reasonOf(error)}` });
         throw transientInTransaction(error);
       }
       await transaction.runner!.release();
@@ -258,7 +262,8 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       return { aborted: true };
     }
     const transaction = this.open.get(key);
-    if (transaction !== undefined) await transaction.serially(() => this.abortOpen(transaction, command.decided === true));
+    if (transaction !== undefined)
+      await transaction.serially(() => this.abortOpen(transaction, command.decided === true ? 'decided' : { by: command.by ?? 'router' }));
     return { aborted: true };
   }
 
@@ -289,7 +294,9 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
         }
         continue;
       }
-      await other.serially(() => this.abortOpen(other));
+      await other.serially(() =>
+        this.abortOpen(other, { by: 'participant', reason: `the session started transaction ${fields.txnNumber}` }),
+      );
     }
     if (admit) await this.history.admit({ atClusterTime: fields.atClusterTime });
     const runner = this.pool!.createQueryRunner();
@@ -330,9 +337,10 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       await this.store.restamp(manager, transaction.id, transaction.writtenDocuments(), transaction.reservation.writeTime.time);
       await manager.query('COMMIT');
     } catch (error) {
-      await this.abortOpen(transaction);
+      await this.abortOpen(transaction, { by: 'participant', reason: `could not commit: ${reasonOf(error)}` });
       throw transientInTransaction(error);
     }
+    this.reporter.decided(transaction.id, 'commit', 'participant', { commitTime: transaction.reservation.writeTime.time });
   }
 
   /**
@@ -361,16 +369,19 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
 
   /**
    * Rolls an open transaction back and forgets it; a prepared one only when its coordinator
-   * `decided` so (it refuses otherwise). Runs inside its `serially`, so the state it sees is the
-   * one a phase queued before it left.
+   * `decided` so (it refuses otherwise). Any other abort is this shard's decision, reported with
+   * its cause. Runs inside its `serially`, so the state it sees is the one a phase queued before
+   * it left.
    */
-  private async abortOpen(transaction: OpenTransaction, decided = false): Promise<void> {
+  private async abortOpen(transaction: OpenTransaction, cause: 'decided' | { by: DecidedBy; reason?: string }): Promise<void> {
     if (this.open.get(transactionKey(transaction.id)) !== transaction) return;
     if (transaction.state === 'prepared') {
-      if (!decided) throw preparedInProgress(transaction.id);
+      if (cause !== 'decided') throw preparedInProgress(transaction.id);
       await this.store.rollbackPrepared(transaction.prepared!.gid);
     } else await this.rollback(transaction);
     this.end(transaction);
+    if (cause !== 'decided')
+      this.reporter.decided(transaction.id, 'abort', cause.by, cause.reason === undefined ? {} : { reason: cause.reason });
   }
 
   private async rollback(transaction: OpenTransaction): Promise<void> {
@@ -419,11 +430,11 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       // Judged again in turn: a phase queued before the abort (a prepare) may have moved it on.
       await transaction.serially(async () => {
         if (!expired(transaction) && !abandoned(transaction)) return;
-        this.logger.info(
-          { lsid: transaction.id.lsid.id, txnNumber: transaction.id.txnNumber },
-          expired(transaction) ? 'aborting a transaction past its lifetime limit' : 'aborting a transaction reserved and never prepared',
-        );
-        await this.abortOpen(transaction);
+        const reason = expired(transaction)
+          ? 'past its lifetime limit (transactionLifetimeLimitSeconds)'
+          : 'a commit time reserved and never prepared';
+        this.logger.info({ lsid: transaction.id.lsid.id, txnNumber: transaction.id.txnNumber }, `aborting a transaction: ${reason}`);
+        await this.abortOpen(transaction, { by: 'reaper', reason });
       });
     }
   }
@@ -445,16 +456,35 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     );
   }
 
-  private async resolveOne(prepared: PreparedTransaction): Promise<void> {
+  /**
+   * An operator's resolveTransaction: asks the coordinator of the transaction, if it is prepared
+   * here, for its decision now and applies it. Never decides itself: only the coordinator's
+   * record (or its presumed abort) keeps every participant to one outcome.
+   */
+  async resolveNow(id: TransactionId): Promise<ResolveOutcome> {
+    const key = transactionKey(id);
+    const open = this.open.get(key);
+    const prepared = this.recovered.get(key)?.prepared ?? (open?.state === 'prepared' ? open.prepared : undefined);
+    if (prepared === undefined) return { outcome: open === undefined ? 'notHere' : 'notPrepared' };
+    return { outcome: await this.resolveOne(prepared) };
+  }
+
+  private async resolveOne(prepared: PreparedTransaction): Promise<DecisionAnswer['decision']> {
     const answer = await this.clients.shard(prepared.coordinator.url, 5_000).transactionDecision(prepared.id);
-    if (answer.decision === 'pending') return;
+    if (answer.decision === 'pending') return 'pending';
     this.logger.info(
       { lsid: prepared.id.lsid.id, txnNumber: prepared.id.txnNumber, decision: answer.decision },
       'resolved a prepared transaction from its coordinator',
     );
     if (answer.decision === 'commit') await this.commit({ ...prepared.id, commitTime: answer.commitTime });
     else await this.abort({ ...prepared.id, decided: true });
+    return answer.decision;
   }
+}
+
+/** An error's codeName, or its message: why a transaction aborted. */
+function reasonOf(error: unknown): string {
+  return error instanceof TesseraError ? ERROR_CODES[error.code].codeName : (error as Error).message;
 }
 
 function firstWriteError(result: unknown): WriteErrorEntry | undefined {

@@ -2,6 +2,7 @@ import { Body, Controller, Get, HttpCode, Post, UseGuards } from '@nestjs/common
 import { ClusterAuthGuard, parseWith } from '@tessera/platform';
 import {
   type DecisionAnswer,
+  type ResolveOutcome,
   type ShardTransactions,
   type TransactionDecision,
   abortTransactionSchema,
@@ -10,6 +11,7 @@ import {
   decisionQuerySchema,
   prepareTransactionSchema,
   reserveCommitTimeSchema,
+  resolveTransactionSchema,
 } from '@tessera/protocol';
 import type { ClusterTimestamp } from '@tessera/core';
 import { TransactionCoordinator } from './transaction-coordinator.service.js';
@@ -51,6 +53,12 @@ export class TransactionsController {
   @HttpCode(200)
   abort(@Body() body: unknown): Promise<{ aborted: true }> {
     return this.participants.abort(parseWith(abortTransactionSchema, body, 'abortTransaction command'));
+  }
+
+  @Post('resolve')
+  @HttpCode(200)
+  resolve(@Body() body: unknown): Promise<ResolveOutcome> {
+    return this.participants.resolveNow(parseWith(resolveTransactionSchema, body, 'resolveTransaction command'));
   }
 
   @Post('coordinateCommit')
