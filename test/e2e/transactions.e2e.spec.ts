@@ -22,7 +22,7 @@ import type { ListTxn } from '../../tools/consistency/history.js';
 import { checkListAppend } from '../../tools/consistency/list-append.js';
 import { runListAppendWorkload } from '../../tools/consistency/list-append-workload.js';
 import { FAST_CONFIG_ENV, eventually } from './helpers.js';
-import { type ApiResponse, RouterApi } from './router-api.js';
+import { type ApiResponse, RouterApi, storedCount } from './router-api.js';
 import { bankSummary, preparedLeft, settledBalances, unexplainedBalances } from './transaction-checks.js';
 import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
 
@@ -34,6 +34,9 @@ const UNSAFE_NS = 'bank.unsafe';
 const LISTS_NS = 'lists.safe';
 const UNSAFE_LISTS_NS = 'lists.unsafe';
 const KEYS = 10;
+/** Sharded on `k`: below 50 on shard0, from 50 on shard1. */
+const KEYED_NS = 'bank.keyed';
+const KEYED_PATH = '/v1/bank/keyed';
 const ACCOUNTS = 20;
 const SHARDS = ['shard0', 'shard1'];
 const OPENING = 100;
@@ -64,6 +67,9 @@ beforeAll(async () => {
       Array.from({ length: ACCOUNTS }, (_, i) => ({ _id: i, balance: OPENING })),
     );
   }
+  await t.config.shardCollection({ ns: KEYED_NS, key: { k: 1 } });
+  await t.config.configureCollectionBalancing({ ns: KEYED_NS, enableAutoMerger: false });
+  await t.config.moveRange({ ns: KEYED_NS, min: { k: 50 }, max: { k: { $maxKey: 1 } }, toShard: 'shard1' });
   await t.config.enableSharding({ db: 'lists', primaryShard: 'shard0' });
   for (const ns of [LISTS_NS, UNSAFE_LISTS_NS]) {
     await t.config.shardCollection({ ns, key: { _id: 1 } });
@@ -318,6 +324,33 @@ describe('transactions through the public API', () => {
     } finally {
       await client.dispose();
     }
+  });
+
+  it("changes a document's shard key inside a transaction, moving it to its new owner", async () => {
+    await routerA.insertMany(KEYED_NS, [{ _id: 'moving', k: 10, v: 1 }]);
+    const everywhere = async () => (await routerB.findAll(KEYED_NS, { filter: { _id: 'moving' } })) as Array<{ k: number }>;
+    // Outside a transaction a new shard key value is refused, as in MongoDB.
+    const outside = await routerA.call('POST', `${KEYED_PATH}/update`, { updates: [{ q: { k: 10 }, u: { $set: { k: 60 } } }] });
+    expect(outside.json).toMatchObject({ matchedCount: 0, writeErrors: [{ codeName: 'IllegalOperation' }] });
+
+    const session = new Session(routerA);
+    session.begin();
+    const moved = await session.statement(`${KEYED_PATH}/update`, { updates: [{ q: { k: 10 }, u: { $set: { k: 60, v: 2 } } }] });
+    expect(moved.json, JSON.stringify(moved.json)).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
+    // The transaction sees the document on its new owner and not on its old one; no one else does yet.
+    const inside = await session.statement(`${KEYED_PATH}/find`, { filter: { _id: 'moving' } });
+    expect((inside.json.cursor as { firstBatch: unknown[] }).firstBatch).toEqual([{ _id: 'moving', k: 60, v: 2 }]);
+    expect(await everywhere()).toEqual([{ _id: 'moving', k: 10, v: 1 }]);
+    // Within one owner's range the change stays in place.
+    const again = await session.statement(`${KEYED_PATH}/update`, { updates: [{ q: { k: 60 }, u: { $set: { k: 70 } } }] });
+    expect(again.json).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
+    const committed = await session.commit();
+    expect(committed.status).toBe(200);
+    // A causal read after the commit (the other participant commits 100 ms after the coordinator here).
+    const after = { readConcern: { afterClusterTime: committed.json.operationTime }, $clusterTime: committed.json.$clusterTime };
+    expect(await routerB.findAll(KEYED_NS, { filter: { _id: 'moving' }, ...after })).toEqual([{ _id: 'moving', k: 70, v: 2 }]);
+    // Stored once, on shard1 only: the delete on shard0 committed with the insert.
+    expect([await storedCount(t.cluster, 'shard0', KEYED_NS), await storedCount(t.cluster, 'shard1', KEYED_NS)]).toEqual([0, 1]);
   });
 
   it('aborts: nothing of the transaction stays', async () => {

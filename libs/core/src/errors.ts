@@ -47,6 +47,7 @@ export const ERROR_CODES = {
   LOCK_TIMEOUT: { code: 24, codeName: 'LockTimeout', retryable: false },
   PREPARED_TRANSACTION_IN_PROGRESS: { code: 256, codeName: 'PreparedTransactionInProgress', retryable: false },
   TRANSACTION_EXCEEDED_LIFETIME_LIMIT: { code: 290, codeName: 'TransactionExceededLifetimeLimitSeconds', retryable: false },
+  WOULD_CHANGE_OWNING_SHARD: { code: 283, codeName: 'WouldChangeOwningShard', retryable: false },
   INTERNAL: { code: 1, codeName: 'InternalError', retryable: false },
 } as const satisfies Record<string, { code: number; codeName: string; retryable: boolean }>;
 

@@ -40,6 +40,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'LOCK_TIMEOUT':
     case 'PREPARED_TRANSACTION_IN_PROGRESS':
     case 'TRANSACTION_EXCEEDED_LIFETIME_LIMIT':
+    case 'WOULD_CHANGE_OWNING_SHARD':
       return 409;
     case 'DOCUMENT_TOO_LARGE':
       return 413;

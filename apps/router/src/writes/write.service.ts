@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ObjectId } from 'bson';
-import { TesseraError, type Value, type ValueObject } from '@tessera/core';
+import { TesseraError, type Value, type ValueObject, valueAtPath } from '@tessera/core';
 import type { FindAndModifyResult, InsertCommandResult, UpdateCommandResult, DeleteCommandResult, SessionPart } from '@tessera/protocol';
 import { checkInsertFields, isOperatorUpdate } from '@tessera/query';
 import { Failpoints } from '@tessera/platform';
@@ -173,7 +173,47 @@ export class WriteService {
       multi: s.multi,
       upsert: s.upsert,
     }));
-    const execution = await this.execute<UpdateCommandResult>(
+    let execution: WriteExecution<UpdateCommandResult>;
+    try {
+      execution = await this.executeUpdate(ns, body, statements, session, transaction);
+    } catch (error) {
+      if (
+        transaction !== undefined &&
+        statements.length === 1 &&
+        error instanceof TesseraError &&
+        error.code === 'WOULD_CHANGE_OWNING_SHARD'
+      )
+        return this.moveToNewOwner(ns, error, session, transaction);
+      throw error;
+    }
+    let matchedCount = 0;
+    let modifiedCount = 0;
+    const upsertedIds: Record<string, unknown> = {};
+    for (const { batch, reply } of execution.replies) {
+      matchedCount += reply.matchedCount;
+      modifiedCount += reply.modifiedCount;
+      for (const { index, _id } of reply.upserted) upsertedIds[String(batch.indexes[index])] = _id;
+    }
+    const upsertedCount = Object.keys(upsertedIds).length;
+    return {
+      matchedCount,
+      modifiedCount,
+      upsertedCount,
+      upsertedIds,
+      writeErrors: publicErrors(execution),
+      ...this.retried(execution),
+      ok: 1,
+    };
+  }
+
+  private executeUpdate(
+    ns: string,
+    body: UpdateBody,
+    statements: readonly UpdateStatement[],
+    session: CommandSession | undefined,
+    transaction: RouterTransaction | undefined,
+  ): Promise<WriteExecution<UpdateCommandResult>> {
+    return this.execute<UpdateCommandResult>(
       ns,
       statements.length,
       body.ordered,
@@ -203,24 +243,33 @@ export class WriteService {
         ),
       transaction,
     );
-    let matchedCount = 0;
-    let modifiedCount = 0;
-    const upsertedIds: Record<string, unknown> = {};
-    for (const { batch, reply } of execution.replies) {
-      matchedCount += reply.matchedCount;
-      modifiedCount += reply.modifiedCount;
-      for (const { index, _id } of reply.upserted) upsertedIds[String(batch.indexes[index])] = _id;
+  }
+
+  /**
+   * A single-document update in a transaction that gives the document a shard key value another
+   * shard owns, answered `WouldChangeOwningShard` with both images: as MongoDB's router does, the
+   * document is deleted where it is and its new image inserted on its new owner, both in the
+   * transaction (the new owner joins it).
+   */
+  private async moveToNewOwner(
+    ns: string,
+    error: TesseraError,
+    session: CommandSession | undefined,
+    transaction: RouterTransaction,
+  ): Promise<UpdateResponse> {
+    const { preImage, postImage } = error.details as { preImage: Record<string, unknown>; postImage: Record<string, unknown> };
+    const routing = await this.cluster.routingForWrite(ns);
+    const where: Record<string, unknown> = { _id: preImage['_id'] };
+    if (routing.kind === 'sharded') {
+      const pre = documentFromWire(preImage);
+      for (const { path } of routing.pattern.fields) where[path] = toWire(valueAtPath(pre, path) ?? null);
     }
-    const upsertedCount = Object.keys(upsertedIds).length;
-    return {
-      matchedCount,
-      modifiedCount,
-      upsertedCount,
-      upsertedIds,
-      writeErrors: publicErrors(execution),
-      ...this.retried(execution),
-      ok: 1,
-    };
+    const removed = await this.deleteWith(ns, { deletes: [{ q: where, limit: 1 }], ordered: true } as DeleteBody, session, transaction);
+    if (removed.deletedCount !== 1) {
+      throw new TesseraError('WRITE_CONFLICT', 'the document whose shard key the update changes was gone when it was to move');
+    }
+    await this.insertWith(ns, { documents: [postImage], ordered: true } as InsertBody, session, transaction);
+    return { matchedCount: 1, modifiedCount: 1, upsertedCount: 0, upsertedIds: {}, writeErrors: [], ok: 1 };
   }
 
   async delete(ns: string, body: DeleteBody): Promise<DeleteResponse> {

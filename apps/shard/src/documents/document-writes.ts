@@ -57,8 +57,8 @@ interface Clock {
  * Updates, deletes and findAndModify on one collection's table. Each statement runs in a
  * transaction of its own that locks the documents it changes, so a statement applies whole or
  * not at all; a failed statement is a write error for its index, and an ordered batch stops
- * there (earlier statements stay, as in MongoDB). A change of shard key value is refused: it
- * would move the document to another chunk, which needs a transaction (a later issue).
+ * there (earlier statements stay, as in MongoDB). A shard key value changes only inside a
+ * transaction (see `rewrite`).
  *
  * With a `history` (a retryable write) a statement that already executed answers its recorded
  * result instead of running, and each statement that runs is recorded in its own transaction.
@@ -199,7 +199,7 @@ export class DocumentWrites {
       await this.remove(manager, handle, [target]);
       return { returned: target.document, lastErrorObject: { n: 1, updatedExisting: false }, shardKey: target.shardKey };
     }
-    const after = await this.rewrite(manager, handle, target, request.update);
+    const after = await this.rewrite(manager, handle, target, request.update, 'refuse');
     return { returned: request.new ? after : target.document, lastErrorObject: { n: 1, updatedExisting: true }, shardKey: target.shardKey };
   }
 
@@ -227,40 +227,66 @@ export class DocumentWrites {
     let modified = 0;
     for (const match of matches) {
       const before = JSON.stringify(toExtendedJsonObject(match.document));
-      const after = await this.rewrite(manager, handle, match, statement.u);
+      const after = await this.rewrite(manager, handle, match, statement.u, statement.multi ? 'refuse' : 'move');
       if (JSON.stringify(toExtendedJsonObject(after)) !== before) modified++;
     }
     // A multi-document update is never retryable, so one shard key names the document written.
     return { op: 'update', n: matches.length, nModified: modified, shardKey: matches.length === 1 ? matches[0]!.shardKey : undefined };
   }
 
-  /** Applies `update` to a stored document and writes it back; returns the new document. */
-  private async rewrite(manager: EntityManager, handle: CollectionHandle, stored: StoredDocument, update: unknown): Promise<ValueObject> {
+  /**
+   * Applies `update` to a stored document and writes it back; returns the new document. A new
+   * shard key value is taken only inside a transaction and by a single-document update
+   * (`keyChange: 'move'`), as MongoDB has it: kept here when this shard owns the new value, and
+   * otherwise answered `WouldChangeOwningShard` with both images, for the router to delete the
+   * document here and insert it on its new owner in the same transaction.
+   */
+  private async rewrite(
+    manager: EntityManager,
+    handle: CollectionHandle,
+    stored: StoredDocument,
+    update: unknown,
+    keyChange: 'move' | 'refuse',
+  ): Promise<ValueObject> {
     const { doc: after, modified } = applyUpdate(stored.document, update, { now: this.clock.now() });
     if (!modified) return stored.document;
-    if (updateChangesShardKey(handle.pattern, stored.document, after)) {
-      throw new TesseraError(
-        'ILLEGAL_OPERATION',
-        `this update would change the shard key of a document in ${handle.ns}; shard key values can only change inside a transaction`,
-        {
-          details: { namespace: handle.ns, shardKey: handle.pattern.fields.map((f) => f.path) },
-        },
-      );
-    }
     if (!valuesEqual(stored.document['_id'] as Value, after['_id'] as Value)) {
       throw new TesseraError('IMMUTABLE_FIELD', "an update cannot change a document's _id");
     }
+    const shardKey: Uint8Array = updateChangesShardKey(handle.pattern, stored.document, after)
+      ? this.newShardKey(handle, stored, after, keyChange)
+      : stored.shardKey;
     const size = checkDocumentSize(after);
-    await manager.query(`UPDATE ${handle.table} SET doc = $2, size = $3, valid_from = $4 WHERE id = $1`, [
+    await manager.query(`UPDATE ${handle.table} SET doc = $2, size = $3, valid_from = $4, shard_key = $5 WHERE id = $1`, [
       stored.id,
       JSON.stringify(toExtendedJsonObject(after)),
       size,
       writeTimeOf(handle).sql,
+      Buffer.from(shardKey),
     ]);
     await replaceEntries(manager, handle.ns, await indexesForWrite(manager, handle), stored.id, stored.document, after);
-    handle.onWrite?.(stored.shardKey, size);
-    handle.transaction?.wrote(handle, stored.id, stored.shardKey);
+    handle.onWrite?.(shardKey, size);
+    handle.transaction?.wrote(handle, stored.id, shardKey);
+    // At prepare this shard must still own the value the document had, as well as the new one.
+    if (shardKey !== stored.shardKey) handle.transaction?.wrote(handle, stored.id, stored.shardKey);
     return after;
+  }
+
+  /** The encoded shard key `after` takes, when this shard may keep the document under it (see `rewrite`). */
+  private newShardKey(handle: CollectionHandle, stored: StoredDocument, after: ValueObject, keyChange: 'move' | 'refuse'): Uint8Array {
+    const details = { namespace: handle.ns, shardKey: handle.pattern.fields.map((f) => f.path) };
+    if (handle.transaction === undefined || keyChange === 'refuse') {
+      throw new TesseraError(
+        'ILLEGAL_OPERATION',
+        `this update would change the shard key of a document in ${handle.ns}; a shard key value changes only in a single-document update (multi: false) inside a transaction`,
+        { details },
+      );
+    }
+    const key = encodeKey(extractShardKey(handle.pattern, after));
+    if (handle.owns(key)) return key;
+    throw new TesseraError('WOULD_CHANGE_OWNING_SHARD', `the update moves the document to the chunk of another shard`, {
+      details: { ...details, preImage: toExtendedJsonObject(stored.document), postImage: toExtendedJsonObject(after) },
+    });
   }
 
   private async upsert(

@@ -124,6 +124,9 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       try {
         result = await run({ atClusterTime: transaction.atClusterTime, writeTime: transaction.snapshot, work: transaction.work() });
       } catch (error) {
+        // Not a failure: the router moves the document to its new owner in this transaction.
+        // Nothing was written (the check comes before the UPDATE), so the transaction goes on.
+        if (error instanceof TesseraError && error.code === 'WOULD_CHANGE_OWNING_SHARD') throw error;
         await this.abortOpen(transaction, { by: 'participant', reason: reasonOf(error) });
         throw transientInTransaction(error);
       }
