@@ -10,4 +10,5 @@ export * from './report.ts';
 export * from './retryable-writes.ts';
 export * from './steps.ts';
 export * from './summary.ts';
+export * from './transactions.ts';
 export * from './workloads.ts';

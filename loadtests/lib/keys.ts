@@ -16,6 +16,8 @@ export const SHARD_KEYS = {
   crud: { k: 1 },
   /** retryable-writes: hashed on _id, pre-split, so every shard takes writes and the balancer has little to move. */
   retryable: { _id: 'hashed' },
+  /** transactions: hashed on the account number, pre-split, so a transfer joins two shards unless both accounts hash to one. */
+  accounts: { _id: 'hashed' },
 } as const;
 
 /** Random ranged keys fall in [0, RANDOM_KEY_SPACE). */

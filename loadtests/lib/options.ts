@@ -3,7 +3,14 @@
 // given, so a mistyped run fails before it sends a request.
 
 export type WorkloadName =
-  'insert-monotonic' | 'insert-hashed' | 'insert-random' | 'crud-mix' | 'add-shard-under-load' | 'subscriptions' | 'retryable-writes';
+  | 'insert-monotonic'
+  | 'insert-hashed'
+  | 'insert-random'
+  | 'crud-mix'
+  | 'add-shard-under-load'
+  | 'subscriptions'
+  | 'retryable-writes'
+  | 'transactions';
 
 export const WORKLOADS: readonly WorkloadName[] = [
   'insert-monotonic',
@@ -13,6 +20,7 @@ export const WORKLOADS: readonly WorkloadName[] = [
   'add-shard-under-load',
   'subscriptions',
   'retryable-writes',
+  'transactions',
 ];
 
 export interface WorkloadOptions {
@@ -57,6 +65,12 @@ export interface WorkloadOptions {
   addShardAfterMs: number;
   /** retryable-writes: the share of writes sent a second time, from 0 to 1. */
   retryRate: number;
+  /** transactions: the accounts setup creates, `_id` 0 to accounts - 1. */
+  accounts: number;
+  /** transactions: each account's balance at the start; the total must stay accounts × openingBalance. */
+  openingBalance: number;
+  /** transactions: how many times a transfer's transaction runs again after a TransientTransactionError before the transfer is given up. */
+  maxTxnRetries: number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -77,6 +91,9 @@ export const DEFAULTS = {
   NEW_SHARD_NAME: 'shard3',
   NEW_SHARD_URL: 'http://127.0.0.1:7104',
   RETRY_RATE: 0.2,
+  ACCOUNTS: 100,
+  OPENING_BALANCE: 100,
+  MAX_TXN_RETRIES: 5,
 } as const;
 
 export const MIN_CHUNK_SIZE = 64 * 1024;
@@ -227,6 +244,9 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
     newShardUrl: url('NEW_SHARD_URL', DEFAULTS.NEW_SHARD_URL),
     addShardAfterMs,
     retryRate,
+    accounts: integer('ACCOUNTS', DEFAULTS.ACCOUNTS, 2, 1_000_000),
+    openingBalance: integer('OPENING_BALANCE', DEFAULTS.OPENING_BALANCE, 1, 1_000_000_000),
+    maxTxnRetries: integer('MAX_TXN_RETRIES', DEFAULTS.MAX_TXN_RETRIES, 0, 100),
   };
   if (problems.length > 0) throw new OptionsError(problems);
   return options;

@@ -103,6 +103,11 @@ export const REPORT_METRICS = [
   'tessera_documents',
   'tessera_doubled_writes',
   'tessera_unapplied_incs',
+  // transactions: teardown's check of the balances (transactions.ts, balanceCheckMetrics).
+  'tessera_accounts',
+  'tessera_balance_total',
+  'tessera_balance_drift',
+  'tessera_transfers_committed',
 ] as const;
 
 export type ReportMetric = (typeof REPORT_METRICS)[number];

@@ -46,6 +46,33 @@ describe('thresholds and the summary', () => {
     expect(text).toContain('31 splits, 4 migrations');
   });
 
+  it('fails a transactions run on money made or destroyed and on no commit, and shows the transfers beside the balances', () => {
+    const options = parseWorkloadOptions('transactions', env);
+    expect(workloadThresholds(options)).toMatchObject({ tessera_balance_drift: ['value==0'], tessera_txn_commits: ['count>0'] });
+    const summary = buildSummary(options, {
+      metrics: {
+        tessera_txn_commits: { type: 'counter', values: { count: 640, rate: 10 } },
+        tessera_txn_aborts: { type: 'counter', values: { count: 90, rate: 1.5 } },
+        tessera_txn_retries: { type: 'counter', values: { count: 55, rate: 1 } },
+        tessera_txn_commit_ms: { type: 'trend', values: { med: 12, 'p(99)': 80, count: 640 } },
+        tessera_balance_drift: { type: 'gauge', values: { value: -3 }, thresholds: { 'value==0': { ok: false } } },
+        tessera_balance_total: { type: 'gauge', values: { value: 9997 } },
+        tessera_accounts: { type: 'gauge', values: { value: 100 } },
+        tessera_transfers_committed: { type: 'gauge', values: { value: 640.5 } },
+      },
+    });
+    expect(summary).toMatchObject({
+      passed: false,
+      failedThresholds: ['tessera_balance_drift: value==0'],
+      load: { txnCommits: 640, txnAborts: 90, txnRetries: 55, txnCommitRetries: null, txnGivenUp: null },
+    });
+    const text = textSummary(summary, 'x.json');
+    expect(text).toContain(
+      'transfers committed 640 (in the data 640.5), aborts 90, transactions retried 55, commits retried 0, given up 0',
+    );
+    expect(text).toContain('balances: 100 accounts hold 9997, drift -3');
+  });
+
   it('says so when the teardown report is missing', () => {
     const summary = buildSummary(parseWorkloadOptions('crud-mix', env), { metrics: {} });
     expect(summary.report).toBeNull();

@@ -21,6 +21,14 @@ export const LOAD_METRICS = {
   /** Counters (retryable-writes): writes sent a second time, and those answered from the session's history. */
   retriesSent: 'tessera_retries_sent',
   retriesFromHistory: 'tessera_retries_from_history',
+  /** Counters (transactions): transfers committed; attempts aborted, tagged by reason; whole transactions run again; commits sent again; transfers given up, tagged by end. */
+  txnCommits: 'tessera_txn_commits',
+  txnAborts: 'tessera_txn_aborts',
+  txnRetries: 'tessera_txn_retries',
+  txnCommitRetries: 'tessera_txn_commit_retries',
+  txnGivenUp: 'tessera_txn_given_up',
+  /** Trend (ms, transactions): from the first commitTransaction to the answer that it committed. */
+  txnCommitMs: 'tessera_txn_commit_ms',
 } as const;
 
 /** k6 reports these statistics for every Trend (p(99) is not in k6's default list). */
@@ -42,6 +50,10 @@ export function workloadThresholds(options: WorkloadOptions): Record<string, str
   }
   if (options.workload === 'add-shard-under-load') thresholds.tessera_watched_shard_chunks = ['value>0'];
   if (options.workload === 'retryable-writes') thresholds.tessera_doubled_writes = ['value==0'];
+  if (options.workload === 'transactions') {
+    thresholds.tessera_balance_drift = ['value==0'];
+    thresholds[LOAD_METRICS.txnCommits] = ['count>0'];
+  }
   return thresholds;
 }
 
@@ -69,6 +81,12 @@ export interface WorkloadSummary {
     wsEventLagMs: Record<string, number> | null;
     retriesSent: number | null;
     retriesFromHistory: number | null;
+    txnCommits: number | null;
+    txnAborts: number | null;
+    txnRetries: number | null;
+    txnCommitRetries: number | null;
+    txnGivenUp: number | null;
+    txnCommitMs: Record<string, number> | null;
   };
 }
 
@@ -99,6 +117,12 @@ export function buildSummary(options: WorkloadOptions, data: K6SummaryData): Wor
       wsEventLagMs: values(LOAD_METRICS.wsEventLagMs),
       retriesSent: values(LOAD_METRICS.retriesSent)?.count ?? null,
       retriesFromHistory: values(LOAD_METRICS.retriesFromHistory)?.count ?? null,
+      txnCommits: values(LOAD_METRICS.txnCommits)?.count ?? null,
+      txnAborts: values(LOAD_METRICS.txnAborts)?.count ?? null,
+      txnRetries: values(LOAD_METRICS.txnRetries)?.count ?? null,
+      txnCommitRetries: values(LOAD_METRICS.txnCommitRetries)?.count ?? null,
+      txnGivenUp: values(LOAD_METRICS.txnGivenUp)?.count ?? null,
+      txnCommitMs: values(LOAD_METRICS.txnCommitMs),
     },
   };
 }
@@ -120,6 +144,11 @@ export function textSummary(summary: WorkloadSummary, summaryPath: string): stri
   if (summary.load.retriesSent !== null || summary.report?.tessera_doubled_writes !== undefined)
     lines.push(
       `  retries sent ${summary.load.retriesSent ?? 0}, answered from history ${summary.load.retriesFromHistory ?? 0}; documents ${summary.report?.tessera_documents ?? '-'}, doubled writes ${summary.report?.tessera_doubled_writes ?? '-'}, $inc not applied ${summary.report?.tessera_unapplied_incs ?? '-'}`,
+    );
+  if (summary.load.txnCommits !== null || summary.report?.tessera_balance_drift !== undefined)
+    lines.push(
+      `  transfers committed ${summary.load.txnCommits ?? 0} (in the data ${summary.report?.tessera_transfers_committed ?? '-'}), aborts ${summary.load.txnAborts ?? 0}, transactions retried ${summary.load.txnRetries ?? 0}, commits retried ${summary.load.txnCommitRetries ?? 0}, given up ${summary.load.txnGivenUp ?? 0}; commit ms p50 ${fixed(summary.load.txnCommitMs?.med)} p99 ${fixed(summary.load.txnCommitMs?.['p(99)'])}`,
+      `  balances: ${summary.report?.tessera_accounts ?? '-'} accounts hold ${summary.report?.tessera_balance_total ?? '-'}, drift ${summary.report?.tessera_balance_drift ?? '-'}`,
     );
   if (summary.report === null)
     lines.push('  cluster report: missing (teardown did not run or its metrics did not reach the summary; see its log lines)');

@@ -31,6 +31,8 @@ export function collectionSpecOf(workload: WorkloadName, shardCount: number): Co
       return { key: SHARD_KEYS.crud };
     case 'retryable-writes':
       return { key: SHARD_KEYS.retryable, numInitialChunks: Math.max(2, 2 * shardCount) };
+    case 'transactions':
+      return { key: SHARD_KEYS.accounts, numInitialChunks: Math.max(2, 2 * shardCount) };
   }
 }
 

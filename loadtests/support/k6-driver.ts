@@ -6,6 +6,7 @@ import { sleep } from 'k6';
 import http, { type RefinedResponse, type ResponseType } from 'k6/http';
 import { Counter, Gauge, Rate, Trend } from 'k6/metrics';
 import {
+  type BalanceCheck,
   type IterationOutcome,
   type K6SummaryData,
   LOAD_METRICS,
@@ -18,11 +19,15 @@ import {
   type SetupData,
   type StepAnswer,
   type TeardownReport,
+  type TransferOutcome,
   type WorkloadOptions,
   type WriteCheck,
+  balanceCheckMetrics,
   buildSummary,
+  checkBalances,
   checkRetryableWrites,
   collectReport,
+  formatBalanceCheck,
   formatReport,
   formatWriteCheck,
   graphqlBody,
@@ -42,6 +47,12 @@ export const wsEventLagMs = new Trend(LOAD_METRICS.wsEventLagMs, true);
 export const wsHandshakeMs = new Trend(LOAD_METRICS.wsHandshakeMs, true);
 export const retriesSent = new Counter(LOAD_METRICS.retriesSent);
 export const retriesFromHistory = new Counter(LOAD_METRICS.retriesFromHistory);
+export const txnCommits = new Counter(LOAD_METRICS.txnCommits);
+export const txnAborts = new Counter(LOAD_METRICS.txnAborts);
+export const txnRetries = new Counter(LOAD_METRICS.txnRetries);
+export const txnCommitRetries = new Counter(LOAD_METRICS.txnCommitRetries);
+export const txnGivenUp = new Counter(LOAD_METRICS.txnGivenUp);
+export const txnCommitMs = new Trend(LOAD_METRICS.txnCommitMs, true);
 const reportGauges = Object.fromEntries(REPORT_METRICS.map((name) => [name, new Gauge(name)])) as Record<ReportMetric, Gauge>;
 
 function parseBody(response: RefinedResponse<ResponseType | undefined>): unknown {
@@ -112,6 +123,32 @@ export function recordIteration(outcome: IterationOutcome): void {
   if (outcome.inserted > 0) documentsInserted.add(outcome.inserted);
   if (outcome.retriesSent > 0) retriesSent.add(outcome.retriesSent);
   if (outcome.retriesFromHistory > 0) retriesFromHistory.add(outcome.retriesFromHistory);
+}
+
+/**
+ * Records what a transfer came to: each request's verdict (the refusals the protocol expects are
+ * not errors), its aborts by reason, its retries, and the commit or why it was given up.
+ */
+export function recordTransfer(outcome: TransferOutcome): void {
+  for (const send of outcome.sends) {
+    errors.add(!send.ok, { op: send.op });
+    if (!send.ok) console.warn(`${send.op} failed: ${send.problem ?? 'unknown'}`);
+  }
+  for (const reason of outcome.aborts) txnAborts.add(1, { reason });
+  if (outcome.txnRetries > 0) txnRetries.add(outcome.txnRetries);
+  if (outcome.commitRetries > 0) txnCommitRetries.add(outcome.commitRetries);
+  if (outcome.end === 'committed') txnCommits.add(1);
+  if (outcome.commitMs !== null) txnCommitMs.add(outcome.commitMs);
+  if (outcome.end === 'gaveUp' || outcome.end === 'failed' || outcome.end === 'unknown') txnGivenUp.add(1, { end: outcome.end });
+}
+
+/** transactions' teardown check: the balances' total against the opening total, and the committed transfers the data counts, as Gauges. */
+export function reportBalanceCheck(options: WorkloadOptions, setup: SetupData): BalanceCheck {
+  const check = runSequence(options, checkBalances(options));
+  for (const [name, value] of Object.entries(balanceCheckMetrics(check))) reportGauges[name as ReportMetric].add(value);
+  console.log(formatBalanceCheck(setup.ns, check));
+  console.log(`tessera-balance-check ${JSON.stringify(check)}`);
+  return check;
 }
 
 /** retryable-writes' teardown check: counts the documents whose n says a write doubled (or an $inc is missing), as Gauges. */

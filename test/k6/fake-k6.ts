@@ -124,8 +124,9 @@ function answer(url: string, body: unknown): { status: number; body: unknown } {
   }
   const command = url.slice(url.lastIndexOf('/') + 1);
   // A retryable write sent again is answered as the first time, its one statement from history.
-  const { lsid, txnNumber } = body as { lsid?: { id: { $uuid: string } }; txnNumber?: number };
-  if (lsid !== undefined && txnNumber !== undefined) {
+  // A transaction's commands share their lsid and txnNumber, and are not retryable writes.
+  const { lsid, txnNumber, autocommit } = body as { lsid?: { id: { $uuid: string } }; txnNumber?: number; autocommit?: false };
+  if (lsid !== undefined && txnNumber !== undefined && autocommit === undefined) {
     const key = `${lsid.id.$uuid}/${txnNumber}`;
     const first = fake.retryableAnswers.get(key);
     if (first !== undefined) return { status: 200, body: { ...(first as object), retriedStmtIds: [0] } };
@@ -140,12 +141,27 @@ function answerCommand(command: string, body: unknown): { status: number; body: 
   switch (command) {
     case 'insert':
       return { status: 200, body: { insertedCount: (body as { documents: unknown[] }).documents.length, writeErrors: [] } };
-    case 'find':
-      return { status: 200, body: { cursor: { id: '0', firstBatch: [{ _id: 1 }] } } };
+    case 'find': {
+      const { filter, readConcern } = body as { filter?: { _id?: unknown }; readConcern?: { level?: string } };
+      // The transactions workload's teardown reads every account at one time: the default 100 of 100 each, untouched.
+      if (readConcern?.level === 'snapshot')
+        return {
+          status: 200,
+          body: { cursor: { id: '0', firstBatch: Array.from({ length: 100 }, (_, _id) => ({ _id, balance: 100, transfers: 0 })) } },
+        };
+      return { status: 200, body: { cursor: { id: '0', firstBatch: [{ _id: filter?._id ?? 1, balance: 100, transfers: 0 }] } } };
+    }
     case 'update':
       return { status: 200, body: { matchedCount: 1, modifiedCount: 1, writeErrors: [] } };
-    case 'count':
-      return { status: 200, body: { n: 0 } };
+    case 'count': {
+      // Every document: the transactions workload's default 100 accounts (setup counts them through each router); none matches a filter.
+      const filter = (body as { filter?: object }).filter ?? {};
+      return { status: 200, body: { n: Object.keys(filter).length === 0 ? 100 : 0 } };
+    }
+    case 'commitTransaction':
+      return { status: 200, body: { ok: 1, recoveryToken: { recoveryShardId: 'shard0' } } };
+    case 'abortTransaction':
+      return { status: 200, body: { ok: 1 } };
     default:
       return { status: 404, body: { ok: 0, codeName: 'NotFound' } };
   }

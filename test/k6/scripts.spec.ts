@@ -143,6 +143,20 @@ describe('the k6 scripts in a fake k6', () => {
         expect(summary.report).toMatchObject({ tessera_doubled_writes: 0, tessera_unapplied_incs: 0 });
         expect(script.options.thresholds.tessera_doubled_writes).toEqual(['value==0']);
       }
+      if (name === 'transactions') {
+        // 20 transfers, none short of money: a find, two $incs and a commit each, all in the VU's transactions.
+        const commands = fake.http.filter((c) => (c.body as { autocommit?: boolean }).autocommit === false);
+        expect(commands).toHaveLength(80);
+        const txnNumbers = new Set(commands.map((c) => (c.body as { txnNumber: number }).txnNumber));
+        expect(txnNumbers.size).toBe(20);
+        expect(commands.filter((c) => (c.body as { startTransaction?: boolean }).startTransaction === true)).toHaveLength(20);
+        expect(commands.filter((c) => c.url.endsWith('/v1/admin/commitTransaction'))).toHaveLength(20);
+        expect(fake.samples('tessera_txn_commits').reduce((sum, s) => sum + s.value, 0)).toBe(20);
+        expect(fake.samples('tessera_txn_commit_ms')).toHaveLength(20);
+        expect(fake.samples('tessera_balance_drift').map((s) => s.value)).toEqual([0]);
+        expect(summary.report).toMatchObject({ tessera_accounts: 100, tessera_balance_total: 10_000, tessera_balance_drift: 0 });
+        expect(script.options.thresholds).toMatchObject({ tessera_balance_drift: ['value==0'], tessera_txn_commits: ['count>0'] });
+      }
       if (name === 'crud-mix') expect(fake.http.filter((c) => c.url.endsWith('/insert')).length).toBeGreaterThanOrEqual(5);
     },
   );
