@@ -224,14 +224,14 @@ export class LocalCluster {
       });
     };
     const tokens = { TESSERA_ADMIN_TOKEN: this.controlPlaneTokens.admin, TESSERA_VIEWER_TOKEN: this.controlPlaneTokens.viewer };
+    // Every node is given every config process (a seed list), so it can go to any live one.
+    const configs = Array.from({ length: options.configs ?? 1 }, (_, i) => `http://127.0.0.1:${portAt(options.ports.config, i)}`).join(',');
     for (let i = 0; i < (options.configs ?? 1); i++) {
-      add(i === 0 ? 'config' : `config${i}`, 'config', portAt(options.ports.config, i), tokens);
+      add(i === 0 ? 'config' : `config${i}`, 'config', portAt(options.ports.config, i), { ...tokens, TESSERA_CONFIG_URLS: configs });
     }
     for (let i = 0; i < options.shards + (options.spareShards ?? 0); i++) add(`shard${i}`, 'shard', portAt(options.ports.shard, i));
     for (let i = 0; i < options.routers; i++) {
-      add(`router${i}`, 'router', portAt(options.ports.router, i), {
-        TESSERA_CONFIG_URL: `http://127.0.0.1:${portAt(options.ports.config, 0)}`,
-      });
+      add(`router${i}`, 'router', portAt(options.ports.router, i), { TESSERA_CONFIG_URL: configs });
     }
   }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { configSeedListSchema } from '@tessera/protocol';
 import { commonSettingsShape, databaseSettingsShape, millisecondsSetting } from '@tessera/platform';
 
 const nonNegativeInteger = (fallback: number) => z.coerce.number().int().min(0).max(2_147_483_647).default(fallback);
@@ -19,6 +20,11 @@ export const configSettingsSchema = z.object({
   TESSERA_LOCK_WAIT_MS: millisecondsSetting(20_000),
   /** The leader lease: a leader that has not renewed for this long is replaced. */
   TESSERA_LEADER_LEASE_MS: millisecondsSetting(10_000),
+  /**
+   * Every config process of the cluster, this one included, comma-separated: what addShard gives
+   * each shard to reach the config servers by (any of them answers). Unset: this process alone.
+   */
+  TESSERA_CONFIG_URLS: configSeedListSchema.optional(),
   /** How often the leader renews its lease and followers try to take an expired one. */
   TESSERA_LEADER_RENEW_INTERVAL_MS: millisecondsSetting(1_000),
   /** The changelog keeps its newest rows, this many (MongoDB keeps config.changelog a capped collection). */

@@ -1,10 +1,14 @@
 import { z } from 'zod';
 import { commonSettingsShape, logicalSessionSettingsShape, millisecondsSetting } from '@tessera/platform';
+import { configSeedListSchema } from '@tessera/protocol';
 
 /** A router's settings; docs/configuration.md documents each with its default. */
 export const routerSettingsSchema = z.object({
   ...commonSettingsShape(7070),
-  TESSERA_CONFIG_URL: z.url({ protocol: /^https?$/, error: 'is required: the config server URL, e.g. http://127.0.0.1:7080' }),
+  /** The config processes: one URL, or several separated by commas (any of them answers). */
+  TESSERA_CONFIG_URL: z
+    .string({ error: 'is required: the config server URL (or several, comma-separated), e.g. http://127.0.0.1:7080' })
+    .pipe(configSeedListSchema),
   /** How often the router renews its registration (MongoDB's mongos pings every 30 s). */
   TESSERA_ROUTER_PING_INTERVAL_MS: millisecondsSetting(30_000),
   /**

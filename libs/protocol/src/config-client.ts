@@ -12,7 +12,7 @@ import type {
   RecordChunkSizeEstimateRequest,
 } from './catalog-messages.js';
 import type { InternalClientOptions } from './internal-http-client.js';
-import { InternalHttpClient } from './internal-http-client.js';
+import { SeedListClient } from './seed-list-client.js';
 import type {
   DatabaseDescription,
   DropCollectionRequest,
@@ -42,14 +42,19 @@ import type { MigrationDecision, MoveChunkRequest, MoveRangeRequest, MoveRangeRe
 import type { LiveSessionsRequest, RefreshSessionsRequest, RefreshSessionsResult } from './session-messages.js';
 import type { ClusterTimeKeys } from './cluster-time-keys.js';
 
-/** Typed client of the config server's internal API. */
+/**
+ * Typed client of the config server's internal API. `seedList` names one config process or
+ * several (`http://a:7080,http://b:7080`, as a connection string names a config replica set's
+ * hosts): any of them answers, and a request goes to the next when one cannot be reached.
+ */
 export class ConfigClient {
-  private readonly http: InternalHttpClient;
+  private readonly http: SeedListClient;
 
-  constructor(baseUrl: string, options: InternalClientOptions) {
-    this.http = new InternalHttpClient(baseUrl, options);
+  constructor(seedList: string, options: InternalClientOptions) {
+    this.http = new SeedListClient(seedList, options);
   }
 
+  /** The config process requests go to first now. */
   get url(): string {
     return this.http.baseUrl;
   }

@@ -58,13 +58,32 @@ export interface ClusterInfo {
 }
 
 /**
+ * The config processes a node reaches, as a connection string names a config replica set's
+ * hosts: base URLs separated by commas (`http://config0:7080,http://config1:7080`); normalised.
+ */
+export const configSeedListSchema = z
+  .string()
+  .min(1)
+  .transform((value, ctx) => {
+    const urls = value.split(',').map((url) => url.trim());
+    const parsed = urls.map((url) => nodeUrlSchema.safeParse(url));
+    const bad = parsed.findIndex((p) => !p.success);
+    if (bad >= 0) {
+      ctx.addIssue({ code: 'custom', message: `"${urls[bad]}" in the config seed list must be an http:// or https:// base URL` });
+      return z.NEVER;
+    }
+    return parsed.map((p) => p.data!).join(',');
+  });
+
+/**
  * What makes a shard a member of a cluster (MongoDB's shardIdentity document): set once by the
  * config server's addShard, refused if the shard already belongs to another cluster.
  */
 export const shardIdentitySchema = z.strictObject({
   clusterId: z.string().min(1).max(100),
   shardName: shardNameSchema,
-  configUrl: nodeUrlSchema,
+  /** Every config process the shard may reach (a seed list). */
+  configUrl: configSeedListSchema,
 });
 export type ShardIdentity = z.output<typeof shardIdentitySchema>;
 

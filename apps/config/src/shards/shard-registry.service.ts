@@ -146,7 +146,7 @@ export class ShardRegistryService {
   private async claimShard(name: string, url: string): Promise<void> {
     const client = this.clients.shard(url, 5_000);
     try {
-      await client.setIdentity({ clusterId: this.identity.clusterId, shardName: name, configUrl: advertisedUrl(this.settings) });
+      await client.setIdentity({ clusterId: this.identity.clusterId, shardName: name, configUrl: this.settings.TESSERA_CONFIG_URLS ?? advertisedUrl(this.settings) });
     } catch (error) {
       if (!(error instanceof TesseraError)) throw error;
       switch (error.code) {
