@@ -16,7 +16,7 @@ export const distDir = join(repoRoot, 'dist');
  * databases, so several test files can run side by side. Call `dispose` in afterAll.
  */
 export async function startTestCluster(
-  options: Partial<Pick<LocalClusterOptions, 'shards' | 'spareShards' | 'routers' | 'configs' | 'env' | 'nodeEnv'>> = {},
+  options: Partial<Pick<LocalClusterOptions, 'shards' | 'spareShards' | 'routers' | 'configs' | 'configSeedList' | 'env' | 'nodeEnv'>> = {},
 ): Promise<{ cluster: LocalCluster; dispose: () => Promise<void> }> {
   const rootDir = mkdtempSync(join(tmpdir(), 'tessera-e2e-'));
   chmodSync(rootDir, 0o755);
@@ -33,6 +33,7 @@ export async function startTestCluster(
     pgPort: 0,
     fresh: true,
     configs: options.configs ?? 1,
+    configSeedList: options.configSeedList ?? 'all',
     nodeEnv: options.nodeEnv,
     ports: { config: await ports(options.configs ?? 1), router: await ports(routerCount), shard: await ports(shardCount) },
     databasePrefix: `e2e_${Math.random().toString(36).slice(2, 8)}`,

@@ -25,6 +25,12 @@ export interface LocalClusterOptions {
   routers: number;
   /** Config server processes sharing the config database (default 1): `config`, `config1`, ... */
   configs?: number;
+  /**
+   * Which config processes routers and shards are given: all of them (the default, a seed list)
+   * or the first only, as a deployment that names one config process (for tests of a node that
+   * loses its config server).
+   */
+  configSeedList?: 'all' | 'first';
   /** Use this existing Postgres (a URL allowed to create databases) instead of the embedded one. */
   pgUrl?: string;
   /** Embedded Postgres port. */
@@ -225,7 +231,8 @@ export class LocalCluster {
     };
     const tokens = { TESSERA_ADMIN_TOKEN: this.controlPlaneTokens.admin, TESSERA_VIEWER_TOKEN: this.controlPlaneTokens.viewer };
     // Every node is given every config process (a seed list), so it can go to any live one.
-    const configs = Array.from({ length: options.configs ?? 1 }, (_, i) => `http://127.0.0.1:${portAt(options.ports.config, i)}`).join(',');
+    const seeds = options.configSeedList === 'first' ? 1 : (options.configs ?? 1);
+    const configs = Array.from({ length: seeds }, (_, i) => `http://127.0.0.1:${portAt(options.ports.config, i)}`).join(',');
     for (let i = 0; i < (options.configs ?? 1); i++) {
       add(i === 0 ? 'config' : `config${i}`, 'config', portAt(options.ports.config, i), { ...tokens, TESSERA_CONFIG_URLS: configs });
     }
