@@ -217,6 +217,8 @@ export class LocalCluster {
       TESSERA_CLUSTER_KEY: this.clusterKey,
       TESSERA_HOST: '127.0.0.1',
       TESSERA_STOP_ON_STDIN_CLOSE: 'true',
+      // Routers stop at once here unless a test asks for quiesce mode (15 s by default).
+      TESSERA_QUIESCE_MS: '0',
       ...options.env,
     };
     const add = (name: string, role: NodeRole, port: number, extra: Record<string, string> = {}) => {

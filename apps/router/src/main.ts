@@ -12,4 +12,5 @@ await runNode({
   module: (settings, logger) => RouterModule.forRoot(settings, logger),
   configure: (app) => app.get(ClusterTimeGossip).install(app.getHttpAdapter().getInstance()),
   hotRoutes: (app) => collectionHotRoutes(app.get(WriteService), app.get(QueryService)),
+  quiesceMs: (settings) => settings.TESSERA_QUIESCE_MS,
 });

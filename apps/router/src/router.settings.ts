@@ -9,6 +9,11 @@ export const routerSettingsSchema = z.object({
   TESSERA_CONFIG_URL: z
     .string({ error: 'is required: the config server URL (or several, comma-separated), e.g. http://127.0.0.1:7080' })
     .pipe(configSeedListSchema),
+  /**
+   * MongoDB's mongosShutdownTimeoutMillisForSignaledShutdown: on SIGTERM the router quiesces this
+   * long (it serves on, while `hello` answers ShutdownInProgress so clients move) before it stops.
+   */
+  TESSERA_QUIESCE_MS: z.coerce.number().int().min(0).max(600_000).default(15_000),
   /** How often the router renews its registration (MongoDB's mongos pings every 30 s). */
   TESSERA_ROUTER_PING_INTERVAL_MS: millisecondsSetting(30_000),
   /**

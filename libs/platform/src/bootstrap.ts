@@ -33,6 +33,12 @@ export interface NodeDefinition<S extends z.ZodObject> {
   hotRoutes?: (app: NestFastifyApplication) => readonly HotRoute[];
   /** Serve the internal wire beside HTTP (see wire-server.ts): the shard does, for `ShardClient`. */
   wire?: boolean;
+  /**
+   * How long the node stays in quiesce mode on SIGTERM before it stops (a router's
+   * mongosShutdownTimeoutMillisForSignaledShutdown): it serves on while `hello` sends clients
+   * elsewhere. None: it stops at once.
+   */
+  quiesceMs?: (settings: Readonly<z.output<S>>) => number;
 }
 
 export interface RunningNode {
@@ -97,7 +103,11 @@ export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<
     if (definition.wire === true) serveWire(app, hotRoutes, { clusterKey, logger, maxBodyBytes: MAX_BODY_BYTES });
     await app.listen({ port: common.TESSERA_PORT, host: common.TESSERA_HOST });
     logger.info({ url, role: definition.role }, `tessera ${definition.role} listening on ${url}`);
-    handleSignals(app, logger, common.TESSERA_SHUTDOWN_TIMEOUT_MS, common.TESSERA_STOP_ON_STDIN_CLOSE);
+    handleSignals(app, logger, {
+      timeoutMs: common.TESSERA_SHUTDOWN_TIMEOUT_MS,
+      quiesceMs: definition.quiesceMs?.(settings) ?? 0,
+      stopOnStdinClose: common.TESSERA_STOP_ON_STDIN_CLOSE,
+    });
     return { app, url, logger };
   } catch (error) {
     logger.fatal({ err: error }, `tessera ${definition.role} failed to start: ${(error as Error).message}`);
@@ -118,13 +128,25 @@ function instrument(app: NestFastifyApplication, metrics: MetricsService): void 
   });
 }
 
-function handleSignals(app: NestFastifyApplication, logger: Logger, timeoutMs: number, stopOnStdinClose: boolean): void {
+function handleSignals(
+  app: NestFastifyApplication,
+  logger: Logger,
+  options: { timeoutMs: number; quiesceMs: number; stopOnStdinClose: boolean },
+): void {
+  const { timeoutMs, quiesceMs, stopOnStdinClose } = options;
   let stopping = false;
-  const stop = (signal: NodeJS.Signals | 'stdin closed') => {
+  const stop = async (signal: NodeJS.Signals | 'stdin closed') => {
     if (stopping) return;
     stopping = true;
+    const health = app.get(HealthService);
+    health.markShuttingDown();
+    // SIGTERM asks for a graceful stop: first the quiesce period, serving on while clients move.
+    if (signal === 'SIGTERM' && quiesceMs > 0) {
+      logger.info({ signal, quiesceMs }, `received ${signal}: quiescing for ${quiesceMs} ms before shutting down`);
+      health.quiesce(quiesceMs);
+      await new Promise((resolve) => setTimeout(resolve, quiesceMs));
+    }
     logger.info({ signal }, `received ${signal}, shutting down`);
-    app.get(HealthService).markShuttingDown();
     const force = setTimeout(() => {
       logger.error(`shutdown did not finish within ${timeoutMs} ms; exiting`);
       process.exit(1);
@@ -142,10 +164,10 @@ function handleSignals(app: NestFastifyApplication, logger: Logger, timeoutMs: n
       },
     );
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.once('SIGTERM', (signal) => void stop(signal));
+  process.once('SIGINT', (signal) => void stop(signal));
   if (stopOnStdinClose) {
     process.stdin.on('data', () => undefined);
-    process.stdin.once('end', () => stop('stdin closed'));
+    process.stdin.once('end', () => void stop('stdin closed'));
   }
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Controller, Get, Injectable, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 
@@ -27,6 +28,12 @@ const CHECK_TIMEOUT_MS = 2_000;
 export class HealthService {
   private readonly checks: HealthCheck[] = [];
   private shuttingDown = false;
+  private quiescingUntil: number | undefined;
+  /**
+   * MongoDB's TopologyVersion: this process's id and a counter raised on every change a client
+   * must notice (entering quiesce mode).
+   */
+  private readonly topology = { processId: randomUUID(), counter: 0 };
 
   /** Adds a readiness dependency (database, config server, ...). */
   register(check: HealthCheck): void {
@@ -36,6 +43,24 @@ export class HealthService {
   /** After this, readiness is false so load balancers stop sending traffic. */
   markShuttingDown(): void {
     this.shuttingDown = true;
+  }
+
+  /**
+   * Quiesce mode before a shutdown (a router's, as mongos): operations still run for `ms`, but
+   * `hello` tells clients to go to another node; the topology version changes.
+   */
+  quiesce(ms: number): void {
+    this.quiescingUntil = Date.now() + ms;
+    this.topology.counter++;
+  }
+
+  /** Milliseconds of quiesce mode left, or undefined when not quiescing. */
+  quiesceRemainingMs(): number | undefined {
+    return this.quiescingUntil === undefined ? undefined : Math.max(0, this.quiescingUntil - Date.now());
+  }
+
+  get topologyVersion(): { processId: string; counter: number } {
+    return { ...this.topology };
   }
 
   async report(): Promise<HealthReport> {

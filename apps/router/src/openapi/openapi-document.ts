@@ -37,6 +37,8 @@ const OPERATIONS: readonly Operation[] = [
     method: 'get',
     path: '/v1/hello',
     summary: 'MongoDB\'s hello: msg "isdbgrid" says this is a router (mongos)',
+    description:
+      'Answers topologyVersion. While the router quiesces before a shutdown (TESSERA_QUIESCE_MS after SIGTERM) it answers 503 ShutdownInProgress with isWritablePrimary: false: operations still run, and a client sends new ones to another router.',
     response: { type: 'object', additionalProperties: true },
   },
   {
