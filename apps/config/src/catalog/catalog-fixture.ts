@@ -4,6 +4,7 @@ import { type ChunkVersion, type ShardKey, TesseraError, type Value } from '@tes
 import { VectorClockService } from '@tessera/platform';
 import { type WireChunkRange, shardKeyToWire } from '@tessera/protocol';
 import { ChangelogService } from '../changelog/changelog.service.js';
+import type { ConfigSettings } from '../config.settings.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { ActiveMigrationStore } from '../migration/active-migration.store.js';
 import { CatalogReadService } from './catalog-read.service.js';
@@ -14,10 +15,24 @@ import { MetadataCommitService } from './metadata-commit.service.js';
  * The catalog services of one config process on `dataSource`, wired by hand as Nest would,
  * for specs and the bench. Each call is a separate "process" with its own vector clock.
  */
-export function catalogServices(dataSource: DataSource, nodeName = 'test'): { commits: MetadataCommitService; reads: CatalogReadService } {
+export function catalogServices(
+  dataSource: DataSource,
+  nodeName = 'test',
+  history: Pick<ConfigSettings, 'TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS' | 'TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS'> = {
+    TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: 300,
+    TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: 60,
+  },
+): { commits: MetadataCommitService; reads: CatalogReadService } {
   const clock = new ConfigClockService(dataSource, new VectorClockService());
   const changelog = new ChangelogService({ TESSERA_NODE_NAME: nodeName } as never);
-  const commits = new MetadataCommitService(dataSource, clock, changelog, new ChunkCatalogStore(), new ActiveMigrationStore(dataSource));
+  const commits = new MetadataCommitService(
+    dataSource,
+    clock,
+    changelog,
+    new ChunkCatalogStore(),
+    new ActiveMigrationStore(dataSource),
+    history as ConfigSettings,
+  );
   return { commits, reads: new CatalogReadService(dataSource) };
 }
 

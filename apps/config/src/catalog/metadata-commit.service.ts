@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import {
   type Chunk,
@@ -8,13 +8,15 @@ import {
   type CollectionGeneration,
   type ShardKeyPattern,
   TesseraError,
+  chunkHistoryWindowSecs,
   chunkRangeToString,
   makeChunkVersion,
   mergeChunks,
   moveChunk,
   splitChunk,
+  trimChunkHistory,
 } from '@tessera/core';
-import { parseWith } from '@tessera/platform';
+import { SETTINGS, parseWith } from '@tessera/platform';
 import {
   type ClearJumboRequest,
   type CommitMergeRequest,
@@ -33,6 +35,7 @@ import {
   shardKeyFromWire,
 } from '@tessera/protocol';
 import { ChangelogService } from '../changelog/changelog.service.js';
+import type { ConfigSettings } from '../config.settings.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { ActiveMigrationStore } from '../migration/active-migration.store.js';
 import { findCollection, readCollectionVersion } from './catalog-read.service.js';
@@ -70,13 +73,22 @@ interface LockedCollection extends ChunkScope {
  */
 @Injectable()
 export class MetadataCommitService {
+  /** How much chunk history a migration keeps (see `trimChunkHistory`). */
+  private readonly historyWindowSecs: number;
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly clock: ConfigClockService,
     private readonly changelog: ChangelogService,
     private readonly chunks: ChunkCatalogStore,
     private readonly migrations: ActiveMigrationStore,
-  ) {}
+    @Inject(SETTINGS) settings: ConfigSettings,
+  ) {
+    this.historyWindowSecs = chunkHistoryWindowSecs(
+      settings.TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS,
+      settings.TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS,
+    );
+  }
 
   /**
    * Splits one chunk of `shard` at `splitPoints`: piece k gets <Mcv, mcv + k>.
@@ -175,7 +187,8 @@ export class MetadataCommitService {
       const { chunk, id } = await this.exactChunk(c, range, input.donor);
       const controlRow = await this.chunks.another(c, input.donor, id);
       const configTime = await this.tick(c);
-      const { moved, control } = moveChunk(chunk, input.recipient, c.cv, configTime, controlRow?.chunk);
+      const { moved: withHistory, control } = moveChunk(chunk, input.recipient, c.cv, configTime, controlRow?.chunk);
+      const moved = { ...withHistory, history: trimChunkHistory(withHistory.history, configTime, this.historyWindowSecs) };
       await this.chunks.move(c, id, moved);
       if (control !== undefined && controlRow !== undefined) await this.chunks.setVersion(c, controlRow.id, control);
       // Why the migration was started (the balancer's reason), kept in the commit's row.

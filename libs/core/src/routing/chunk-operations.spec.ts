@@ -4,7 +4,15 @@ import { TesseraError } from '../errors.js';
 import type { CollectionGeneration } from '../versions/chunk-version.js';
 import { shardAtClusterTime } from './chunk.js';
 import type { Chunk } from './chunk.js';
-import { createInitialChunks, mergeChunks, moveChunk, refineChunks, splitChunk } from './chunk-operations.js';
+import {
+  chunkHistoryWindowSecs,
+  createInitialChunks,
+  mergeChunks,
+  moveChunk,
+  refineChunks,
+  splitChunk,
+  trimChunkHistory,
+} from './chunk-operations.js';
 
 const GEN: CollectionGeneration = { epoch: '65a000000000000000000001', timestamp: { t: 1, i: 0 } };
 const NEW_GEN: CollectionGeneration = { epoch: '65a000000000000000000002', timestamp: { t: 9, i: 0 } };
@@ -83,5 +91,29 @@ describe('refineChunks', () => {
 
   it('refuses to keep the old epoch', () => {
     expect(() => refineChunks(buildChunks([]), GEN, 1)).toThrow(TesseraError);
+  });
+});
+
+describe('trimChunkHistory', () => {
+  const entry = (t: number, shard: string) => ({ validAfter: { t, i: 0 }, shard });
+  // Newest first: shard2 since 1000, shard1 from 500 to 1000, shard0 from 100 to 500.
+  const history = [entry(1000, 'shard2'), entry(500, 'shard1'), entry(100, 'shard0')];
+
+  it('keeps every owner a read inside the window may ask for, the one at its start included', () => {
+    // Window [700, 1000]: shard1 owned the chunk at 700, shard0 no longer matters.
+    const trimmed = trimChunkHistory(history, { t: 1000, i: 0 }, 300);
+    expect(trimmed.map((e) => e.shard)).toEqual(['shard2', 'shard1']);
+    expect(shardAtClusterTime({ history: trimmed } as unknown as Chunk, { t: 700, i: 0 })).toBe('shard1');
+  });
+
+  it('keeps the newest entry whatever the window, and everything while it is long enough', () => {
+    expect(trimChunkHistory(history, { t: 5000, i: 0 }, 10).map((e) => e.shard)).toEqual(['shard2']);
+    expect(trimChunkHistory(history, { t: 1000, i: 0 }, 600)).toBe(history);
+  });
+
+  it("takes MongoDB's window: the largest of the snapshot window, the transaction lifetime and 10 s", () => {
+    expect(chunkHistoryWindowSecs(300, 60)).toBe(300);
+    expect(chunkHistoryWindowSecs(0, 60)).toBe(60);
+    expect(chunkHistoryWindowSecs(0, 0)).toBe(10);
   });
 });

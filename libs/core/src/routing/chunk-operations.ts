@@ -14,7 +14,7 @@ import type { CollectionGeneration, CollectionVersion } from '../versions/chunk-
 import { firstChunkVersion, isSameGeneration, makeChunkVersion } from '../versions/chunk-version.js';
 import type { ClusterTimestamp } from '../versions/cluster-timestamp.js';
 import { bumpVersionOnMerge, bumpVersionsOnMove, bumpVersionsOnRefine, bumpVersionsOnSplit } from '../versions/version-bumps.js';
-import type { Chunk, ShardId } from './chunk.js';
+import type { Chunk, ChunkHistoryEntry, ShardId } from './chunk.js';
 
 /** Input of `createInitialChunks`. */
 export interface InitialChunksSpec {
@@ -121,6 +121,29 @@ export function moveChunk(chunk: Chunk, toShard: ShardId, cv: CollectionVersion,
   };
   const control = controlChunk && versions.control ? { ...controlChunk, version: versions.control } : undefined;
   return { moved, control };
+}
+
+/**
+ * A moved chunk's history without the owners no read can ask for any more: MongoDB's
+ * commitChunkMigration keeps `windowSecs` of history, the largest of
+ * minSnapshotHistoryWindowInSeconds, transactionLifetimeLimitSeconds and 10 s. An entry goes
+ * once its successor took over more than `windowSecs` before `at`: a read at any time in the
+ * window still finds its owner (MongoDB drops by the entry's own start, which can lose the
+ * owner of the window's first seconds). The newest entry always stays.
+ */
+export function trimChunkHistory(
+  history: readonly ChunkHistoryEntry[],
+  at: ClusterTimestamp,
+  windowSecs: number,
+): readonly ChunkHistoryEntry[] {
+  let keep = history.length;
+  while (keep > 1 && history[keep - 2]!.validAfter.t + windowSecs < at.t) keep--;
+  return keep === history.length ? history : history.slice(0, keep);
+}
+
+/** MongoDB's history window for chunk history: the largest of the snapshot window, the transaction lifetime and 10 s. */
+export function chunkHistoryWindowSecs(minSnapshotHistoryWindowSecs: number, transactionLifetimeLimitSecs: number): number {
+  return Math.max(minSnapshotHistoryWindowSecs, transactionLifetimeLimitSecs, 10);
 }
 
 /**
