@@ -16,7 +16,7 @@ import {
   splitChunk,
 } from '@tessera/core';
 import { type CatalogDatabase, type GetChunksRequest, type GetChunksResult, chunkToWire } from '@tessera/protocol';
-import { CatalogCache, type CatalogSource, type RefreshKind } from './catalog-cache.js';
+import { CatalogCache, type CatalogSource, REFRESH_ATTEMPTS, type RefreshKind } from './catalog-cache.js';
 import { MAX_STALE_RETRIES, markStale, withStaleRetries } from './stale-retry.js';
 
 const pattern = parseShardKeyPattern({ x: 1 });
@@ -31,6 +31,8 @@ class FakeConfig implements CatalogSource {
   sharded = true;
   /** When set, the next incremental answer carries these chunks instead of the real delta. */
   corruptDelta: Chunk[] | undefined;
+  /** Errors the next getChunks calls throw, one each, before answering again. */
+  failures: TesseraError[] = [];
 
   constructor() {
     this.reshard();
@@ -72,6 +74,8 @@ class FakeConfig implements CatalogSource {
   async getChunks(request: GetChunksRequest): Promise<GetChunksResult> {
     this.calls.push(request);
     await new Promise((resolve) => setTimeout(resolve, 5));
+    const failure = this.failures.shift();
+    if (failure !== undefined) throw failure;
     if (!this.sharded) throw new TesseraError('NAMESPACE_NOT_FOUND', `collection "${request.ns}" is not sharded`);
     const since = request.sinceVersion;
     const full = since === undefined || since.epoch !== this.epoch;
@@ -105,10 +109,10 @@ function shape(table: RoutingTable) {
   }));
 }
 
-function setup() {
+function setup(staleOnFailure = false) {
   const config = new FakeConfig();
   const refreshes: RefreshKind[] = [];
-  const cache = new CatalogCache(config, (kind) => refreshes.push(kind));
+  const cache = new CatalogCache(config, (kind) => refreshes.push(kind), staleOnFailure);
   const table = async () => {
     const info = await cache.getCollectionRoutingInfo('db.c');
     if (info.kind !== 'sharded') throw new Error('expected a sharded collection');
@@ -118,6 +122,42 @@ function setup() {
 }
 
 describe('the catalog cache', () => {
+  const unreachable = () => new TesseraError('HOST_UNREACHABLE', 'the config server cannot be reached');
+
+  it('tries a failed refresh twice more before giving up', async () => {
+    const { config, table } = setup();
+    config.failures = [unreachable(), unreachable()];
+    await table();
+    expect(config.calls).toHaveLength(REFRESH_ATTEMPTS);
+    config.failures = [unreachable(), unreachable(), unreachable()];
+    await expect(new CatalogCache(config).getCollectionRoutingInfo('db.c')).rejects.toMatchObject({ code: 'HOST_UNREACHABLE' });
+    expect(config.calls).toHaveLength(2 * REFRESH_ATTEMPTS);
+  });
+
+  it("answers a router's stale table when every attempt fails, and refreshes at its next use", async () => {
+    const { config, cache, table } = setup(true);
+    const before = await table();
+    config.move(0, 's1');
+    cache.markCollectionStale('db.c');
+    config.failures = [unreachable(), unreachable(), unreachable()];
+    expect(await table()).toBe(before);
+    expect(shape(await table())).toEqual(shape(RoutingTable.fromChunks(config.chunks)));
+  });
+
+  it("never answers a shard's stale filtering metadata, nor a refusal that is not retryable", async () => {
+    const { config, cache, table } = setup(false);
+    await table();
+    cache.markCollectionStale('db.c');
+    config.failures = [unreachable(), unreachable(), unreachable()];
+    await expect(table()).rejects.toMatchObject({ code: 'HOST_UNREACHABLE' });
+    const router = setup(true);
+    await router.table();
+    router.cache.markCollectionStale('db.c');
+    router.config.failures = [new TesseraError('ILLEGAL_OPERATION', 'refused')];
+    await expect(router.table()).rejects.toMatchObject({ code: 'ILLEGAL_OPERATION' });
+    expect(router.config.calls).toHaveLength(2);
+  });
+
   it('loads a collection once and then answers from memory', async () => {
     const { config, refreshes, table } = setup();
     await table();

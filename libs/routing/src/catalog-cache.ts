@@ -36,11 +36,36 @@ interface Entry<T> {
 }
 
 /**
+ * Attempts of one refresh (sharding-internals.md, "Operational Caveats": "it will retry up to
+ * twice before giving up and returning stale information"), on retryable errors only.
+ */
+export const REFRESH_ATTEMPTS = 3;
+/** The pause before attempt n + 1 is n times this. */
+const REFRESH_RETRY_MS = 50;
+
+function isRetryable(error: unknown): boolean {
+  return error instanceof TesseraError && error.retryable;
+}
+
+async function loadRetrying<T>(load: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await load();
+    } catch (error) {
+      if (attempt >= REFRESH_ATTEMPTS || !isRetryable(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, REFRESH_RETRY_MS * attempt));
+    }
+  }
+}
+
+/**
  * The routing table cache (sharding-internals.md, "The routing table cache"): lazy, it loads a
  * namespace on first use and again only when marked stale (after a `STALE_CONFIG`); a refresh
  * asks only for chunks newer than the cached collection version and applies them, unless the
  * epoch changed or the delta does not fit, when it reloads everything. Concurrent callers of a
- * namespace being refreshed wait for that one refresh instead of starting their own.
+ * namespace being refreshed wait for that one refresh instead of starting their own. A refresh
+ * that fails with a retryable error is tried again (`REFRESH_ATTEMPTS`), then, in a router's
+ * cache (`staleOnFailure`), answers the stale information when there is some.
  */
 export class CatalogCache {
   private readonly collections = new Map<string, Entry<CollectionRoutingInfo>>();
@@ -49,6 +74,12 @@ export class CatalogCache {
   constructor(
     private readonly source: CatalogSource,
     private readonly onRefresh: (kind: RefreshKind, ns: string) => void = () => undefined,
+    /**
+     * Answer the stale information when every attempt of a refresh failed (a router's cache:
+     * shards check every request's version). Never for a shard's filtering metadata, which must
+     * not admit writes by an ownership it may have lost.
+     */
+    private readonly staleOnFailure = false,
   ) {}
 
   /** The database's primary shard and version; `NAMESPACE_NOT_FOUND` if it does not exist. */
@@ -105,7 +136,7 @@ export class CatalogCache {
     if (entry.refreshing !== undefined) return entry.refreshing;
     const current = entry;
     current.stale = false;
-    const refreshing = load().then(
+    const refreshing = loadRetrying(load).then(
       (value) => {
         current.value = value;
         current.refreshing = undefined;
@@ -114,6 +145,9 @@ export class CatalogCache {
       (error: unknown) => {
         current.stale = true;
         current.refreshing = undefined;
+        // The reference's caveat: a refresh that keeps failing answers the stale information,
+        // still marked stale; a shard refuses it if it is really behind (STALE_CONFIG).
+        if (this.staleOnFailure && current.value !== undefined && isRetryable(error)) return current.value;
         throw error;
       },
     );

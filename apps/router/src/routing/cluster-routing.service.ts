@@ -37,7 +37,7 @@ export class ClusterRoutingService implements OnApplicationBootstrap, OnApplicat
     clock: VectorClockService,
   ) {
     this.config = internal.config(settings.TESSERA_CONFIG_URL);
-    this.cache = new CatalogCache(this.config, (kind, ns) => this.logger.debug({ kind, ns }, 'routing table refreshed'));
+    this.cache = new CatalogCache(this.config, (kind, ns) => this.logger.debug({ kind, ns }, 'routing table refreshed'), true);
     this.registry = new ShardRegistry(this.config, () => clock.now().topologyTime);
   }
 
