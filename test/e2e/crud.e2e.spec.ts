@@ -233,6 +233,21 @@ describe('an unsharded collection', () => {
     expect(await findAll('plain.things', {})).toEqual([{ _id: 'a', v: 10 }]);
   });
 
+  it('is listed in the control plane with its database, unsharded', async () => {
+    const response = await fetch(`${cluster.configUrl}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${cluster.controlPlaneTokens.viewer}` },
+      body: JSON.stringify({ query: '{ cluster { databases { name collections { ns sharded uuid keyPattern collectionVersion } } } }' }),
+    });
+    const answer = (await response.json()) as { data: { cluster: { databases: Array<{ name: string; collections: unknown[] }> } } };
+    const databases = answer.data.cluster.databases;
+    expect(databases.find((d) => d.name === 'plain')?.collections).toEqual([
+      { ns: 'plain.things', sharded: false, uuid: null, keyPattern: null, collectionVersion: null },
+    ]);
+    const shop = databases.find((d) => d.name === 'shop')?.collections as Array<{ ns: string; sharded: boolean }>;
+    expect(shop).toContainEqual(expect.objectContaining({ ns: 'shop.ranged', sharded: true }));
+  });
+
   it('refuses movePrimary while the primary holds unsharded collections, leaving the data readable', async () => {
     const before = await config.getDatabase('plain');
     const other = ['shard0', 'shard1', 'shard2'].find((s) => s !== before.primaryShard)!;

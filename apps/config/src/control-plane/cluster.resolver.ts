@@ -81,7 +81,9 @@ export class ShardResolver {
 export class DatabaseResolver {
   constructor(private readonly reads: ControlPlaneReadsService) {}
 
-  @ResolveField(() => [CollectionType], { description: 'Its sharded collections (batched across databases).' })
+  @ResolveField(() => [CollectionType], {
+    description: 'Its collections, sharded (batched across databases) and unsharded (asked of its primary shard), in name order.',
+  })
   collections(@Root() database: DatabaseType, @Context() context: ControlPlaneContext): Promise<CollectionType[]> {
     return loadersOf(context, this.reads).collectionsOfDatabase.load(database.name);
   }

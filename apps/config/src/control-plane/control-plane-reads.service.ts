@@ -14,6 +14,7 @@ import {
   shardKeyFromObject,
 } from '@tessera/core';
 import { shardKeyToWire } from '@tessera/protocol';
+import { InternalClients } from '@tessera/platform';
 import { findCollection } from '../catalog/catalog-read.service.js';
 import {
   type ChunkRow,
@@ -44,6 +45,8 @@ export interface ControlPlaneLoaders {
 }
 
 export const MAX_PAGE = 1_000;
+/** How long a database's primary shard is given to list its collections. */
+const PRIMARY_TIMEOUT_MS = 5_000;
 
 /**
  * The control plane's reads of the catalog. Straight SQL on the config database, shaped for the
@@ -51,7 +54,10 @@ export const MAX_PAGE = 1_000;
  */
 @Injectable()
 export class ControlPlaneReadsService {
-  constructor(private readonly dataSource: DataSource) {}
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly clients: InternalClients,
+  ) {}
 
   loaders(): ControlPlaneLoaders {
     return {
@@ -67,9 +73,29 @@ export class ControlPlaneReadsService {
       collectionsOfDatabase: new DataLoader(async (dbs) => {
         const rows: CollectionRow[] = await this.dataSource.query('SELECT * FROM collections WHERE db = ANY($1) ORDER BY ns', [dbs]);
         const versions = await this.collectionVersions(rows.map((r) => r.uuid));
-        return dbs.map((db) => rows.filter((r) => r.db === db).map((r) => collectionOfRow(r, versions.get(r.uuid) ?? '0|0')));
+        const unsharded = await this.unshardedNamespaces(dbs);
+        return dbs.map((db) => {
+          const sharded = rows.filter((r) => r.db === db).map((r) => collectionOfRow(r, versions.get(r.uuid) ?? '0|0'));
+          const others = (unsharded.get(db) ?? []).filter((ns) => !sharded.some((c) => c.ns === ns)).map((ns) => unshardedCollection(ns));
+          return [...sharded, ...others].sort((a, b) => a.ns.localeCompare(b.ns));
+        });
       }),
     };
+  }
+
+  /**
+   * The collections each database's primary shard stores (the config catalog knows sharded ones
+   * only, as MongoDB's config.collections): asked of the primary shards, one request each.
+   */
+  private async unshardedNamespaces(dbs: readonly string[]): Promise<Map<string, string[]>> {
+    const rows: Array<{ name: string; url: string }> = await this.dataSource.query(
+      'SELECT d.name, s.url FROM databases d JOIN shards s ON s.name = d.primary_shard WHERE d.name = ANY($1)',
+      [dbs],
+    );
+    const answers = await Promise.all(
+      rows.map(async (r) => [r.name, await this.clients.shard(r.url, PRIMARY_TIMEOUT_MS).namespacesOf(r.name)] as const),
+    );
+    return new Map(answers);
   }
 
   async databases(): Promise<DatabaseType[]> {
@@ -256,6 +282,7 @@ export class ControlPlaneReadsService {
 function collectionOfRow(row: CollectionRow, collectionVersion: string): CollectionType {
   return {
     ns: row.ns,
+    sharded: true,
     uuid: row.uuid,
     epoch: row.epoch,
     keyPattern: row.key_pattern,
@@ -266,6 +293,24 @@ function collectionOfRow(row: CollectionRow, collectionVersion: string): Collect
     chunkSizeBytes: row.max_chunk_size_bytes === null ? null : Number(row.max_chunk_size_bytes),
     allowMigrations: row.allow_migrations,
     collectionVersion,
+  };
+}
+
+/** A collection the catalog does not track: unsharded, on its database's primary shard. */
+function unshardedCollection(ns: string): CollectionType {
+  return {
+    ns,
+    sharded: false,
+    uuid: null,
+    epoch: null,
+    keyPattern: null,
+    unique: false,
+    balancingEnabled: false,
+    autoMergingEnabled: false,
+    defragmenting: false,
+    chunkSizeBytes: null,
+    allowMigrations: false,
+    collectionVersion: null,
   };
 }
 

@@ -88,9 +88,14 @@ export class ZoneRangeType {
 @ObjectType('Collection')
 export class CollectionType {
   @Field(() => ID) ns!: string;
-  @Field() uuid!: string;
-  @Field() epoch!: string;
-  @Field(() => JsonScalar) keyPattern!: unknown;
+  @Field({
+    description:
+      'False for an unsharded collection (on its database primary shard, as Database.collections lists it): its sharding fields are null or false then.',
+  })
+  sharded!: boolean;
+  @Field(() => String, { nullable: true }) uuid!: string | null;
+  @Field(() => String, { nullable: true }) epoch!: string | null;
+  @Field(() => JsonScalar, { nullable: true }) keyPattern!: unknown;
   @Field() unique!: boolean;
   @Field() balancingEnabled!: boolean;
   @Field() autoMergingEnabled!: boolean;
@@ -99,7 +104,7 @@ export class CollectionType {
   @Field(() => Float, { nullable: true, description: "The collection's max chunk size; null: the cluster's chunkSizeBytes." })
   chunkSizeBytes!: number | null;
   @Field() allowMigrations!: boolean;
-  @Field({ description: 'major|minor' }) collectionVersion!: string;
+  @Field(() => String, { nullable: true, description: 'major|minor' }) collectionVersion!: string | null;
 }
 
 @ObjectType('Database')
@@ -144,7 +149,8 @@ export class EventType {
   @Field(() => Float, { description: 'Cluster-wide, in commit order: resume with since = the last one seen.' }) seq!: number;
   @Field() time!: string;
   @Field({ description: 'split, merge, moveChunk.commit, addShard, shardCollection.end, ...' }) kind!: string;
-  @Field(() => [String], { description: 'placement, migrations, balancer, topology, ddl, sessions, transactions, reports' }) topics!: string[];
+  @Field(() => [String], { description: 'placement, migrations, balancer, topology, ddl, sessions, transactions, reports' })
+  topics!: string[];
   @Field(() => String, { nullable: true }) ns!: string | null;
   @Field(() => String, { nullable: true }) shard!: string | null;
   @Field() server!: string;
