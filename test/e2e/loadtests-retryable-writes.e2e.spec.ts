@@ -4,12 +4,9 @@ import {
   type IterationOutcome,
   type Sequence,
   type SetupData,
-  type Step,
-  type StepAnswer,
   type WorkloadOptions,
   checkRetryableWrites,
   collectionSpecOf,
-  graphqlBody,
   newVuSession,
   parseWorkloadOptions,
   retryableWritesIteration,
@@ -17,6 +14,7 @@ import {
   setupCollection,
 } from '../../loadtests/lib/index.ts';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { type RouterStep, runSequence, sendToRouter } from './k6-sequence-driver.js';
 import { FAST_CONFIG_ENV, waitForLeader } from './helpers.js';
 import { startTestCluster } from './test-cluster.js';
 
@@ -26,7 +24,6 @@ import { startTestCluster } from './test-cluster.js';
 // load from a client that loses its session before retrying, which must make teardown's check
 // fail: a check that cannot see a doubled write would prove nothing.
 
-type RouterStep = Extract<Step, { kind: 'router' }>;
 /** How a client sends a step: as the workload builds it, or changed (the broken client below). */
 type Rewrite = (step: RouterStep) => RouterStep;
 
@@ -52,33 +49,13 @@ afterAll(async () => {
   await dispose?.();
 });
 
-/** The Node driver of a lib sequence (k6-driver.ts's runSequence with fetch), recording each router step it sends. */
-async function run<T>(sequence: Sequence<T>, sent: RouterStep[] = [], rewrite: Rewrite = (step) => step): Promise<T> {
-  let next = sequence.next();
-  while (!next.done) {
-    const step = next.value;
-    let answer: StepAnswer = { status: 0, body: null };
-    if (step.kind === 'sleep') await new Promise((resolve) => setTimeout(resolve, step.ms));
-    else if (step.kind === 'graphql') {
-      const response = await fetch(`${options.configUrl}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${options.adminToken}` },
-        body: graphqlBody(step.request),
-      });
-      answer = { status: response.status, body: (await response.json()) as unknown };
-    } else {
-      const sending = rewrite(step);
-      sent.push(sending);
-      const response = await fetch(`${sending.routerUrl ?? options.routerUrl}${sending.path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(sending.body),
-      });
-      answer = { status: response.status, body: (await response.json()) as unknown };
-    }
-    next = sequence.next(answer);
-  }
-  return next.value;
+/** The Node driver of a lib sequence (see k6-sequence-driver.ts), recording each router step it sends. */
+function run<T>(sequence: Sequence<T>, sent: RouterStep[] = [], rewrite: Rewrite = (step) => step): Promise<T> {
+  return runSequence(options, sequence, (step) => {
+    const sending = rewrite(step);
+    sent.push(sending);
+    return sendToRouter(options, sending);
+  });
 }
 
 /**

@@ -2,13 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type BalanceCheck,
   type Sequence,
-  type Step,
   type StepAnswer,
   type TransferOutcome,
   type WorkloadOptions,
   checkBalances,
   collectionSpecOf,
-  graphqlBody,
   newTxnSession,
   openAccounts,
   parseWorkloadOptions,
@@ -17,6 +15,7 @@ import {
   transferIteration,
 } from '../../loadtests/lib/index.ts';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { NO_ANSWER, type RouterStep, runSequence, sendToRouter } from './k6-sequence-driver.js';
 import { FAST_CONFIG_ENV, waitForLeader } from './helpers.js';
 import { startTestCluster } from './test-cluster.js';
 
@@ -30,12 +29,9 @@ import { startTestCluster } from './test-cluster.js';
 // network: every lost credit destroys its amount, and the check must report exactly that much. A
 // check that cannot see money destroyed would prove nothing.
 
-type RouterStep = Extract<Step, { kind: 'router' }>;
 /** What a client does with a router step: sends it (as built, or changed) and hands back the answer or loses it, or answers it itself. */
 type Handling = { send: RouterStep; loseAnswer?: boolean } | { answer: StepAnswer };
 type Client = (step: RouterStep) => Handling;
-
-const NO_ANSWER: StepAnswer = { status: 0, body: null };
 
 let cluster: LocalCluster;
 let dispose: () => Promise<void>;
@@ -61,37 +57,14 @@ afterAll(async () => {
   await dispose?.();
 });
 
-async function post(url: string, body: string, headers: Record<string, string> = {}): Promise<StepAnswer> {
-  try {
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-    const text = await response.text();
-    return { status: response.status, body: text === '' ? null : (JSON.parse(text) as unknown) };
-  } catch {
-    // As k6/http answers a request that got no response.
-    return NO_ANSWER;
-  }
-}
-
-/** The Node driver of a lib sequence (k6-driver.ts's runSequence with fetch), its router steps through `client`. */
-async function run<T>(sequence: Sequence<T>, client: Client = (step) => ({ send: step })): Promise<T> {
-  let next = sequence.next();
-  while (!next.done) {
-    const step = next.value;
-    let answer: StepAnswer = NO_ANSWER;
-    if (step.kind === 'sleep') await new Promise((resolve) => setTimeout(resolve, step.ms));
-    else if (step.kind === 'graphql')
-      answer = await post(`${options.configUrl}/graphql`, graphqlBody(step.request), { authorization: `Bearer ${options.adminToken}` });
-    else {
-      const handling = client(step);
-      if ('answer' in handling) answer = handling.answer;
-      else {
-        const sent = await post(`${handling.send.routerUrl ?? options.routerUrl}${handling.send.path}`, JSON.stringify(handling.send.body));
-        answer = handling.loseAnswer === true ? NO_ANSWER : sent;
-      }
-    }
-    next = sequence.next(answer);
-  }
-  return next.value;
+/** The Node driver of a lib sequence (see k6-sequence-driver.ts), its router steps through `client`. */
+function run<T>(sequence: Sequence<T>, client: Client = (step) => ({ send: step })): Promise<T> {
+  return runSequence(options, sequence, async (step) => {
+    const handling = client(step);
+    if ('answer' in handling) return handling.answer;
+    const sent = await sendToRouter(options, handling.send);
+    return handling.loseAnswer === true ? NO_ANSWER : sent;
+  });
 }
 
 /** The k6 scenario: `settings.vus` VUs side by side, each with its own session, `iterations` transfers each. */

@@ -9,12 +9,10 @@ import {
   type PlacementChange,
   type Sequence,
   type SetupData,
-  type StepAnswer,
   type WorkloadOptions,
   addShard,
   collectReport,
   collectionSpecOf,
-  graphqlBody,
   graphqlData,
   graphqlWsUrl,
   insertBatch,
@@ -24,6 +22,7 @@ import {
   setupCollection,
 } from '../../loadtests/lib/index.ts';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { runSequence } from './k6-sequence-driver.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
 import { startTestCluster } from './test-cluster.js';
 
@@ -66,31 +65,9 @@ afterAll(async () => {
   await dispose?.();
 });
 
-/** The Node driver of a lib sequence: what loadtests/support/k6-driver.ts does with k6/http, with fetch. */
-async function run<T>(sequence: Sequence<T>): Promise<T> {
-  let next = sequence.next();
-  while (!next.done) {
-    const step = next.value;
-    let answer: StepAnswer = { status: 0, body: null };
-    if (step.kind === 'sleep') await new Promise((resolve) => setTimeout(resolve, step.ms));
-    else {
-      const response =
-        step.kind === 'graphql'
-          ? await fetch(`${options.configUrl}/graphql`, {
-              method: 'POST',
-              headers: { 'content-type': 'application/json', authorization: `Bearer ${options.adminToken}` },
-              body: graphqlBody(step.request),
-            })
-          : await fetch(`${options.routerUrl}${step.path}`, {
-              method: 'POST',
-              headers: { 'content-type': 'application/json' },
-              body: JSON.stringify(step.body),
-            });
-      answer = { status: response.status, body: (await response.json()) as unknown };
-    }
-    next = sequence.next(answer);
-  }
-  return next.value;
+/** The Node driver of a lib sequence (see k6-sequence-driver.ts). */
+function run<T>(sequence: Sequence<T>): Promise<T> {
+  return runSequence(options, sequence);
 }
 
 /** One subscriber of the subscriptions workload: the lib's protocol over `ws`, collecting placement changes. */
