@@ -80,6 +80,7 @@ export class TransactionReporter implements OnApplicationBootstrap, OnApplicatio
 
   /** Sends what is buffered, a row at a time; a row the config server did not take is kept for the next flush. */
   async flush(): Promise<void> {
+    if (this.buffer.length === 0) return;
     const identity = await this.identity.get();
     if (identity === null) return;
     const config = this.clients.config(identity.configUrl);
