@@ -4,7 +4,7 @@ import { type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '
 import { compileSort, parseFilter } from '@tessera/query';
 import { type ConfigClient, ShardClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
-import { FAST_CONFIG_ENV, waitForLeader } from './helpers.js';
+import { FAST_CONFIG_ENV, controlPlane, waitForLeader } from './helpers.js';
 import { RouterApi, storedCount } from './router-api.js';
 import { startTestCluster } from './test-cluster.js';
 
@@ -234,13 +234,12 @@ describe('an unsharded collection', () => {
   });
 
   it('is listed in the control plane with its database, unsharded', async () => {
-    const response = await fetch(`${cluster.configUrl}/graphql`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${cluster.controlPlaneTokens.viewer}` },
-      body: JSON.stringify({ query: '{ cluster { databases { name collections { ns sharded uuid keyPattern collectionVersion } } } }' }),
-    });
-    const answer = (await response.json()) as { data: { cluster: { databases: Array<{ name: string; collections: unknown[] }> } } };
-    const databases = answer.data.cluster.databases;
+    const answer = await controlPlane<{ cluster: { databases: Array<{ name: string; collections: unknown[] }> } }>(
+      cluster.configUrl,
+      cluster.controlPlaneTokens.viewer,
+      '{ cluster { databases { name collections { ns sharded uuid keyPattern collectionVersion } } } }',
+    );
+    const databases = answer.cluster.databases;
     expect(databases.find((d) => d.name === 'plain')?.collections).toEqual([
       { ns: 'plain.things', sharded: false, uuid: null, keyPattern: null, collectionVersion: null },
     ]);

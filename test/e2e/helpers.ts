@@ -26,3 +26,20 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, what: s
 export async function waitForLeader(client: ConfigClient): Promise<void> {
   await eventually(async () => ((await client.leader()).self.isLeader ? true : undefined), `${client.url} to lead`);
 }
+
+/** A GraphQL operation on a config process's control plane with `token`; throws on GraphQL errors, answers the data. */
+export async function controlPlane<T>(
+  configUrl: string,
+  token: string,
+  query: string,
+  variables: Record<string, unknown> = {},
+): Promise<T> {
+  const response = await fetch(`${configUrl}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const answer = (await response.json()) as { data?: T; errors?: unknown };
+  if (answer.errors) throw new Error(`GraphQL errors: ${JSON.stringify(answer.errors)}`);
+  return answer.data as T;
+}

@@ -5,7 +5,7 @@ import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
-import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { FAST_CONFIG_ENV, controlPlane, eventually, waitForLeader } from './helpers.js';
 import { startTestCluster } from './test-cluster.js';
 
 const VIEWER = 'viewer-token-for-the-sessions-test';
@@ -43,15 +43,8 @@ interface SessionEvent {
   details: { node?: string; lsids?: string[] };
 }
 
-async function graphql<T>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
-  const response = await fetch(`${cluster.node('config').url}/graphql`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${VIEWER}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  const answer = (await response.json()) as { data?: T; errors?: unknown };
-  if (answer.errors) throw new Error(`GraphQL errors: ${JSON.stringify(answer.errors)}`);
-  return answer.data as T;
+function graphql<T>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
+  return controlPlane<T>(cluster.node('config').url, VIEWER, query, variables);
 }
 
 /** Every event of `sessionEvents(since)` over graphql-ws, as it arrives. */

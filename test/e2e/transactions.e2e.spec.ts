@@ -21,7 +21,7 @@ import { runBankWorkload } from '../../tools/consistency/bank-workload.js';
 import type { ListTxn } from '../../tools/consistency/history.js';
 import { checkListAppend } from '../../tools/consistency/list-append.js';
 import { runListAppendWorkload } from '../../tools/consistency/list-append-workload.js';
-import { FAST_CONFIG_ENV, eventually } from './helpers.js';
+import { FAST_CONFIG_ENV, controlPlane, eventually } from './helpers.js';
 import { type ApiResponse, RouterApi, storedCount } from './router-api.js';
 import { bankSummary, preparedLeft, settledBalances, unexplainedBalances } from './transaction-checks.js';
 import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
@@ -136,15 +136,8 @@ function sortByShard<T extends { shard: string }>(items: readonly T[]): T[] {
 }
 
 /** A control plane request with the admin token. */
-async function graphql<T>(query: string, variables: Record<string, unknown>): Promise<T> {
-  const response = await fetch(`${t.cluster.configUrl}/graphql`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${t.cluster.controlPlaneTokens.admin}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  const answer = (await response.json()) as { data?: T; errors?: unknown };
-  if (answer.errors) throw new Error(`GraphQL errors: ${JSON.stringify(answer.errors)}`);
-  return answer.data as T;
+function graphql<T>(query: string, variables: Record<string, unknown>): Promise<T> {
+  return controlPlane<T>(t.cluster.configUrl, t.cluster.controlPlaneTokens.admin, query, variables);
 }
 
 const ACCOUNT_NAMES = Array.from({ length: ACCOUNTS }, (_, i) => String(i));
@@ -206,19 +199,14 @@ describe('transactions through the public API', () => {
   });
 
   it('lists a transaction in the control plane while it runs, with its participants, and not after', async () => {
-    const listed = async () => {
-      const response = await fetch(`${t.cluster.configUrl}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${t.cluster.controlPlaneTokens.viewer}` },
-        body: JSON.stringify({
-          query:
-            '{ transactions { transactions { lsid txnNumber state ageMs namespaces participants { shard state } } unreachableShards } }',
-        }),
-      });
-      return (
-        (await response.json()) as { data: { transactions: { transactions: Array<Record<string, unknown>>; unreachableShards: string[] } } }
-      ).data.transactions;
-    };
+    const listed = async () =>
+      (
+        await controlPlane<{ transactions: { transactions: Array<Record<string, unknown>>; unreachableShards: string[] } }>(
+          t.cluster.configUrl,
+          t.cluster.controlPlaneTokens.viewer,
+          '{ transactions { transactions { lsid txnNumber state ageMs namespaces participants { shard state } } unreachableShards } }',
+        )
+      ).transactions;
     const session = new Session(routerA);
     session.begin();
     await session.statement(`${PATH}/update`, { updates: [{ q: { _id: 5 }, u: { $set: { listed: true } } }] });
