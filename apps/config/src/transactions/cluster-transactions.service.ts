@@ -36,44 +36,46 @@ export class ClusterTransactions {
    * An operator's abortTransaction: every shard aborts the transaction if it holds it open and
    * not yet prepared. A prepared one refuses (its coordinator decides): resolve it instead.
    */
-  abort(id: TransactionId): Promise<ShardActionOutcome[]> {
-    return this.onEveryShard(async (client) => {
-      await client.abortTransaction({ ...id, by: 'operator' });
-      return 'aborted';
-    });
+  async abort(id: TransactionId): Promise<ShardActionOutcome[]> {
+    return outcomesOf(await this.askEveryShard((client) => client.abortTransaction({ ...id, by: 'operator' }).then(() => 'aborted')));
   }
 
   /**
    * An operator's resolveTransaction: every shard holding it prepared asks its coordinator for
    * the decision now and applies it (a coordinator with no record presumes abort).
    */
-  resolve(id: TransactionId): Promise<ShardActionOutcome[]> {
-    return this.onEveryShard(async (client) => (await client.resolveTransaction(id)).outcome);
-  }
-
-  private async onEveryShard(act: (client: ShardClient) => Promise<string>): Promise<ShardActionOutcome[]> {
-    const targets = await this.shards.allNamed(SHARD_TIMEOUT_MS);
-    return Promise.all(
-      targets.map(async ({ name, client }) => {
-        try {
-          return { shard: name, outcome: await act(client), error: null };
-        } catch (error) {
-          return { shard: name, outcome: 'failed', error: (error as Error).message };
-        }
-      }),
-    );
+  async resolve(id: TransactionId): Promise<ShardActionOutcome[]> {
+    return outcomesOf(await this.askEveryShard(async (client) => (await client.resolveTransaction(id)).outcome));
   }
 
   async list(): Promise<{ transactions: ClusterTransaction[]; unreachableShards: string[] }> {
-    const targets = await this.shards.allNamed(SHARD_TIMEOUT_MS);
-    const answers = await Promise.all(
-      targets.map(async ({ name, client }) => ({ name, answer: await client.transactions().catch(() => undefined) })),
-    );
+    const answers = await this.askEveryShard((client) => client.transactions());
     return {
-      transactions: mergeShardTransactions(answers.flatMap(({ name, answer }) => (answer ? [{ shard: name, answer }] : []))),
-      unreachableShards: answers.filter((a) => a.answer === undefined).map((a) => a.name),
+      transactions: mergeShardTransactions(answers.flatMap((a) => ('answer' in a ? [{ shard: a.shard, answer: a.answer }] : []))),
+      unreachableShards: answers.filter((a) => 'error' in a).map((a) => a.shard),
     };
   }
+
+  /** Asks every shard at once; each answer, or the error that came instead. */
+  private async askEveryShard<T>(ask: (client: ShardClient) => Promise<T>): Promise<Array<ShardAnswer<T>>> {
+    const targets = await this.shards.allNamed(SHARD_TIMEOUT_MS);
+    return Promise.all(
+      targets.map(({ name, client }) =>
+        ask(client).then(
+          (answer): ShardAnswer<T> => ({ shard: name, answer }),
+          (error: unknown): ShardAnswer<T> => ({ shard: name, error: error as Error }),
+        ),
+      ),
+    );
+  }
+}
+
+type ShardAnswer<T> = { shard: string; answer: T } | { shard: string; error: Error };
+
+function outcomesOf(answers: ReadonlyArray<ShardAnswer<string>>): ShardActionOutcome[] {
+  return answers.map((a) =>
+    'answer' in a ? { shard: a.shard, outcome: a.answer, error: null } : { shard: a.shard, outcome: 'failed', error: a.error.message },
+  );
 }
 
 /** What one shard did with an operator's abort or resolve. */
