@@ -247,17 +247,23 @@ describe('an unsharded collection', () => {
     expect(shop).toContainEqual(expect.objectContaining({ ns: 'shop.ranged', sharded: true }));
   });
 
-  it('refuses movePrimary while the primary holds unsharded collections, leaving the data readable', async () => {
+  it('moves the primary with its unsharded collections, data and indexes, and the router follows it', async () => {
     const before = await config.getDatabase('plain');
     const other = ['shard0', 'shard1', 'shard2'].find((s) => s !== before.primaryShard)!;
-    const error = await config.movePrimary({ db: 'plain', to: other }).then(
-      () => undefined,
-      (e: unknown) => e as { code: string; message: string },
-    );
-    expect(error?.code).toBe('ILLEGAL_OPERATION');
-    expect(error?.message).toContain('plain.things');
-    expect(await config.getDatabase('plain')).toEqual(before);
-    expect(await findAll('plain.things', {})).toHaveLength(1);
+    expect((await api('POST', '/v1/plain/things/indexes', { indexes: [{ key: { v: 1 }, name: 'v_1' }] })).status).toBe(200);
+    const documents = await findAll('plain.things', {});
+    expect(documents.length).toBeGreaterThan(0);
+
+    const moved = await config.movePrimary({ db: 'plain', to: other });
+    expect(moved).toMatchObject({ primaryShard: other, version: { lastMod: before.version.lastMod + 1 } });
+    expect(await shardCount(other, 'plain.things')).toBe(documents.length);
+    expect(await shardCount(before.primaryShard, 'plain.things')).toBe(0);
+    // The router still holds the old database version: the old primary tells it so, and it retries at the new one.
+    expect(await findAll('plain.things', {})).toEqual(documents);
+    const indexes = (await api('GET', '/v1/plain/things/indexes')).json as { cursor: { firstBatch: Array<{ name: string }> } };
+    expect(indexes.cursor.firstBatch.map((i) => i.name)).toEqual(['_id_', 'v_1']);
+    await api('POST', '/v1/plain/things/insert', { documents: [{ _id: 'after-move', v: 2 }] });
+    expect(await shardCount(other, 'plain.things')).toBe(documents.length + 1);
   });
 
   it('answers an empty result for a collection that does not exist', async () => {

@@ -12,6 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { TesseraError } from '@tessera/core';
+import { ShardClient } from '@tessera/protocol';
 import type { FakeNetwork, FakeRequest } from './fake-network.js';
 
 type KeyPattern = Record<string, 1 | 'hashed'>;
@@ -32,9 +33,11 @@ export class FakeShard {
   readonly collections = new Map<string, FakeCollection>();
   /** The namespaces the shard was asked to refresh, in order. */
   readonly refreshed: string[] = [];
+  /** movePrimary's database critical sections held here, by database. */
+  readonly sections = new Map<string, { reason: string; blocksReads: boolean }>();
 
   constructor(
-    network: FakeNetwork,
+    private readonly network: FakeNetwork,
     readonly url: string,
   ) {
     network
@@ -62,6 +65,22 @@ export class FakeShard {
       .on('POST', '/internal/data/refreshMetadata', (r) => {
         this.refreshed.push((r.body as { ns: string }).ns);
         return { shardVersion: null };
+      })
+      .on('POST', '/internal/databases/:db/enterCriticalSection', (r) => this.enterCriticalSection(r))
+      .on('POST', '/internal/databases/:db/exitCriticalSection', (r) => {
+        if (this.sections.get(r.params.db!)?.reason === (r.body as { reason: string }).reason) this.sections.delete(r.params.db!);
+        return { ok: 1 };
+      })
+      .on('POST', '/internal/databases/:db/cloneCatalogData', (r) => this.cloneCatalogData(r))
+      .on('POST', '/internal/databases/:db/dropStaleData', (r) => {
+        const { collections } = r.body as { collections: string[] };
+        return { dropped: this.dropWhere((c) => collections.includes(c.ns)) };
+      })
+      .on('GET', '/internal/namespaces/:ns/cloneSource', (r) => {
+        const [uuid, found] = this.byNamespace(r.params.ns!) ?? [];
+        if (uuid === undefined || found === undefined)
+          throw new TesseraError('NAMESPACE_NOT_FOUND', `this shard stores no collection ${r.params.ns}`);
+        return { uuid, keyPattern: found.keyPattern, indexes: [] };
       });
   }
 
@@ -101,6 +120,34 @@ export class FakeShard {
     }
     this.collections.set(uuid, { ns: spec.ns, keyPattern: spec.keyPattern, unique: spec.unique ?? false, documents: 0 });
     return { ok: 1 };
+  }
+
+  private enterCriticalSection(request: FakeRequest): { ok: 1 } {
+    const db = request.params.db!;
+    const { reason, blockReads } = request.body as { reason: string; blockReads: boolean };
+    const held = this.sections.get(db);
+    if (held !== undefined && held.reason !== reason) {
+      throw new TesseraError(
+        'CONFLICTING_OPERATION',
+        `the critical section of database ${db} is held by another operation (${held.reason})`,
+      );
+    }
+    this.sections.set(db, { reason, blocksReads: (held?.blocksReads ?? false) || blockReads });
+    return { ok: 1 };
+  }
+
+  /** The real recipient's clone, done at once: each collection dropped here, then copied whole (uuid, key, documents) from the donor. */
+  private async cloneCatalogData(request: FakeRequest): Promise<unknown> {
+    const { from, collections } = request.body as { from: string; collections: string[] };
+    const donor = new ShardClient(from, this.network.clientOptions());
+    const cloned = [];
+    for (const ns of collections) {
+      const source = await donor.describeNamespace(ns);
+      this.dropWhere((c) => c.ns === ns);
+      this.collections.set(source.uuid, { ns, keyPattern: source.keyPattern, unique: false, documents: source.documents });
+      cloned.push({ ns, documents: source.documents, bytes: source.documents * DOCUMENT_BYTES, done: true });
+    }
+    return { state: 'done', collections: cloned };
   }
 
   private refine(request: FakeRequest): { rekeyed: number } {

@@ -410,7 +410,7 @@ export class ConfigProcess {
     new ShardCollectionCoordinator(this.coordinators, catalog, shards, this.databases, clock, changelog).onModuleInit();
     new DropCollectionCoordinator(this.coordinators, dropper).onModuleInit();
     new DropDatabaseCoordinator(this.coordinators, databaseCatalog, shards, dropper, clock, changelog).onModuleInit();
-    new MovePrimaryCoordinator(this.coordinators, databaseCatalog, shards, clock, changelog).onModuleInit();
+    new MovePrimaryCoordinator(this.coordinators, databaseCatalog, shards, clock, changelog, silent).onModuleInit();
     new RefineShardKeyCoordinator(this.coordinators, catalog, shards, clock, changelog, migrationRecords, silent).onModuleInit();
   }
 

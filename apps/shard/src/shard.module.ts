@@ -8,6 +8,11 @@ import { ChunksController } from './chunks/chunks.controller.js';
 import { CollectionStorageService } from './collections/collection-storage.service.js';
 import { CollectionsController } from './collections/collections.controller.js';
 import { DataController } from './documents/data.controller.js';
+import { DatabaseCriticalSectionStore } from './databases/database-critical-section.store.js';
+import { DatabaseCriticalSections } from './databases/database-critical-sections.service.js';
+import { DatabasesController } from './databases/databases.controller.js';
+import { MovePrimaryDonor } from './databases/move-primary-donor.service.js';
+import { MovePrimaryRecipient } from './databases/move-primary-recipient.service.js';
 import { CollectionResolver } from './documents/collection-resolver.js';
 import { ShardDataService } from './documents/shard-data.service.js';
 import { ShardClockStore } from './history/shard-clock.store.js';
@@ -62,6 +67,7 @@ export class ShardModule {
       controllers: [
         IdentityController,
         CollectionsController,
+        DatabasesController,
         DataController,
         MigrationController,
         ChunksController,
@@ -108,6 +114,10 @@ export class ShardModule {
         MigrationSourceService,
         MigrationRecipientCloner,
         MigrationDestinationService,
+        DatabaseCriticalSectionStore,
+        DatabaseCriticalSections,
+        MovePrimaryDonor,
+        MovePrimaryRecipient,
       ],
     };
   }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { CatalogDatabase } from './catalog-messages.js';
+import type { IndexSpec } from './data-messages.js';
 import { databaseNameSchema, keyPatternSchema, namespaceSchema, shardNameSchema } from './messages.js';
 
 /**
@@ -72,3 +73,52 @@ export interface RemoveShardResult {
   /** What holds the shard and what moves it on, in words. */
   note: string;
 }
+
+/**
+ * movePrimary's shard commands (MongoDB's `_shardsvrMovePrimaryEnterCriticalSection`,
+ * `_shardsvrCloneCatalogData`, `_shardsvrMovePrimaryExitCriticalSection`): the config server's
+ * coordinator sends them to the old primary (the donor) and the new one (the recipient).
+ */
+
+/** Donor: takes (or strengthens) the database's critical section, persisted, held for `reason` (the coordinator's id). */
+export const enterDatabaseCriticalSectionSchema = z.strictObject({ reason: z.string().min(1).max(128), blockReads: z.boolean() });
+export type EnterDatabaseCriticalSection = z.input<typeof enterDatabaseCriticalSectionSchema>;
+
+/** Donor: releases the section held for `reason`; a section held for another reason stays. */
+export const exitDatabaseCriticalSectionSchema = z.strictObject({ reason: z.string().min(1).max(128) });
+export type ExitDatabaseCriticalSection = z.input<typeof exitDatabaseCriticalSectionSchema>;
+
+/** Recipient: clones `collections` (data and indexes) from the donor at `from`; repeated calls with one `operationId` join the same clone. */
+export const cloneCatalogDataSchema = z.strictObject({
+  operationId: z.string().min(1).max(128),
+  from: z.string().url(),
+  collections: z.array(namespaceSchema).max(10_000),
+});
+export type CloneCatalogData = z.input<typeof cloneCatalogDataSchema>;
+
+/** A clone's progress, per collection; `done` once every collection is complete on the recipient. */
+export interface CloneCatalogDataStatus {
+  state: 'cloning' | 'done';
+  collections: Array<{ ns: string; documents: number; bytes: number; done: boolean }>;
+}
+
+/** Donor: drops the collections it no longer is primary for, once the move has committed. */
+export const dropStaleDataSchema = z.strictObject({ collections: z.array(namespaceSchema).max(10_000) });
+export type DropStaleData = z.input<typeof dropStaleDataSchema>;
+
+/** Donor: what the recipient needs to create an unsharded collection before its rows arrive. */
+export interface CloneSource {
+  uuid: string;
+  keyPattern: Record<string, 1 | 'hashed'>;
+  indexes: IndexSpec[];
+}
+
+/** Donor: the next rows of an unsharded collection in `_id` order, after the encoded `_id` `after` (hex). */
+export const cloneRowsRequestSchema = z.strictObject({
+  after: z
+    .string()
+    .regex(/^[0-9a-f]*$/)
+    .optional(),
+  limit: z.number().int().min(1).max(100_000),
+});
+export type CloneRowsRequest = z.input<typeof cloneRowsRequestSchema>;

@@ -21,6 +21,15 @@ import type {
   UpdateCommand,
   UpdateCommandResult,
 } from './data-messages.js';
+import type {
+  CloneCatalogData,
+  CloneCatalogDataStatus,
+  CloneRowsRequest,
+  CloneSource,
+  DropStaleData,
+  EnterDatabaseCriticalSection,
+  ExitDatabaseCriticalSection,
+} from './ddl-messages.js';
 import type { ShardCollectionSpec, ShardIdentity, ShardIdentityResponse, ShardStats } from './messages.js';
 import type { ClusterTimestamp } from '@tessera/core';
 import type {
@@ -89,6 +98,38 @@ export class ShardClient {
   /** Drops every collection of a database on the shard (idempotent). */
   dropDatabase(db: string): Promise<{ dropped: number }> {
     return this.http.call('DELETE', `/internal/databases/${encodeURIComponent(db)}`);
+  }
+
+  // ---- movePrimary ----
+
+  /** Donor: takes the database's critical section for unsharded collections (persisted; idempotent per reason). */
+  async enterDatabaseCriticalSection(db: string, request: EnterDatabaseCriticalSection): Promise<void> {
+    await this.http.call('POST', `/internal/databases/${encodeURIComponent(db)}/enterCriticalSection`, request);
+  }
+
+  /** Donor: releases the database's critical section held for the reason (idempotent). */
+  async exitDatabaseCriticalSection(db: string, request: ExitDatabaseCriticalSection): Promise<void> {
+    await this.http.call('POST', `/internal/databases/${encodeURIComponent(db)}/exitCriticalSection`, request);
+  }
+
+  /** Recipient: starts or joins the clone of the donor's unsharded collections; answers within a few seconds with its progress. */
+  cloneCatalogData(db: string, request: CloneCatalogData): Promise<CloneCatalogDataStatus> {
+    return this.http.call('POST', `/internal/databases/${encodeURIComponent(db)}/cloneCatalogData`, request);
+  }
+
+  /** Donor: drops the collections a committed movePrimary took away (idempotent). */
+  dropStaleData(db: string, request: DropStaleData): Promise<{ dropped: number }> {
+    return this.http.call('POST', `/internal/databases/${encodeURIComponent(db)}/dropStaleData`, request);
+  }
+
+  /** Donor: an unsharded collection's uuid, key pattern and secondary indexes; `NAMESPACE_NOT_FOUND` if none. */
+  cloneSource(ns: string): Promise<CloneSource> {
+    return this.http.call('GET', `/internal/namespaces/${encodeURIComponent(ns)}/cloneSource`);
+  }
+
+  /** Donor: the collection's next rows in `_id` order, as COPY text. */
+  cloneRows(ns: string, request: CloneRowsRequest): Promise<string> {
+    return this.http.callText('POST', `/internal/namespaces/${encodeURIComponent(ns)}/cloneRows`, request);
   }
 
   stats(): Promise<ShardStats> {

@@ -124,12 +124,13 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
     const row = await this.store.claim(id, term);
     if (row === undefined) throw new TesseraError('NOT_LEADER', 'a newer leader owns this DDL operation');
     const locks = [];
+    // The state of the last phase that ended: what a failure's cleanup has to undo.
+    let state = row.state;
     try {
       const definition = this.definition(row.kind);
       for (const resource of definition.resources(row.request)) {
         locks.push(await this.locks.acquire(resource, id, `${row.kind} ${row.resource}`));
       }
-      let state = row.state;
       for (let index = definition.phases.indexOf(row.phase); index < definition.phases.length; index++) {
         const phase = definition.phases[index]!;
         await this.checkpoint(id, term, phase, state);
@@ -144,7 +145,7 @@ export class DdlCoordinatorService implements LeaderOnlyService, OnModuleInit {
       }
       await this.definitions
         .get(row.kind)
-        ?.onFailure?.(row.request, row.state)
+        ?.onFailure?.(row.request, state)
         .catch((cleanup: unknown) =>
           this.logger.error({ id, err: cleanup }, `${row.kind} of ${row.resource}: cleanup after failure failed`),
         );

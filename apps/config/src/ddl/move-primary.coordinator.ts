@@ -1,5 +1,7 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import type { Logger } from 'pino';
 import { TesseraError } from '@tessera/core';
+import { LOGGER } from '@tessera/platform';
 import type { DatabaseDescription } from '@tessera/protocol';
 import { databaseLock } from '../catalog/namespace.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
@@ -18,19 +20,42 @@ export interface MovePrimaryArgs {
 
 /** The coordinator document's state (`ddl_coordinators.state`); its shape is persisted. */
 export interface MovePrimaryState {
+  /** The primary before the move; equal to `to` when there is nothing to move. */
   from: string | null;
+  /** The old primary's critical section is held under this reason: the coordinator's id. */
+  reason?: string;
+  /** The unsharded collections cloned to the new primary, and their documents. */
+  collections?: string[];
+  documents?: number;
   database?: DatabaseDescription;
 }
 
 type Context = PhaseContext<MovePrimaryArgs, MovePrimaryState>;
 
 /** The phases, in order; their names are persisted in `ddl_coordinators.phase` and name failpoints. */
-const PHASES = ['prepare', 'commit'] as const;
+const PHASES = ['prepare', 'clone', 'enterCriticalSection', 'commit', 'exitCriticalSection', 'clean'] as const;
+
+/** Pause between the recipient's progress answers while it clones. */
+const CLONE_POLL_MS = 100;
+/** Attempts of the cleanup after a failed move (each shard call is idempotent). */
+const CLEANUP_ATTEMPTS = 5;
 
 /**
- * movePrimary as a coordinator (MongoDB's MovePrimaryCoordinator), under the database lock. It
- * moves the primary in the catalog only: cloning unsharded collections is not built yet, so a
- * move is refused while the current primary holds any.
+ * movePrimary as a coordinator (MongoDB's MovePrimaryCoordinator), under the database lock: the
+ * old primary (donor) blocks writes to the database's unsharded collections in a persisted
+ * critical section, the new primary (recipient) clones them (data and indexes), the donor blocks
+ * reads too, the catalog names the new primary at the next database version, the donor lets
+ * its waiting operations go (they find their database version stale and their router retries at
+ * the new primary) and then drops its copies. Sharded collections stay where their chunks are.
+ *
+ * Unlike MongoDB, which drops the donor's copies before it leaves the critical section, the
+ * section ends first: a transaction on the old primary that wrote to a moved collection holds
+ * row locks the drop must wait for, and it can only end (abort on its stale version) once the
+ * section lets its next statement through.
+ *
+ * Every phase repeats safely after a kill of the config leader, the donor or the recipient: the
+ * section is taken again under the same reason, the clone starts each collection over, and the
+ * commit finds itself done.
  */
 @Injectable()
 export class MovePrimaryCoordinator implements OnModuleInit {
@@ -40,6 +65,7 @@ export class MovePrimaryCoordinator implements OnModuleInit {
     private readonly shards: ShardDirectory,
     private readonly clock: ConfigClockService,
     private readonly changelog: ChangelogService,
+    @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
   onModuleInit(): void {
@@ -51,39 +77,83 @@ export class MovePrimaryCoordinator implements OnModuleInit {
       runPhase: (phase, context) => this.runPhase(phase, context),
       // The commit phase records the database as it is afterwards.
       result: (state) => state.database!,
+      onFailure: (request, state) => this.undo(request, state),
     });
   }
 
   private runPhase(phase: string, context: Context): Promise<MovePrimaryState> {
+    if (phase !== 'prepare' && context.state.from === context.request.to) return Promise.resolve(context.state);
     switch (phase) {
       case 'prepare':
         return this.prepare(context);
+      case 'clone':
+        return this.clone(context);
+      case 'enterCriticalSection':
+        return this.enterCriticalSection(context);
       case 'commit':
         return this.commit(context);
+      case 'exitCriticalSection':
+        return this.exitCriticalSection(context);
+      case 'clean':
+        return this.clean(context);
       default:
         return Promise.reject(new TesseraError('INTERNAL', `movePrimary has no phase ${phase}`));
     }
   }
 
   /**
-   * Expects: nothing. Checks that the database exists, the target shard is active and the
-   * current primary holds no unsharded collection. Leaves: `from` and the database as it was.
+   * Expects: nothing. Checks that the database exists and the target shard is active. Leaves:
+   * `from`, the reason its critical section will be held under, and the database as it was.
    */
-  private async prepare({ request }: Context): Promise<MovePrimaryState> {
+  private async prepare({ id, request }: Context): Promise<MovePrimaryState> {
     const row = await this.catalog.find(request.db);
     if (row === undefined) {
       throw new TesseraError('NAMESPACE_NOT_FOUND', `database "${request.db}" does not exist`, { details: { db: request.db } });
     }
     const database = describeDatabase(row);
     await this.shards.assertActive(request.to);
-    if (database.primaryShard !== request.to) await this.assertNoUnshardedData(request.db, database.primaryShard);
-    return { from: database.primaryShard, database };
+    return { from: database.primaryShard, reason: id, database };
   }
 
   /**
-   * Expects: the checks passed. Moves the primary and bumps the database version at a new
-   * ConfigTime with a changelog row, in one fenced transaction; a repeat after a failover finds
-   * the move committed. Leaves: `database`, as it is afterwards.
+   * Expects: `from` is the primary. The donor blocks writes to the database's unsharded
+   * collections (waiting for those under way); the collections are listed only then, so one
+   * created meanwhile is not missed. The recipient drops unsharded collections of the database
+   * it holds (left by an earlier primary role: only the primary's are live) and clones the
+   * donor's. Leaves: `collections` and `documents`, as cloned.
+   */
+  private async clone({ request, state }: Context): Promise<MovePrimaryState> {
+    const donor = await this.shards.shard(state.from!);
+    const recipient = await this.shards.shard(request.to);
+    await donor.enterDatabaseCriticalSection(request.db, { reason: state.reason!, blockReads: false });
+    const sharded = new Set(await this.catalog.shardedCollections(request.db));
+    const collections = (await donor.namespacesOf(request.db)).filter((ns) => !sharded.has(ns));
+    for (const ns of await recipient.namespacesOf(request.db)) {
+      if (!sharded.has(ns) && !collections.includes(ns)) await recipient.dropNamespace(ns);
+    }
+    for (;;) {
+      const status = await recipient.cloneCatalogData(request.db, { operationId: state.reason!, from: donor.url, collections });
+      const documents = status.collections.reduce((sum, c) => sum + c.documents, 0);
+      if (status.state === 'done') return { ...state, collections, documents };
+      this.logger.info(
+        { db: request.db, to: request.to, documents, collections: status.collections.filter((c) => c.done).length, of: collections.length },
+        `movePrimary of ${request.db}: cloning`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, CLONE_POLL_MS));
+    }
+  }
+
+  /** Expects: the clone is complete. The donor blocks reads of the collections too, so none is served from it once the catalog moves. */
+  private async enterCriticalSection({ request, state }: Context): Promise<MovePrimaryState> {
+    const donor = await this.shards.shard(state.from!);
+    await donor.enterDatabaseCriticalSection(request.db, { reason: state.reason!, blockReads: true });
+    return state;
+  }
+
+  /**
+   * Expects: the donor blocks reads and writes. Moves the primary and bumps the database version
+   * at a new ConfigTime with a changelog row, in one fenced transaction; a repeat after a
+   * failover finds the move committed. Leaves: `database`, as it is afterwards.
    */
   private commit({ request, state, inFencedTransaction }: Context): Promise<MovePrimaryState> {
     return inFencedTransaction(async (manager) => {
@@ -96,28 +166,50 @@ export class MovePrimaryCoordinator implements OnModuleInit {
         what: 'movePrimary',
         ns: request.db,
         shard: request.to,
-        details: { from: row.primary_shard, to: request.to },
+        details: { from: row.primary_shard, to: request.to, collections: state.collections ?? [], documents: state.documents ?? 0 },
       });
       return { ...state, database: describeDatabase(updated) };
     });
   }
 
+  /** Expects: the move committed. The donor forgets the database's routing and lets waiting operations go: they are told they are stale. */
+  private async exitCriticalSection({ request, state }: Context): Promise<MovePrimaryState> {
+    const donor = await this.shards.shard(state.from!);
+    await donor.exitDatabaseCriticalSection(request.db, { reason: state.reason! });
+    return state;
+  }
+
+  /** Expects: the move committed and the section is released. The donor drops its copies of the moved collections. */
+  private async clean({ request, state }: Context): Promise<MovePrimaryState> {
+    const donor = await this.shards.shard(state.from!);
+    await donor.dropStaleData(request.db, { collections: state.collections ?? [] });
+    return state;
+  }
+
   /**
-   * Cloning unsharded collections to a new primary is not built yet; moving the primary of a
-   * database that has some would leave them where routers no longer look, so it is refused.
+   * After a failure (MongoDB's cleanup on abort): before the commit, the recipient's partial
+   * copies go and the donor's section is released, so the database is as it was; after it, only
+   * the section is released (the copies on the recipient are the data now). Each call is
+   * idempotent and retried, since a section left behind would keep the collections blocked.
    */
-  private async assertNoUnshardedData(db: string, primary: string): Promise<void> {
-    const [target] = await this.shards.targets([primary]);
-    if (target === undefined) return;
-    const stored = await target.client.namespacesOf(db);
-    const sharded = await this.catalog.shardedCollections(db);
-    const unsharded = stored.filter((ns) => !sharded.includes(ns));
-    if (unsharded.length > 0) {
-      throw new TesseraError(
-        'ILLEGAL_OPERATION',
-        `movePrimary of "${db}" is refused: its primary shard "${primary}" holds unsharded collections (${unsharded.join(', ')}), and moving them is not supported yet; shard or drop them first`,
-        { details: { db, primaryShard: primary, unsharded } },
-      );
+  private async undo(request: MovePrimaryArgs, state: MovePrimaryState): Promise<void> {
+    if (state.from === null || state.from === request.to || state.reason === undefined) return;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const row = await this.catalog.find(request.db);
+        const committed = row?.primary_shard === request.to;
+        const donor = await this.shards.shard(state.from);
+        if (!committed && row !== undefined) {
+          const recipient = await this.shards.shard(request.to);
+          const sharded = new Set(await this.catalog.shardedCollections(request.db));
+          for (const ns of await donor.namespacesOf(request.db)) if (!sharded.has(ns)) await recipient.dropNamespace(ns);
+        }
+        await donor.exitDatabaseCriticalSection(request.db, { reason: state.reason });
+        return;
+      } catch (error) {
+        if (attempt >= CLEANUP_ATTEMPTS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** attempt));
+      }
     }
   }
 }

@@ -15,6 +15,8 @@ import { transferLines } from '@tessera/protocol';
 
 const COLUMNS = 'id, shard_key, doc, size';
 
+const bytea = (b: Buffer) => `'\\x${b.toString('hex')}'::bytea`;
+
 /** The rows of `table` in [min, max) after (key, id), in (shard key, _id) order, at most `limit`, as COPY text. */
 export async function copyRangeOut(
   dataSource: DataSource,
@@ -23,10 +25,20 @@ export async function copyRangeOut(
   after: { key: Buffer; id: Buffer } | undefined,
   limit: number,
 ): Promise<string> {
-  const bytea = (b: Buffer) => `'\\x${b.toString('hex')}'::bytea`;
-  const resume = after === undefined ? '' : `AND shard_key >= ${bytea(after.key)} AND (shard_key, id) > (${bytea(after.key)}, ${bytea(after.id)})`;
+  const resume =
+    after === undefined ? '' : `AND shard_key >= ${bytea(after.key)} AND (shard_key, id) > (${bytea(after.key)}, ${bytea(after.id)})`;
   const sql = `COPY (SELECT ${COLUMNS} FROM ${table} WHERE shard_key >= ${bytea(range.min)} AND shard_key < ${bytea(range.max)} ${resume}
     ORDER BY shard_key, id LIMIT ${Math.trunc(limit)}) TO STDOUT`;
+  return copyOut(dataSource, sql);
+}
+
+/** The rows of `table` after the encoded `_id` `afterId`, in `_id` order, at most `limit`, as COPY text (a whole collection's clone). */
+export function copyTableOut(dataSource: DataSource, table: string, afterId: Buffer | undefined, limit: number): Promise<string> {
+  const resume = afterId === undefined ? '' : `WHERE id > ${bytea(afterId)}`;
+  return copyOut(dataSource, `COPY (SELECT ${COLUMNS} FROM ${table} ${resume} ORDER BY id LIMIT ${Math.trunc(limit)}) TO STDOUT`);
+}
+
+async function copyOut(dataSource: DataSource, sql: string): Promise<string> {
   const runner = dataSource.createQueryRunner();
   try {
     const client = (await runner.connect()) as { query(stream: unknown): Readable };
@@ -53,9 +65,13 @@ export async function copyRowsIn(runner: QueryRunner, table: string, text: strin
     await pipeline(Readable.from([Buffer.from(text, 'utf8')]), client.query(copyFrom(`COPY ${table} (${COLUMNS}) FROM STDIN`)));
   } catch (error) {
     if (databaseErrorCode(error) === '23505') {
-      throw new TesseraError('DUPLICATE_KEY', `a document of the incoming range of ${ns} has an _id that this shard already holds in another range`, {
-        details: { ns },
-      });
+      throw new TesseraError(
+        'DUPLICATE_KEY',
+        `a document of the incoming range of ${ns} has an _id that this shard already holds in another range`,
+        {
+          details: { ns },
+        },
+      );
     }
     throw error;
   }
@@ -75,7 +91,8 @@ export function parseCopyRows(text: string): CopiedRow[] {
   const rows: CopiedRow[] = [];
   for (const line of transferLines(text)) {
     const [id, key, doc, size] = line.split('\t');
-    if (id === undefined || key === undefined || doc === undefined || size === undefined) throw new Error(`malformed COPY row: ${line.slice(0, 80)}`);
+    if (id === undefined || key === undefined || doc === undefined || size === undefined)
+      throw new Error(`malformed COPY row: ${line.slice(0, 80)}`);
     rows.push({
       id: byteaHex(id),
       key: byteaHex(key),

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { TesseraError, type ValueObject, fromExtendedJsonObject, parseShardKeyPattern } from '@tessera/core';
-import type { RecvChunkStartRequest, TransferredDocument } from '@tessera/protocol';
+import type { IndexSpec, RecvChunkStartRequest, TransferredDocument } from '@tessera/protocol';
 import { queryRows } from '@tessera/platform';
 import { SecondaryIndexCatalog } from '../documents/index-catalog.js';
 import { type SecondaryIndex, addEntries, entriesOf, indexesForWrite, removeStoredEntries } from '../documents/index-maintenance.js';
@@ -31,15 +31,23 @@ export class IncomingRangeStore {
 
   /** Builds the donor's secondary indexes here (those that exist already stay). */
   async createIndexes(request: RecvChunkStartRequest, table: string): Promise<void> {
-    if (request.indexes.length === 0) return;
-    await this.indexes.create(
-      { uuid: request.collectionUuid, table, ns: request.ns, shardKey: parseShardKeyPattern(request.keyPattern), sharded: true },
+    await this.createIndexesOf(
+      { uuid: request.collectionUuid, table, ns: request.ns, keyPattern: request.keyPattern, sharded: true },
       request.indexes,
     );
   }
 
+  /** Builds a donor's secondary indexes on a collection here (those that exist already stay). */
+  async createIndexesOf(
+    collection: { uuid: string; table: string; ns: string; keyPattern: Record<string, 1 | 'hashed'>; sharded: boolean },
+    indexes: readonly IndexSpec[],
+  ): Promise<void> {
+    if (indexes.length === 0) return;
+    await this.indexes.create({ ...collection, shardKey: parseShardKeyPattern(collection.keyPattern) }, indexes);
+  }
+
   /** Writes a cloned batch (new documents here) with COPY, and their secondary index entries, in one transaction. */
-  async applyClone(range: IncomingRange, text: string, rows: CopiedRow[], writeTime: WriteTime): Promise<void> {
+  async applyClone(range: Pick<IncomingRange, 'ns' | 'table'>, text: string, rows: CopiedRow[], writeTime: WriteTime): Promise<void> {
     if (rows.length === 0) return;
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();

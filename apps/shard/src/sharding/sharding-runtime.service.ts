@@ -32,7 +32,8 @@ interface CollectionActivity {
 /**
  * The shard's runtime sharding state (MongoDB's ShardingState, CollectionShardingRuntime and
  * MetadataManager together): the versioned view of placement, the critical sections a
- * migration takes on a collection, and the operations under way with the ownership view each
+ * migration takes on a collection and movePrimary on a database's unsharded collections
+ * (DatabaseShardingState's), and the operations under way with the ownership view each
  * started with (MongoDB's RangePreserver), which the range deleter waits for.
  *
  * An operation enters through `enter`: it waits out a critical section that blocks it, checks
@@ -44,6 +45,8 @@ interface CollectionActivity {
 export class ShardingRuntime {
   private sharding: Promise<ShardingState> | undefined;
   private readonly criticalSections = new Map<string, CriticalSection>();
+  /** movePrimary's sections, by database: they hold the database's unsharded collections only. */
+  private readonly databaseSections = new Map<string, CriticalSection>();
   private readonly activity = new Map<string, CollectionActivity>();
 
   constructor(
@@ -76,8 +79,52 @@ export class ShardingRuntime {
       const metadata = await check();
       // Synchronous from here: a critical section entered during the check is seen now.
       if (this.blocking(ns, kind) !== undefined) continue;
+      // Whether the database's section applies is known only from the check: it holds unsharded collections.
+      const databaseSection = metadata.info.kind === 'unsharded' ? this.blockingDatabase(ns, kind) : undefined;
+      if (databaseSection !== undefined) {
+        await databaseSection.released;
+        continue;
+      }
       return this.register(ns, kind, metadata);
     }
+  }
+
+  /**
+   * Takes (or, called again with the same `reason`, strengthens) the critical section of the
+   * database `db`, movePrimary's: operations on its unsharded collections that write (and read,
+   * with `blockReads`) wait from now on, and it resolves when the writes already under way on
+   * them have finished. Sharded collections are not held. Throws `CONFLICTING_OPERATION` while
+   * another reason holds it.
+   */
+  async enterDatabaseCriticalSection(db: string, reason: string, blockReads: boolean): Promise<void> {
+    let section = this.databaseSections.get(db);
+    if (section !== undefined && section.reason !== reason) {
+      throw new TesseraError('CONFLICTING_OPERATION', `the critical section of database ${db} is already held (${section.reason})`, {
+        details: { db },
+      });
+    }
+    if (section === undefined) {
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      section = { reason, blocksReads: false, released, release };
+      this.databaseSections.set(db, section);
+    }
+    section.blocksReads ||= blockReads;
+    await this.waitForUnshardedWrites(db);
+  }
+
+  /** Releases the database's critical section if `reason` holds it; operations waiting on it check their versions again. */
+  exitDatabaseCriticalSection(db: string, reason: string): void {
+    const section = this.databaseSections.get(db);
+    if (section === undefined || section.reason !== reason) return;
+    this.databaseSections.delete(db);
+    section.release();
+  }
+
+  /** The database's critical section, if one is held: its reason and whether it blocks reads. */
+  databaseCriticalSection(db: string): { reason: string; blocksReads: boolean } | undefined {
+    const section = this.databaseSections.get(db);
+    return section && { reason: section.reason, blocksReads: section.blocksReads };
   }
 
   /**
@@ -87,9 +134,13 @@ export class ShardingRuntime {
    */
   async enterCriticalSection(ns: string, reason: string): Promise<{ blockReads(): void; release(): void }> {
     if (this.criticalSections.has(ns)) {
-      throw new TesseraError('CONFLICTING_OPERATION', `the critical section of ${ns} is already held (${this.criticalSections.get(ns)!.reason})`, {
-        details: { ns },
-      });
+      throw new TesseraError(
+        'CONFLICTING_OPERATION',
+        `the critical section of ${ns} is already held (${this.criticalSections.get(ns)!.reason})`,
+        {
+          details: { ns },
+        },
+      );
     }
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
@@ -135,6 +186,22 @@ export class ShardingRuntime {
   private blocking(ns: string, kind: OperationKind): CriticalSection | undefined {
     const section = this.criticalSections.get(ns);
     return section !== undefined && (kind === 'write' || section.blocksReads) ? section : undefined;
+  }
+
+  private blockingDatabase(ns: string, kind: OperationKind): CriticalSection | undefined {
+    const section = this.databaseSections.get(ns.slice(0, ns.indexOf('.')));
+    return section !== undefined && (kind === 'write' || section.blocksReads) ? section : undefined;
+  }
+
+  /** Resolves when no write on an unsharded collection of `db` is under way. */
+  private async waitForUnshardedWrites(db: string): Promise<void> {
+    const holds = (lease: { kind: OperationKind; metadata: FilteringMetadata }) =>
+      lease.kind === 'write' && lease.metadata.info.kind === 'unsharded';
+    for (;;) {
+      const busy = [...this.activity.entries()].find(([ns, activity]) => ns.startsWith(`${db}.`) && [...activity.leases].some(holds));
+      if (busy === undefined) return;
+      await busy[1].changed.promise;
+    }
   }
 
   private async waitOutCriticalSection(ns: string, kind: OperationKind): Promise<void> {

@@ -82,6 +82,17 @@ export class ShardingState {
     }
   }
 
+  /** The primary shard of `db` as the catalog names it now (refreshed first). */
+  async refreshedPrimaryShardOf(db: string): Promise<string> {
+    this.cache.markDatabaseStale(db);
+    return (await this.cache.getDatabase(db)).primaryShard;
+  }
+
+  /** Forgets what it knows of database `db`, e.g. after a movePrimary commit it took part in. */
+  invalidateDatabase(db: string): void {
+    this.cache.markDatabaseStale(db);
+  }
+
   /** Forgets what it knows of `ns`, e.g. after a migration commit it took part in. */
   invalidate(ns: string): void {
     this.cache.markCollectionStale(ns);

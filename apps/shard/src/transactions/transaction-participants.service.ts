@@ -443,6 +443,26 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
   }
 
   /**
+   * Aborts the transactions in progress here that wrote to any of `namespaces`, because they can
+   * no longer commit (movePrimary took those collections to another shard): their row locks
+   * would otherwise hold the collections' drop until the reaper came. Not yet prepared, they may
+   * abort on their own; a prepared one is left to its coordinator (movePrimary's critical section
+   * waited for those to end).
+   */
+  async abortWriting(namespaces: readonly string[], reason: string): Promise<number> {
+    const wrote = (t: OpenTransaction) => t.state !== 'prepared' && t.writtenDocuments().some((w) => namespaces.includes(w.ns));
+    let aborted = 0;
+    for (const transaction of [...this.open.values()].filter(wrote)) {
+      await transaction.serially(async () => {
+        if (!wrote(transaction)) return;
+        await this.abortOpen(transaction, { by: 'participant', reason });
+        aborted++;
+      });
+    }
+    return aborted;
+  }
+
+  /**
    * Asks the coordinator of every transaction prepared here for longer than
    * `TESSERA_TRANSACTION_RESOLVE_AFTER_MS` (or found at start) for its decision, and applies it.
    */
