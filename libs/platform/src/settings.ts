@@ -39,7 +39,7 @@ export const commonSettingsShape = (defaultPort: number) => ({
   /** Test-only pauses, `name=ms,...` (see failpoints.ts). */
   TESSERA_FAILPOINTS: z
     .string()
-    .regex(/^([\w.@-]+=\d+)?(,[\w.@-]+=\d+)*$/, 'must be a comma list of name=milliseconds')
+    .regex(/^([\w.@:-]+=\d+)?(,[\w.@:-]+=\d+)*$/, 'must be a comma list of name=milliseconds')
     .default(''),
 });
 
