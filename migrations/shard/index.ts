@@ -8,7 +8,7 @@ import { TxnStatementsInRecords1764100000000 } from './1764100000000-txn-stateme
 import { TxnRecordLog1764200000000 } from './1764200000000-txn-record-log.js';
 import { DocumentHistory1764300000000 } from './1764300000000-document-history.js';
 import { TwoPhaseCommit1764400000000 } from './1764400000000-two-phase-commit.js';
-import { DatabaseCriticalSections1764500000000 } from './1764500000000-database-critical-sections.js';
+import { MovePrimary1764500000000 } from './1764500000000-move-primary.js';
 
 /** A shard database's migrations, in order. */
 export const shardMigrations = [
@@ -22,5 +22,5 @@ export const shardMigrations = [
   TxnRecordLog1764200000000,
   DocumentHistory1764300000000,
   TwoPhaseCommit1764400000000,
-  DatabaseCriticalSections1764500000000,
+  MovePrimary1764500000000,
 ];

@@ -251,6 +251,7 @@ describe('an unsharded collection', () => {
     const before = await config.getDatabase('plain');
     const other = ['shard0', 'shard1', 'shard2'].find((s) => s !== before.primaryShard)!;
     expect((await api('POST', '/v1/plain/things/indexes', { indexes: [{ key: { v: 1 }, name: 'v_1' }] })).status).toBe(200);
+    const beforeMove = (await api('POST', '/v1/plain/things/insert', { documents: [{ _id: 'before-move', v: 1 }] })).json.operationTime;
     const documents = await findAll('plain.things', {});
     expect(documents.length).toBeGreaterThan(0);
 
@@ -264,6 +265,11 @@ describe('an unsharded collection', () => {
     expect(indexes.cursor.firstBatch.map((i) => i.name)).toEqual(['_id_', 'v_1']);
     await api('POST', '/v1/plain/things/insert', { documents: [{ _id: 'after-move', v: 2 }] });
     expect(await shardCount(other, 'plain.things')).toBe(documents.length + 1);
+    // The clone brought the documents, not their history: a snapshot from before it is refused, not answered empty.
+    const old = await api('POST', '/v1/plain/things/count', { filter: {}, readConcern: { level: 'snapshot', atClusterTime: beforeMove } });
+    expect(old.json).toMatchObject({ ok: 0, code: 246, codeName: 'SnapshotUnavailable' });
+    const present = await api('POST', '/v1/plain/things/count', { filter: {}, readConcern: { level: 'snapshot' } });
+    expect(present.json).toMatchObject({ n: documents.length + 1 });
   });
 
   it('answers an empty result for a collection that does not exist', async () => {

@@ -185,3 +185,30 @@ describe('movePrimary under kill -9', () => {
     expect(sections).toEqual([]);
   });
 });
+
+describe('removeShard of a primary shard', () => {
+  it('names the databases to move, and completes once movePrimary has taken them and their data away', async () => {
+    const leader = async () => cluster.configClient(await leaderName());
+    const started = await (await leader()).removeShard({ name: RECIPIENT });
+    expect(started.state).toBe('started');
+    const primaries = (await catalog.query<{ name: string }>('SELECT name FROM databases WHERE primary_shard = $1', [RECIPIENT])).rows.map(
+      (r) => r.name,
+    );
+    expect(primaries.length).toBeGreaterThan(0);
+    expect([...started.dbsToMove].sort()).toEqual([...primaries].sort());
+    expect(started.note).toContain(`movePrimary needed for ${started.dbsToMove.join(', ')}`);
+
+    const before = new Map<string, number>();
+    for (const db of primaries) before.set(db, (await router.findAll(`${db}.items`, {})).length);
+    for (const db of primaries) await (await leader()).movePrimary({ db, to: DONOR });
+    const completed = await eventually(async () => {
+      const answer = await (await leader()).removeShard({ name: RECIPIENT });
+      return answer.state === 'completed' ? answer : undefined;
+    }, `${RECIPIENT} to leave the cluster`);
+    expect(completed.dbsToMove).toEqual([]);
+    for (const db of primaries) {
+      expect((await router.findAll(`${db}.items`, {})).length, db).toBe(before.get(db));
+      expect(await storedCount(cluster, DONOR, `${db}.items`), db).toBe(before.get(db));
+    }
+  });
+});

@@ -36,6 +36,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'INCOMPLETE_TRANSACTION_HISTORY':
     case 'CHUNK_TOO_BIG':
     case 'SNAPSHOT_TOO_OLD':
+    case 'SNAPSHOT_UNAVAILABLE':
     case 'WRITE_CONFLICT':
     case 'LOCK_TIMEOUT':
     case 'PREPARED_TRANSACTION_IN_PROGRESS':

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
+  type ClusterTimestamp,
   encodeKey,
   extractShardKey,
   fromExtendedJsonObject,
@@ -10,7 +11,7 @@ import {
 } from '@tessera/core';
 import { type ShardCollectionSpec, type ShardStats, shardCollectionSpecSchema } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
-import { VALID_FROM_DEFAULT } from '../history/write-time.js';
+import { VALID_FROM_DEFAULT, clusterTimeFromSql, clusterTimeToSql } from '../history/write-time.js';
 
 interface CollectionRow {
   uuid: string;
@@ -27,6 +28,8 @@ export interface LocalCollection {
   uuid: string;
   keyPattern: Record<string, 1 | 'hashed'>;
   pattern: ShardKeyPattern;
+  /** For a collection movePrimary cloned here: the time from which its history here is complete. */
+  historySince: ClusterTimestamp | null;
 }
 
 /**
@@ -54,13 +57,16 @@ export class CollectionStorageService {
     const cached = this.byNs.get(ns);
     if (cached !== undefined) return cached;
     const generation = this.generation;
-    const rows: Array<{ uuid: string; key_pattern: Record<string, 1 | 'hashed'> }> = await this.dataSource.query(
-      'SELECT uuid, key_pattern FROM collections WHERE ns = $1',
-      [ns],
-    );
+    const rows: Array<{ uuid: string; key_pattern: Record<string, 1 | 'hashed'>; history_since: string | null }> =
+      await this.dataSource.query('SELECT uuid, key_pattern, history_since FROM collections WHERE ns = $1', [ns]);
     const row = rows[0];
     if (row === undefined) return undefined;
-    const found = { uuid: row.uuid, keyPattern: row.key_pattern, pattern: parseShardKeyPattern(row.key_pattern) };
+    const found = {
+      uuid: row.uuid,
+      keyPattern: row.key_pattern,
+      pattern: parseShardKeyPattern(row.key_pattern),
+      historySince: row.history_since === null ? null : clusterTimeFromSql(row.history_since),
+    };
     if (generation === this.generation) this.byNs.set(ns, found);
     return found;
   }
@@ -108,6 +114,13 @@ export class CollectionStorageService {
           [uuid, spec.ns, spec.ns.slice(0, spec.ns.indexOf('.')), JSON.stringify(spec.keyPattern), spec.unique, table],
         );
       }),
+    );
+  }
+
+  /** Records that the collection's history here is complete from `time` on (movePrimary's clone). */
+  async markHistorySince(uuid: string, time: ClusterTimestamp): Promise<void> {
+    await this.writingCatalog(() =>
+      this.dataSource.query('UPDATE collections SET history_since = $2 WHERE uuid = $1', [uuid, clusterTimeToSql(time)]),
     );
   }
 

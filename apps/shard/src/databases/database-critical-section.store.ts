@@ -8,7 +8,7 @@ export interface DatabaseCriticalSectionRow {
   blocksReads: boolean;
 }
 
-/** The rows of `database_critical_sections` (migrations/shard/1764500000000-database-critical-sections.ts). */
+/** The rows of `database_critical_sections` (migrations/shard/1764500000000-move-primary.ts). */
 @Injectable()
 export class DatabaseCriticalSectionStore {
   constructor(private readonly dataSource: DataSource) {}

@@ -2,9 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { TesseraError } from '@tessera/core';
-import { Failpoints, InternalClients, LOGGER, SETTINGS, parseWith } from '@tessera/platform';
+import { Failpoints, InternalClients, LOGGER, SETTINGS, VectorClockService, parseWith } from '@tessera/platform';
 import { type CloneCatalogData, type CloneCatalogDataStatus, type ShardClient, cloneCatalogDataSchema } from '@tessera/protocol';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
+import { CollectionResolver } from '../documents/collection-resolver.js';
 import { WriteTimes } from '../history/write-times.service.js';
 import { parseCopyRows } from '../migration/copy-transfer.js';
 import { IncomingRangeStore } from '../migration/incoming-range.store.js';
@@ -36,10 +37,12 @@ export class MovePrimaryRecipient {
 
   constructor(
     private readonly storage: CollectionStorageService,
+    private readonly resolver: CollectionResolver,
     private readonly incoming: IncomingRangeStore,
     private readonly clients: InternalClients,
     private readonly runtime: ShardingRuntime,
     private readonly writeTimes: WriteTimes,
+    private readonly clock: VectorClockService,
     private readonly failpoints: Failpoints,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -111,6 +114,10 @@ export class MovePrimaryRecipient {
       after = rows[rows.length - 1]!.id;
       await this.failpoints.pauseAt('movePrimary.recipient.cloneBatch', ns);
     }
+    // Every cloned row is stamped before now: snapshot reads from now on find them all, earlier
+    // ones would miss the versions the clone did not bring.
+    await this.storage.markHistorySince(source.uuid, this.clock.now().clusterTime);
+    this.resolver.forgetScanIndexes(table);
     progress.done = true;
     (await this.runtime.state()).invalidate(ns);
   }

@@ -1,7 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { type ChunkVersion, TesseraError, UNSHARDED_VERSION, isUnshardedVersion, type ShardKeyPattern } from '@tessera/core';
+import {
+  type ChunkVersion,
+  type ClusterTimestamp,
+  TesseraError,
+  UNSHARDED_VERSION,
+  isUnshardedVersion,
+  type ShardKeyPattern,
+} from '@tessera/core';
 import { namespaceSchema } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
 import { AutoSplitter } from '../chunks/auto-splitter.service.js';
@@ -25,6 +32,8 @@ export interface ResolvedCollection {
   collection: IndexedCollection;
   created: boolean;
   lease: OperationLease;
+  /** The time from which the collection's history here is complete; null when it is since its creation. */
+  historySince: ClusterTimestamp | null;
 }
 
 /**
@@ -95,7 +104,8 @@ export class CollectionResolver {
       // re-key it is already the new one while the cluster's metadata may still name the old one.
       // Old chunk bounds hold the same keys as the refined ones (the added fields start at MinKey).
       const pattern = exists ? local.pattern : info.keyPattern;
-      return this.withIndexes({ ns, table: tableName(info.uuid), pattern, owns: metadata.owns, onWrite }, info.uuid, true, !exists);
+      const handle = { ns, table: tableName(info.uuid), pattern, owns: metadata.owns, onWrite };
+      return this.withIndexes(handle, info.uuid, true, !exists, exists ? local.historySince : null);
     }
     let local = await this.storage.localCollection(ns);
     const created = local === undefined;
@@ -105,11 +115,17 @@ export class CollectionResolver {
       local = (await this.storage.localCollection(ns))!;
     }
     const handle = { ns, table: tableName(local.uuid), pattern: local.pattern, owns: metadata.owns };
-    return this.withIndexes(handle, local.uuid, false, created);
+    return this.withIndexes(handle, local.uuid, false, created, local.historySince);
   }
 
   /** Adds the secondary indexes a scan may push its filter down to. */
-  private async withIndexes(handle: CollectionHandle, uuid: string, sharded: boolean, created: boolean) {
+  private async withIndexes(
+    handle: CollectionHandle,
+    uuid: string,
+    sharded: boolean,
+    created: boolean,
+    historySince: ClusterTimestamp | null,
+  ) {
     let loading = this.scanIndexes.get(handle.table);
     if (loading === undefined) {
       loading = loadIndexes(this.dataSource.manager, handle.table).then((all) => all.map((i) => ({ pattern: i.pattern, table: i.table })));
@@ -118,6 +134,11 @@ export class CollectionResolver {
     }
     const indexes = await loading;
     const withIndexes: CollectionHandle = { ...handle, indexes };
-    return { handle: withIndexes, collection: { uuid, table: handle.table, ns: handle.ns, shardKey: handle.pattern, sharded }, created };
+    return {
+      handle: withIndexes,
+      collection: { uuid, table: handle.table, ns: handle.ns, shardKey: handle.pattern, sharded },
+      created,
+      historySince,
+    };
   }
 }

@@ -2,7 +2,14 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShut
 import { ObjectId } from 'bson';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { type ChunkVersion, type ClusterTimestamp, IGNORED_VERSION } from '@tessera/core';
+import {
+  type ChunkVersion,
+  type ClusterTimestamp,
+  IGNORED_VERSION,
+  TesseraError,
+  clusterTimestampToString,
+  compareClusterTimestamps,
+} from '@tessera/core';
 import type { TransactionFields } from '@tessera/protocol';
 import {
   type CountCommand,
@@ -408,6 +415,14 @@ function inTransactionHandle(resolved: ResolvedCollection, statement: Transactio
  */
 function asOf(resolved: ResolvedCollection, atClusterTime: ClusterTimestamp | undefined): CollectionHandle {
   if (atClusterTime === undefined) return resolved.handle;
+  const { historySince } = resolved;
+  if (historySince !== null && compareClusterTimestamps(atClusterTime, historySince) < 0) {
+    throw new TesseraError(
+      'SNAPSHOT_UNAVAILABLE',
+      `Unable to read from a snapshot at ${clusterTimestampToString(atClusterTime)}: ${resolved.collection.ns} was moved to this shard by movePrimary with its history from ${clusterTimestampToString(historySince)} on; retry at a later time`,
+      { details: { ns: resolved.collection.ns, atClusterTime, historySince } },
+    );
+  }
   const { metadata } = resolved.lease;
   return {
     ...resolved.handle,
