@@ -24,7 +24,7 @@ describe('npm run load:<workload>', () => {
   it('refuses a workload that does not exist, naming the ones that do', () => {
     const result = launch(['insert-sideways'], {});
     expect(result.status).toBe(2);
-    expect(result.output).toContain('insert-monotonic, insert-random, retryable-writes, subscriptions');
+    expect(result.output).toContain('insert-monotonic, insert-random, retryable-writes, router-roll, subscriptions');
   });
 
   it('runs k6 on the workload script with the environment and passes its exit status on', () => {

@@ -8,6 +8,8 @@ export * from './keys.ts';
 export * from './options.ts';
 export * from './report.ts';
 export * from './retryable-writes.ts';
+export * from './router-pool.ts';
+export * from './router-roll.ts';
 export * from './steps.ts';
 export * from './summary.ts';
 export * from './transactions.ts';

@@ -18,6 +18,8 @@ export const SHARD_KEYS = {
   retryable: { _id: 'hashed' },
   /** transactions: hashed on the account number, pre-split, so a transfer joins two shards unless both accounts hash to one. */
   accounts: { _id: 'hashed' },
+  /** router-roll: hashed on _id, pre-split, so a roll measures the routers and not a hot shard or the balancer. */
+  roll: { _id: 'hashed' },
 } as const;
 
 /** Random ranged keys fall in [0, RANDOM_KEY_SPACE). */

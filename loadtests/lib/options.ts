@@ -10,7 +10,8 @@ export type WorkloadName =
   | 'add-shard-under-load'
   | 'subscriptions'
   | 'retryable-writes'
-  | 'transactions';
+  | 'transactions'
+  | 'router-roll';
 
 export const WORKLOADS: readonly WorkloadName[] = [
   'insert-monotonic',
@@ -21,13 +22,17 @@ export const WORKLOADS: readonly WorkloadName[] = [
   'subscriptions',
   'retryable-writes',
   'transactions',
+  'router-roll',
 ];
 
 export interface WorkloadOptions {
   workload: WorkloadName;
   /** The router's base URL (REST API under /v1). */
   routerUrl: string;
-  /** Every router the load may use (ROUTER_URLS), ROUTER_URL alone by default; retryable-writes retries through another one. */
+  /**
+   * Every router the load may use (ROUTER_URLS), ROUTER_URL alone by default; retryable-writes
+   * retries through another one, router-roll keeps them all in its pool.
+   */
   routerUrls: string[];
   /** A config server's base URL (GraphQL at /graphql, graphql-ws at ws://.../graphql). */
   configUrl: string;
@@ -71,6 +76,10 @@ export interface WorkloadOptions {
   openingBalance: number;
   /** transactions: how many times a transfer's transaction runs again after a TransientTransactionError before the transfer is given up. */
   maxTxnRetries: number;
+  /** router-roll: how often each VU asks every usable router's `hello`, in the VU's own time. */
+  helloIntervalMs: number;
+  /** router-roll: a write that meets a router going away is sent once more through the next router, as a driver's retryWrites. */
+  retryWrites: boolean;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -94,6 +103,8 @@ export const DEFAULTS = {
   ACCOUNTS: 100,
   OPENING_BALANCE: 100,
   MAX_TXN_RETRIES: 5,
+  HELLO_INTERVAL: '200ms',
+  RETRY_WRITES: true,
 } as const;
 
 export const MIN_CHUNK_SIZE = 64 * 1024;
@@ -211,6 +222,10 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
   const ns = text('NS', defaultNamespace(workload));
   if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_.-]+$/.test(ns)) problems.push(`NS must be "<db>.<collection>", got "${ns}"`);
   const p99Ms = integer('P99_MS', DEFAULTS.P99_MS, 1, 600_000);
+  const [, helloIntervalMs] = duration('HELLO_INTERVAL', DEFAULTS.HELLO_INTERVAL);
+  const retryWritesText = text('RETRY_WRITES', String(DEFAULTS.RETRY_WRITES));
+  if (retryWritesText !== 'true' && retryWritesText !== 'false')
+    problems.push(`RETRY_WRITES must be "true" or "false", got "${retryWritesText}"`);
   const addShardAfterText = env.ADD_SHARD_AFTER;
   let addShardAfterMs = Math.round(durationMs / 3);
   if (addShardAfterText !== undefined && addShardAfterText !== '') {
@@ -235,7 +250,7 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
     batch: integer('BATCH', DEFAULTS.BATCH, 1, 10_000),
     ns,
     p99Ms,
-    maxErrorRate: workload === 'add-shard-under-load' ? 0 : 0.001,
+    maxErrorRate: workload === 'add-shard-under-load' || workload === 'router-roll' ? 0 : 0.001,
     settleMs,
     summaryPath: text('SUMMARY_PATH', `loadtests/results/${workload}-summary.json`),
     seedDocs: integer('SEED_DOCS', DEFAULTS.SEED_DOCS, 1, 10_000_000),
@@ -247,6 +262,8 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
     accounts: integer('ACCOUNTS', DEFAULTS.ACCOUNTS, 2, 1_000_000),
     openingBalance: integer('OPENING_BALANCE', DEFAULTS.OPENING_BALANCE, 1, 1_000_000_000),
     maxTxnRetries: integer('MAX_TXN_RETRIES', DEFAULTS.MAX_TXN_RETRIES, 0, 100),
+    helloIntervalMs,
+    retryWrites: retryWritesText !== 'false',
   };
   if (problems.length > 0) throw new OptionsError(problems);
   return options;
@@ -254,6 +271,6 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
 
 /** The options as they go into the JSON summary: everything but the tokens. */
 export function describeOptions(options: WorkloadOptions): Record<string, string | number> {
-  const { adminToken: _admin, viewerToken: _viewer, routerUrls, ...rest } = options;
-  return { ...rest, routerUrls: routerUrls.join(',') };
+  const { adminToken: _admin, viewerToken: _viewer, routerUrls, retryWrites, ...rest } = options;
+  return { ...rest, routerUrls: routerUrls.join(','), retryWrites: String(retryWrites) };
 }

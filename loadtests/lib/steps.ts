@@ -23,7 +23,8 @@ export type Step =
   | { kind: 'graphql'; request: GraphqlRequest }
   | {
       kind: 'router';
-      method: 'POST';
+      /** GET sends no body (a router's `hello`); `body` is then null. */
+      method: 'POST' | 'GET';
       path: string;
       body: unknown;
       /** The router to send it to; the workload's ROUTER_URL when unset. */

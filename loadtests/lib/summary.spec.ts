@@ -73,6 +73,37 @@ describe('thresholds and the summary', () => {
     expect(text).toContain('balances: 100 accounts hold 9997, drift -3');
   });
 
+  it('fails a router-roll run on any failed insert and on no router seen quiescing, and shows the stored documents beside the acknowledged ones', () => {
+    const options = parseWorkloadOptions('router-roll', env);
+    expect(workloadThresholds(options)).toMatchObject({
+      tessera_errors: ['rate==0'],
+      tessera_documents_inserted: ['count>0'],
+      'tessera_router_outs{reason:ShutdownInProgress}': ['count>0'],
+    });
+    const summary = buildSummary(options, {
+      metrics: {
+        tessera_errors: { type: 'rate', values: { rate: 0 }, thresholds: { 'rate==0': { ok: true } } },
+        tessera_documents_inserted: { type: 'counter', values: { count: 5000 } },
+        tessera_router_outs: { type: 'counter', values: { count: 14 } },
+        'tessera_router_outs{reason:ShutdownInProgress}': {
+          type: 'counter',
+          values: { count: 0 },
+          thresholds: { 'count>0': { ok: false } },
+        },
+        tessera_router_retries: { type: 'counter', values: { count: 3 } },
+        tessera_documents: { type: 'gauge', values: { value: 5000 } },
+      },
+    });
+    expect(summary).toMatchObject({
+      passed: false,
+      failedThresholds: ['tessera_router_outs{reason:ShutdownInProgress}: count>0'],
+      load: { routerOuts: 14, routerOutsOnQuiesce: 0, routerRetries: 3 },
+    });
+    expect(textSummary(summary, 'x.json')).toContain(
+      'routers taken out 14 (on ShutdownInProgress 0), inserts sent again 3; documents stored 5000 of 5000 acknowledged',
+    );
+  });
+
   it('says so when the teardown report is missing', () => {
     const summary = buildSummary(parseWorkloadOptions('crud-mix', env), { metrics: {} });
     expect(summary.report).toBeNull();

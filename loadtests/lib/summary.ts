@@ -29,13 +29,20 @@ export const LOAD_METRICS = {
   txnGivenUp: 'tessera_txn_given_up',
   /** Trend (ms, transactions): from the first commitTransaction to the answer that it committed. */
   txnCommitMs: 'tessera_txn_commit_ms',
+  /** Counters (router-roll): routers taken out of a VU's pool, tagged by reason and by what saw it (hello or an operation); operations sent again through the next router. */
+  routerOuts: 'tessera_router_outs',
+  routerRetries: 'tessera_router_retries',
 } as const;
+
+/** router-roll's pool taking a router out on its quiesce signal: a run that never sees it did not roll a router. */
+export const QUIESCE_OUTS = `${LOAD_METRICS.routerOuts}{reason:ShutdownInProgress}`;
 
 /** k6 reports these statistics for every Trend (p(99) is not in k6's default list). */
 export const SUMMARY_TREND_STATS = ['avg', 'min', 'med', 'max', 'p(90)', 'p(95)', 'p(99)', 'count'];
 
 /**
- * The run fails (k6 exits 99) on more than 0.1% errors (none at all for add-shard-under-load), or
+ * The run fails (k6 exits 99) on more than 0.1% errors (none at all for add-shard-under-load and
+ * router-roll), or
  * on a p99 latency above P99_MS (default 1000 ms: generous on purpose, the load generator shares
  * the machine with the cluster; tighten it on real hardware).
  */
@@ -53,6 +60,10 @@ export function workloadThresholds(options: WorkloadOptions): Record<string, str
   if (options.workload === 'transactions') {
     thresholds.tessera_balance_drift = ['value==0'];
     thresholds[LOAD_METRICS.txnCommits] = ['count>0'];
+  }
+  if (options.workload === 'router-roll') {
+    thresholds[LOAD_METRICS.documentsInserted] = ['count>0'];
+    thresholds[QUIESCE_OUTS] = ['count>0'];
   }
   return thresholds;
 }
@@ -87,6 +98,9 @@ export interface WorkloadSummary {
     txnCommitRetries: number | null;
     txnGivenUp: number | null;
     txnCommitMs: Record<string, number> | null;
+    routerOuts: number | null;
+    routerOutsOnQuiesce: number | null;
+    routerRetries: number | null;
   };
 }
 
@@ -123,6 +137,9 @@ export function buildSummary(options: WorkloadOptions, data: K6SummaryData): Wor
       txnCommitRetries: values(LOAD_METRICS.txnCommitRetries)?.count ?? null,
       txnGivenUp: values(LOAD_METRICS.txnGivenUp)?.count ?? null,
       txnCommitMs: values(LOAD_METRICS.txnCommitMs),
+      routerOuts: values(LOAD_METRICS.routerOuts)?.count ?? null,
+      routerOutsOnQuiesce: values(QUIESCE_OUTS)?.count ?? null,
+      routerRetries: values(LOAD_METRICS.routerRetries)?.count ?? null,
     },
   };
 }
@@ -149,6 +166,10 @@ export function textSummary(summary: WorkloadSummary, summaryPath: string): stri
     lines.push(
       `  transfers committed ${summary.load.txnCommits ?? 0} (in the data ${summary.report?.tessera_transfers_committed ?? '-'}), aborts ${summary.load.txnAborts ?? 0}, transactions retried ${summary.load.txnRetries ?? 0}, commits retried ${summary.load.txnCommitRetries ?? 0}, given up ${summary.load.txnGivenUp ?? 0}; commit ms p50 ${fixed(summary.load.txnCommitMs?.med)} p99 ${fixed(summary.load.txnCommitMs?.['p(99)'])}`,
       `  balances: ${summary.report?.tessera_accounts ?? '-'} accounts hold ${summary.report?.tessera_balance_total ?? '-'}, drift ${summary.report?.tessera_balance_drift ?? '-'}`,
+    );
+  if (summary.workload === 'router-roll')
+    lines.push(
+      `  routers taken out ${summary.load.routerOuts ?? 0} (on ShutdownInProgress ${summary.load.routerOutsOnQuiesce ?? 0}), inserts sent again ${summary.load.routerRetries ?? 0}; documents stored ${summary.report?.tessera_documents ?? '-'} of ${summary.load.documentsInserted ?? '-'} acknowledged`,
     );
   if (summary.report === null)
     lines.push('  cluster report: missing (teardown did not run or its metrics did not reach the summary; see its log lines)');

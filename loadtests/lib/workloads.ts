@@ -33,6 +33,8 @@ export function collectionSpecOf(workload: WorkloadName, shardCount: number): Co
       return { key: SHARD_KEYS.retryable, numInitialChunks: Math.max(2, 2 * shardCount) };
     case 'transactions':
       return { key: SHARD_KEYS.accounts, numInitialChunks: Math.max(2, 2 * shardCount) };
+    case 'router-roll':
+      return { key: SHARD_KEYS.roll, numInitialChunks: Math.max(2, 2 * shardCount) };
   }
 }
 

@@ -13,6 +13,7 @@ import {
   REPORT_METRICS,
   SUMMARY_TREND_STATS,
   type ReportMetric,
+  type RollOutcome,
   type RouterRequest,
   type Sequence,
   type SettleGoal,
@@ -27,8 +28,10 @@ import {
   checkBalances,
   checkRetryableWrites,
   collectReport,
+  countRolledDocuments,
   formatBalanceCheck,
   formatReport,
+  formatRollCheck,
   formatWriteCheck,
   graphqlBody,
   judgeAnswer,
@@ -53,6 +56,8 @@ export const txnRetries = new Counter(LOAD_METRICS.txnRetries);
 export const txnCommitRetries = new Counter(LOAD_METRICS.txnCommitRetries);
 export const txnGivenUp = new Counter(LOAD_METRICS.txnGivenUp);
 export const txnCommitMs = new Trend(LOAD_METRICS.txnCommitMs, true);
+export const routerOuts = new Counter(LOAD_METRICS.routerOuts);
+export const routerRetries = new Counter(LOAD_METRICS.routerRetries);
 const reportGauges = Object.fromEntries(REPORT_METRICS.map((name) => [name, new Gauge(name)])) as Record<ReportMetric, Gauge>;
 
 function parseBody(response: RefinedResponse<ResponseType | undefined>): unknown {
@@ -81,10 +86,12 @@ export function runSequence<T>(options: WorkloadOptions, sequence: Sequence<T>):
         break;
       }
       case 'router': {
-        const response = http.post(`${step.routerUrl ?? options.routerUrl}${step.path}`, JSON.stringify(step.body), {
-          headers: { 'content-type': 'application/json' },
-          tags: { name: step.name ?? 'setup router' },
-        });
+        const url = `${step.routerUrl ?? options.routerUrl}${step.path}`;
+        const tags = { name: step.name ?? 'setup router' };
+        const response =
+          step.method === 'GET'
+            ? http.get(url, { tags })
+            : http.post(url, JSON.stringify(step.body), { headers: { 'content-type': 'application/json' }, tags });
         // The load's own requests (named steps) count in the latency; setup's and teardown's do not.
         if (step.name !== undefined) requestMs.add(response.timings.duration, { op: step.name });
         answer = { status: response.status, body: parseBody(response) };
@@ -140,6 +147,27 @@ export function recordTransfer(outcome: TransferOutcome): void {
   if (outcome.end === 'committed') txnCommits.add(1);
   if (outcome.commitMs !== null) txnCommitMs.add(outcome.commitMs);
   if (outcome.end === 'gaveUp' || outcome.end === 'failed' || outcome.end === 'unknown') txnGivenUp.add(1, { end: outcome.end });
+}
+
+/**
+ * Records what a router-roll iteration came to: the insert's verdict (a send that met a router
+ * going away and was sent again is not an error; the insert's end is), the document acknowledged,
+ * the sends again, and the routers the VU's pool took out.
+ */
+export function recordRoll(outcome: RollOutcome): void {
+  errors.add(!outcome.ok, { op: 'insert' });
+  if (!outcome.ok) console.warn(`insert ${outcome.documentId} failed: ${outcome.problem ?? 'unknown'}`);
+  if (outcome.ok) documentsInserted.add(1);
+  if (outcome.retries > 0) routerRetries.add(outcome.retries);
+  for (const event of outcome.events) if (event.kind === 'out') routerOuts.add(1, { reason: event.reason, via: event.via });
+}
+
+/** router-roll's teardown check: the documents stored, as a Gauge, to set beside tessera_documents_inserted. */
+export function reportRolledDocuments(options: WorkloadOptions, setup: SetupData): number {
+  const documents = runSequence(options, countRolledDocuments(setup.ns));
+  reportGauges.tessera_documents.add(documents);
+  console.log(formatRollCheck(setup.ns, documents));
+  return documents;
 }
 
 /** transactions' teardown check: the balances' total against the opening total, and the committed transfers the data counts, as Gauges. */

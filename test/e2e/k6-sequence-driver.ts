@@ -5,10 +5,15 @@ export type RouterStep = Extract<Step, { kind: 'router' }>;
 /** What a request that got no response answers, as k6/http has it. */
 export const NO_ANSWER: StepAnswer = { status: 0, body: null };
 
-/** POSTs JSON; answers the status and parsed body, or NO_ANSWER when no response came. */
-export async function postJson(url: string, body: string, headers: Record<string, string> = {}): Promise<StepAnswer> {
+/** GETs, or POSTs JSON when there is a body; answers the status and parsed body, or NO_ANSWER when no response came. */
+async function requestJson(url: string, body: string | undefined, headers: Record<string, string> = {}): Promise<StepAnswer> {
   try {
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+    const response = await fetch(
+      url,
+      body === undefined
+        ? { method: 'GET', headers }
+        : { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body },
+    );
     const text = await response.text();
     return { status: response.status, body: text === '' ? null : (JSON.parse(text) as unknown) };
   } catch {
@@ -16,9 +21,15 @@ export async function postJson(url: string, body: string, headers: Record<string
   }
 }
 
+/** POSTs JSON; answers the status and parsed body, or NO_ANSWER when no response came. */
+export function postJson(url: string, body: string, headers: Record<string, string> = {}): Promise<StepAnswer> {
+  return requestJson(url, body, headers);
+}
+
 /** Sends a router step as built, to its router or the workload's. */
 export function sendToRouter(options: WorkloadOptions, step: RouterStep): Promise<StepAnswer> {
-  return postJson(`${step.routerUrl ?? options.routerUrl}${step.path}`, JSON.stringify(step.body));
+  const url = `${step.routerUrl ?? options.routerUrl}${step.path}`;
+  return requestJson(url, step.method === 'GET' ? undefined : JSON.stringify(step.body));
 }
 
 /**

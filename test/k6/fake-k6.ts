@@ -175,6 +175,14 @@ export const http = {
       const reply = answer(url, parsed);
       return { status: reply.status, body: JSON.stringify(reply.body), timings: { duration: 2 } };
     },
+    /** Only a router's hello is asked with GET: every router of the fake cluster serves. */
+    get(url: string) {
+      fake.http.push({ url, body: null });
+      const reply = url.endsWith('/v1/hello')
+        ? { status: 200, body: { isWritablePrimary: true, msg: 'isdbgrid', topologyVersion: { processId: 'fake', counter: 0 }, ok: 1 } }
+        : { status: 404, body: { ok: 0, codeName: 'NotFound' } };
+      return { status: reply.status, body: JSON.stringify(reply.body), timings: { duration: 1 } };
+    },
     expectedStatuses: (...statuses: number[]) => ({ statuses }),
   },
 };

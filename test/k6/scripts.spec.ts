@@ -157,6 +157,22 @@ describe('the k6 scripts in a fake k6', () => {
         expect(summary.report).toMatchObject({ tessera_accounts: 100, tessera_balance_total: 10_000, tessera_balance_drift: 0 });
         expect(script.options.thresholds).toMatchObject({ tessera_balance_drift: ['value==0'], tessera_txn_commits: ['count>0'] });
       }
+      if (name === 'router-roll') {
+        // 20 inserts of the VU's own documents, each a retryable write under the next txnNumber, after the VU's first hello.
+        const inserts = fake.http.filter((c) => c.url.endsWith('/v1/load/router_roll/insert'));
+        expect(inserts.map((c) => (c.body as { txnNumber: number }).txnNumber)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+        expect(new Set(inserts.map((c) => (c.body as { documents: Array<{ _id: string }> }).documents[0]!._id)).size).toBe(20);
+        expect(fake.http.filter((c) => c.url.endsWith('/v1/hello')).length).toBeGreaterThanOrEqual(1);
+        expect(fake.http.findIndex((c) => c.url.endsWith('/v1/hello'))).toBeLessThan(fake.http.indexOf(inserts[0]!));
+        expect(fake.samples('tessera_documents_inserted').reduce((sum, s) => sum + s.value, 0)).toBe(20);
+        // Teardown's count: the fake counts 100 documents whatever was inserted.
+        expect(summary.report).toMatchObject({ tessera_documents: 100 });
+        expect(script.options.thresholds).toMatchObject({
+          tessera_errors: ['rate==0'],
+          tessera_documents_inserted: ['count>0'],
+          'tessera_router_outs{reason:ShutdownInProgress}': ['count>0'],
+        });
+      }
       if (name === 'crud-mix') expect(fake.http.filter((c) => c.url.endsWith('/insert')).length).toBeGreaterThanOrEqual(5);
     },
   );
