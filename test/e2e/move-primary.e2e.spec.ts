@@ -8,6 +8,7 @@
  * sent, the secondary index came along, the old primary keeps no copy, and no critical section
  * is left.
  */
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
@@ -183,6 +184,26 @@ describe('movePrimary under kill -9', () => {
       async (pool) => (await pool.query('SELECT db FROM database_critical_sections')).rows,
     );
     expect(sections).toEqual([]);
+    // Its failpoints would pause every later move of it (the removeShard case moves what is left).
+    await cluster.configClient(await leaderName()).dropDatabase({ db });
+  });
+});
+
+describe('retryable writes across movePrimary', () => {
+  it('answers a write retried at the new primary from the retry history that moved with the collection, without running it again', async () => {
+    const db = 'mp_retry';
+    await cluster.configClient(await leaderName()).enableSharding({ db, primaryShard: DONOR });
+    await router.insertMany(`${db}.counters`, [{ _id: 'a', n: 0 }]);
+    const lsid = { id: { $uuid: randomUUID() } };
+    const body = { updates: [{ q: { _id: 'a' }, u: { $inc: { n: 1 } } }], lsid, txnNumber: 1 };
+    const first = await router.call('POST', `/v1/${db}/counters/update`, body);
+    expect(first.json).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
+
+    await movePrimary(db);
+    const retry = await router.call('POST', `/v1/${db}/counters/update`, body);
+    expect(retry.json).toMatchObject({ matchedCount: 1, modifiedCount: 1, retriedStmtIds: [0] });
+    expect(await router.findAll(`${db}.counters`, {})).toEqual([{ _id: 'a', n: 1 }]);
+    expect(await storedCount(cluster, RECIPIENT, `${db}.counters`)).toBe(1);
   });
 });
 

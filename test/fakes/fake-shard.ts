@@ -145,7 +145,7 @@ export class FakeShard {
       const source = await donor.describeNamespace(ns);
       this.dropWhere((c) => c.ns === ns);
       this.collections.set(source.uuid, { ns, keyPattern: source.keyPattern, unique: false, documents: source.documents });
-      cloned.push({ ns, documents: source.documents, bytes: source.documents * DOCUMENT_BYTES, done: true });
+      cloned.push({ ns, documents: source.documents, bytes: source.documents * DOCUMENT_BYTES, sessions: 0, done: true });
     }
     return { state: 'done', collections: cloned };
   }

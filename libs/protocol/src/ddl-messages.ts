@@ -99,7 +99,8 @@ export type CloneCatalogData = z.input<typeof cloneCatalogDataSchema>;
 /** A clone's progress, per collection; `done` once every collection is complete on the recipient. */
 export interface CloneCatalogDataStatus {
   state: 'cloning' | 'done';
-  collections: Array<{ ns: string; documents: number; bytes: number; done: boolean }>;
+  /** Per collection: documents and bytes cloned, sessions whose retry history came along. */
+  collections: Array<{ ns: string; documents: number; bytes: number; sessions: number; done: boolean }>;
 }
 
 /** Donor: drops the collections it no longer is primary for, once the move has committed. */
@@ -122,3 +123,10 @@ export const cloneRowsRequestSchema = z.strictObject({
   limit: z.number().int().min(1).max(100_000),
 });
 export type CloneRowsRequest = z.input<typeof cloneRowsRequestSchema>;
+
+/** Donor: a page of the retry history of a whole unsharded collection, sessions after `afterLsid` in lsid order. */
+export const collectionSessionHistoryRequestSchema = z.strictObject({
+  afterLsid: z.uuid().optional(),
+  limit: z.number().int().min(1).max(10_000),
+});
+export type CollectionSessionHistoryRequest = z.input<typeof collectionSessionHistoryRequestSchema>;

@@ -26,10 +26,12 @@ import type {
   CloneCatalogDataStatus,
   CloneRowsRequest,
   CloneSource,
+  CollectionSessionHistoryRequest,
   DropStaleData,
   EnterDatabaseCriticalSection,
   ExitDatabaseCriticalSection,
 } from './ddl-messages.js';
+import type { SessionHistoryBatch } from './migration-messages.js';
 import type { ShardCollectionSpec, ShardIdentity, ShardIdentityResponse, ShardStats } from './messages.js';
 import type { ClusterTimestamp } from '@tessera/core';
 import type {
@@ -130,6 +132,11 @@ export class ShardClient {
   /** Donor: the collection's next rows in `_id` order, as COPY text. */
   cloneRows(ns: string, request: CloneRowsRequest): Promise<string> {
     return this.http.callText('POST', `/internal/namespaces/${encodeURIComponent(ns)}/cloneRows`, request);
+  }
+
+  /** Donor: a page of the collection's retry history (sessions in lsid order), as a migration's `sessionHistory`. */
+  collectionSessionHistory(ns: string, request: CollectionSessionHistoryRequest): Promise<SessionHistoryBatch> {
+    return this.http.call('POST', `/internal/namespaces/${encodeURIComponent(ns)}/sessionHistory`, request);
   }
 
   stats(): Promise<ShardStats> {

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Header, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { ClusterAuthGuard } from '@tessera/platform';
-import type { CloneCatalogDataStatus, CloneSource } from '@tessera/protocol';
+import type { CloneCatalogDataStatus, CloneSource, SessionHistoryBatch } from '@tessera/protocol';
 import { DatabaseCriticalSections } from './database-critical-sections.service.js';
 import { MovePrimaryDonor } from './move-primary-donor.service.js';
 import { MovePrimaryRecipient } from './move-primary-recipient.service.js';
@@ -42,6 +42,12 @@ export class DatabasesController {
   @Get('namespaces/:ns/cloneSource')
   cloneSource(@Param('ns') ns: string): Promise<CloneSource> {
     return this.donor.cloneSource(ns);
+  }
+
+  @Post('namespaces/:ns/sessionHistory')
+  @HttpCode(200)
+  sessionHistory(@Param('ns') ns: string, @Body() body: unknown): Promise<SessionHistoryBatch> {
+    return this.donor.sessionHistory(ns, body);
   }
 
   @Post('namespaces/:ns/cloneRows')

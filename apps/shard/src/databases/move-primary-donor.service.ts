@@ -1,18 +1,26 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { TesseraError } from '@tessera/core';
+import { KEY_SPACE_END, TesseraError } from '@tessera/core';
 import { parseWith } from '@tessera/platform';
-import { type CloneSource, cloneRowsRequestSchema, dropStaleDataSchema } from '@tessera/protocol';
+import {
+  type CloneSource,
+  type SessionHistoryBatch,
+  cloneRowsRequestSchema,
+  collectionSessionHistoryRequestSchema,
+  dropStaleDataSchema,
+} from '@tessera/protocol';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { loadIndexes } from '../documents/index-maintenance.js';
 import { copyTableOut } from '../migration/copy-transfer.js';
+import { SessionRecords } from '../sessions/session-records.service.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { TransactionParticipants } from '../transactions/transaction-participants.service.js';
 
 /**
  * The old primary's side of movePrimary: it serves its unsharded collections to the new primary
- * (each collection's uuid, key pattern and indexes, then its rows in `_id` order, as COPY text,
- * while its critical section keeps them still), and drops them once the move has committed.
+ * (each collection's uuid, key pattern and indexes, its rows in `_id` order as COPY text, and its
+ * retry history, while its critical section keeps them still), and drops them once the move has
+ * committed.
  */
 @Injectable()
 export class MovePrimaryDonor {
@@ -21,6 +29,7 @@ export class MovePrimaryDonor {
     private readonly storage: CollectionStorageService,
     private readonly runtime: ShardingRuntime,
     private readonly participants: TransactionParticipants,
+    private readonly sessionRecords: SessionRecords,
   ) {}
 
   async cloneSource(ns: string): Promise<CloneSource> {
@@ -31,6 +40,18 @@ export class MovePrimaryDonor {
       keyPattern: local.keyPattern,
       indexes: indexes.map((i) => ({ key: i.keyPattern, name: i.name, ...(i.unique ? { unique: true } : {}) })),
     };
+  }
+
+  /**
+   * A page of the collection's retry history. Served while the section blocks writes, after the
+   * rows: no retryable write of the collection can be recorded meanwhile, so the pages are the
+   * whole history, and a write retried at the new primary is answered from it, not run again.
+   */
+  async sessionHistory(ns: string, input: unknown): Promise<SessionHistoryBatch> {
+    const { afterLsid, limit } = parseWith(collectionSessionHistoryRequestSchema, input, 'sessionHistory request');
+    const local = await this.stored(ns);
+    const wholeCollection = { collectionUuid: local.uuid, min: Buffer.alloc(0), max: Buffer.from(KEY_SPACE_END) };
+    return { sessions: await this.sessionRecords.historyInRange(wholeCollection, afterLsid, limit) };
   }
 
   async cloneRows(ns: string, input: unknown): Promise<string> {

@@ -9,6 +9,7 @@ import { CollectionResolver } from '../documents/collection-resolver.js';
 import { WriteTimes } from '../history/write-times.service.js';
 import { parseCopyRows } from '../migration/copy-transfer.js';
 import { IncomingRangeStore } from '../migration/incoming-range.store.js';
+import { IncomingSessionHistory } from '../migration/incoming-session-history.js';
 import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 
@@ -25,8 +26,8 @@ const ANSWER_WITHIN_MS = 2_000;
 
 /**
  * The new primary's side of movePrimary (MongoDB's `_shardsvrCloneCatalogData`): it copies each
- * of the old primary's unsharded collections (uuid, key pattern, secondary indexes, then the
- * rows in batches) while the old primary's critical section keeps them still. A collection is
+ * of the old primary's unsharded collections (uuid, key pattern, secondary indexes, the rows in
+ * batches, then the retry history of its sessions) while the old primary's critical section keeps them still. A collection is
  * cloned whole or again from nothing: any copy already here (an earlier attempt's, cut short by a
  * kill) is dropped first, so the clone can be repeated after any fault. The coordinator calls
  * until the answer is `done`; each call joins the clone already running for its operation.
@@ -39,6 +40,7 @@ export class MovePrimaryRecipient {
     private readonly storage: CollectionStorageService,
     private readonly resolver: CollectionResolver,
     private readonly incoming: IncomingRangeStore,
+    private readonly sessionHistory: IncomingSessionHistory,
     private readonly clients: InternalClients,
     private readonly runtime: ShardingRuntime,
     private readonly writeTimes: WriteTimes,
@@ -76,7 +78,7 @@ export class MovePrimaryRecipient {
   private start(db: string, request: CloneJob['request']): CloneJob {
     const status: CloneCatalogDataStatus = {
       state: 'cloning',
-      collections: request.collections.map((ns) => ({ ns, documents: 0, bytes: 0, done: false })),
+      collections: request.collections.map((ns) => ({ ns, documents: 0, bytes: 0, sessions: 0, done: false })),
     };
     const job: CloneJob = { request, status, work: Promise.resolve() };
     job.work = this.clone(db, job).catch((error: unknown) => {
@@ -114,6 +116,7 @@ export class MovePrimaryRecipient {
       after = rows[rows.length - 1]!.id;
       await this.failpoints.pauseAt('movePrimary.recipient.cloneBatch', ns);
     }
+    progress.sessions = await this.sessionHistory.receiveCollection(donor, ns, source.uuid);
     // Every cloned row is stamped before now: snapshot reads from now on find them all, earlier
     // ones would miss the versions the clone did not bring.
     await this.storage.markHistorySince(source.uuid, this.clock.now().clusterTime);

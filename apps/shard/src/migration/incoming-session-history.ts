@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { type MigrationClient, sessionHistoryBatchSchema } from '@tessera/protocol';
+import { type MigrationClient, type ShardClient, sessionHistoryBatchSchema } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
 import { SessionRecords } from '../sessions/session-records.service.js';
 
@@ -8,7 +8,7 @@ const SESSIONS_BATCH = 1_000;
 
 /**
  * The recipient's side of session migration (MongoDB's SessionCatalogMigrationDestination): pulls
- * the retry history of the incoming range from the donor, a page of sessions at a time, and
+ * the retry history of the incoming range (or, for movePrimary, collection) from the donor, a page of sessions at a time, and
  * applies each page in one transaction, so that a session's record and image land together or
  * not at all, with the page's sessions checked out (SessionRecords). Applying is idempotent
  * (see `TransactionsStore.applyMigratedSessions`), which is what lets the recipient pull the
@@ -23,12 +23,32 @@ export class IncomingSessionHistory {
    * until a page comes back short; answers how many sessions took the migrated history.
    * `checkStopped` runs before each page, so that a stopped receipt stops pulling.
    */
-  async receive(donor: MigrationClient, migrationId: string, collectionUuid: string, checkStopped: () => void): Promise<number> {
+  receive(donor: MigrationClient, migrationId: string, collectionUuid: string, checkStopped: () => void): Promise<number> {
+    return this.pull((page) => donor.sessionHistory({ migrationId, ...page }), collectionUuid, checkStopped);
+  }
+
+  /**
+   * The same for a whole collection, from the donor of a movePrimary (`collectionSessionHistory`
+   * of `ns`): every statement of the collection's sessions comes along.
+   */
+  receiveCollection(donor: ShardClient, ns: string, collectionUuid: string): Promise<number> {
+    return this.pull(
+      (page) => donor.collectionSessionHistory(ns, page),
+      collectionUuid,
+      () => undefined,
+    );
+  }
+
+  private async pull(
+    fetchPage: (page: { limit: number; afterLsid?: string }) => Promise<unknown>,
+    collectionUuid: string,
+    checkStopped: () => void,
+  ): Promise<number> {
     let taken = 0;
     let afterLsid: string | undefined;
     for (;;) {
       checkStopped();
-      const answer = await donor.sessionHistory({ migrationId, limit: SESSIONS_BATCH, ...(afterLsid ? { afterLsid } : {}) });
+      const answer = await fetchPage({ limit: SESSIONS_BATCH, ...(afterLsid ? { afterLsid } : {}) });
       const { sessions } = parseWith(sessionHistoryBatchSchema, answer, 'sessionHistory batch');
       if (sessions.length > 0) {
         taken += await this.records.applyMigrated(collectionUuid, sessions);

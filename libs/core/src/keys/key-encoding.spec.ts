@@ -13,6 +13,7 @@ import {
   encodedKeyToHex,
   encodeKey,
   encodeKeyToBinaryString,
+  KEY_SPACE_END,
 } from './key-encoding.js';
 
 function compareKeysByValue(a: readonly Value[], b: readonly Value[]): number {
@@ -87,6 +88,12 @@ describe('encodeKey', () => {
 
   it('orders 2^53 + 1 as Long above 2^53 as double', () => {
     expect(compareBytes(encodeKey([Long.fromBigInt(2n ** 53n + 1n)]), encodeKey([2 ** 53]))).toBe(1);
+  });
+
+  it('ends the key space above every key, MaxKey included', () => {
+    for (const value of [new MaxKey(), 'zzz', Number.MAX_VALUE, new Date(8.64e15), true]) {
+      expect(compareBytes(KEY_SPACE_END, encodeKey([value, new MaxKey()]))).toBe(1);
+    }
   });
 
   it('places MinKey below and MaxKey above every value in every position', () => {

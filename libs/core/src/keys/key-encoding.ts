@@ -38,6 +38,9 @@ const TAG: Record<TypeBracket, number> = {
 const END = 0x00;
 const BIAS_64 = 1n << 63n;
 
+/** Bytes above every encoded key (each starts with a type tag, maxKey's the highest): the exclusive end of the whole key space. */
+export const KEY_SPACE_END: Uint8Array = Uint8Array.of(TAG.maxKey + 1);
+
 /**
  * Encodes a key (one value per shard key field, in pattern order) into order-preserving bytes.
  * Returns a new byte array. Throws `BAD_VALUE` for unsupported types (see `typeBracketOf`).
