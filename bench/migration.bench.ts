@@ -18,7 +18,9 @@ import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
  *    `COPY TO` piped into `COPY FROM` (the physical limit here), as a ratio (goal >= 0.5);
  * 2. under a concurrent insert and update load on the migrating range, moves a chunk back and
  *    forth and reports the critical section's p50/p99 (goal p99 <= 100 ms) and the writes' p99
- *    latency during the migrations against the same load without them.
+ *    latency during the migrations against the same load without them;
+ * 3. moves the primary of a database holding the same documents in an unsharded collection
+ *    (movePrimary's clone) and reports its MB/s against the same raw copy.
  */
 const DOCUMENTS = Number(process.env.BENCH_DOCUMENTS ?? 100_000);
 const MOVES = Number(process.env.BENCH_MOVES ?? 20);
@@ -68,7 +70,11 @@ async function load(ns: string, count: number, first = 0): Promise<void> {
       while (next < first + count) {
         const start = next;
         next += 1000;
-        const documents = Array.from({ length: Math.min(1000, first + count - start) }, (_, i) => ({ _id: start + i, k: start + i, payload }));
+        const documents = Array.from({ length: Math.min(1000, first + count - start) }, (_, i) => ({
+          _id: start + i,
+          k: start + i,
+          payload,
+        }));
         await routerCall(`/v1/${db}/${coll}/insert`, { documents, ordered: false });
       }
     }),
@@ -110,10 +116,25 @@ try {
   await target.query('CREATE TABLE raw_copy (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL)');
   await target.query('CREATE INDEX ON raw_copy (shard_key)');
   const rawStarted = performance.now();
-  await pipeline(source.query(copyTo(`COPY ${table} TO STDOUT`)), target.query(copyFrom('COPY raw_copy FROM STDIN')));
+  await pipeline(
+    source.query(copyTo(`COPY ${table} (id, shard_key, doc, size) TO STDOUT`)),
+    target.query(copyFrom('COPY raw_copy FROM STDIN')),
+  );
   const rawSeconds = (performance.now() - rawStarted) / 1000;
   const rawMbPerSecond = bytes / 1e6 / rawSeconds;
   await target.query('DROP TABLE raw_copy');
+
+  // 3. movePrimary: the same documents in an unsharded collection, cloned whole to the other shard.
+  await config.enableSharding({ db: 'benchplain', primaryShard: donor });
+  await load('benchplain.move', DOCUMENTS);
+  const primaryStarted = performance.now();
+  await config.movePrimary({ db: 'benchplain', to: recipient });
+  const primarySeconds = (performance.now() - primaryStarted) / 1000;
+  const plainUuid = (await target.query<{ uuid: string }>("SELECT uuid FROM collections WHERE ns = 'benchplain.move'")).rows[0]!.uuid;
+  const plainBytes = Number(
+    (await target.query<{ b: string }>(`SELECT sum(size) AS b FROM c_${plainUuid.replaceAll('-', '')}`)).rows[0]!.b,
+  );
+  const primaryMbPerSecond = plainBytes / 1e6 / primarySeconds;
   await source.end();
   await target.end();
 
@@ -162,7 +183,12 @@ try {
   const busy = await window(async () => {
     for (let i = 0; i < MOVES; i++) {
       const from = await ownerOf(config, hot);
-      const result = await config.moveRange({ ns: hot, min: { k: { $minKey: 1 } }, toShard: from === 'shard0' ? 'shard1' : 'shard0', waitForDelete: true });
+      const result = await config.moveRange({
+        ns: hot,
+        min: { k: { $minKey: 1 } },
+        toShard: from === 'shard0' ? 'shard1' : 'shard0',
+        waitForDelete: true,
+      });
       sections.push(result.criticalSectionMs);
     }
   });
@@ -173,10 +199,15 @@ try {
   console.log(
     `moveRange: ${mbPerSecond.toFixed(1)} MB/s, ${(moved.documentsCloned / seconds).toFixed(0)} documents/s (${moved.documentsCloned} documents, ${(moved.bytesCloned / 1e6).toFixed(1)} MB in ${seconds.toFixed(2)} s)`,
   );
-  const steps = moved.phases.map((p, i) => `${p.phase} ${i + 1 < moved.phases.length ? Date.parse(moved.phases[i + 1]!.at) - Date.parse(p.at) : 0} ms`);
+  const steps = moved.phases.map(
+    (p, i) => `${p.phase} ${i + 1 < moved.phases.length ? Date.parse(moved.phases[i + 1]!.at) - Date.parse(p.at) : 0} ms`,
+  );
   console.log(`  phases: ${steps.join(', ')}`);
   console.log(`raw COPY TO | COPY FROM between the shard databases: ${rawMbPerSecond.toFixed(1)} MB/s (${rawSeconds.toFixed(2)} s)`);
   console.log(`ratio ${ratio.toFixed(2)} (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
+  console.log(
+    `movePrimary: ${primaryMbPerSecond.toFixed(1)} MB/s, ${(DOCUMENTS / primarySeconds).toFixed(0)} documents/s (${(plainBytes / 1e6).toFixed(1)} MB in ${primarySeconds.toFixed(2)} s, all six phases); ratio to raw ${(primaryMbPerSecond / rawMbPerSecond).toFixed(2)}`,
+  );
   const p99 = percentile(sections, 99);
   console.log(
     `critical section under load: p50 ${percentile(sections, 50).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms over ${sections.length} moves (goal p99 <= 100 ms: ${p99 <= 100 ? 'met' : 'NOT met'})`,
@@ -184,6 +215,10 @@ try {
   console.log(
     `write latency p99: ${percentile(busy, 99).toFixed(1)} ms during migrations (${busy.length} writes) vs ${percentile(quiet, 99).toFixed(1)} ms without (${quiet.length} writes); ratio ${(percentile(busy, 99) / percentile(quiet, 99)).toFixed(2)}`,
   );
+} catch (error) {
+  // Printed before the cluster stops: stopping it can fail in ways that would hide this error.
+  console.error('bench:migration failed:', error);
+  process.exitCode = 1;
 } finally {
   await cluster.stop();
   await agent.close();
