@@ -130,6 +130,7 @@ export class FakeShard {
       throw new TesseraError(
         'CONFLICTING_OPERATION',
         `the critical section of database ${db} is held by another operation (${held.reason})`,
+        { details: { db, heldBy: held.reason } },
       );
     }
     this.sections.set(db, { reason, blocksReads: (held?.blocksReads ?? false) || blockReads });

@@ -410,7 +410,15 @@ export class ConfigProcess {
     new ShardCollectionCoordinator(this.coordinators, catalog, shards, this.databases, clock, changelog).onModuleInit();
     new DropCollectionCoordinator(this.coordinators, dropper).onModuleInit();
     new DropDatabaseCoordinator(this.coordinators, databaseCatalog, shards, dropper, clock, changelog).onModuleInit();
-    new MovePrimaryCoordinator(this.coordinators, databaseCatalog, shards, clock, changelog, silent).onModuleInit();
+    new MovePrimaryCoordinator(
+      this.coordinators,
+      new DdlCoordinatorStore(dataSource),
+      databaseCatalog,
+      shards,
+      clock,
+      changelog,
+      silent,
+    ).onModuleInit();
     new RefineShardKeyCoordinator(this.coordinators, catalog, shards, clock, changelog, migrationRecords, silent).onModuleInit();
   }
 

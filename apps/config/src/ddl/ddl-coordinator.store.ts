@@ -43,6 +43,12 @@ export class DdlCoordinatorStore {
     return rows[0];
   }
 
+  /** True when coordinator `id` has finished or failed, or never existed. */
+  async ended(id: string): Promise<boolean> {
+    const rows: Array<{ phase: string }> = await this.dataSource.query('SELECT phase FROM ddl_coordinators WHERE id::text = $1', [id]);
+    return rows[0] === undefined || rows[0].phase === DONE || rows[0].phase === FAILED;
+  }
+
   /** A new coordinator at its first phase; false when a concurrent one took the resource first. */
   async insert(row: {
     id: string;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { TesseraError } from '@tessera/core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
@@ -40,6 +41,11 @@ const MOVED: ClusterState = {
   coordinators: ['movePrimary db:app: done'],
   shards: { shard0: USERS, shard1: ORDERS },
 };
+
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 25));
+  expect(condition()).toBe(true);
+}
 
 /** No critical section is left on either shard. */
 function sectionsLeft(): string[] {
@@ -195,6 +201,29 @@ describe('movePrimary', () => {
     expect(state.databases).toEqual(['app on shard1 (version 2)']);
     expect(state.shards.shard1).toEqual(ORDERS);
     expect(sectionsLeft()).toEqual([]);
+  });
+
+  it("releases a section a failed movePrimary left on the donor (its cleanup could not reach it), but not a running one's", async () => {
+    cluster.shards.shard0.sections.set('app', { reason: randomUUID(), blocksReads: true });
+    const config = await cluster.leader();
+    await config.databases.movePrimary(move);
+    expect(await cluster.state()).toEqual(MOVED);
+    expect(sectionsLeft()).toEqual([]);
+
+    // A reason the catalog knows as unfinished is a real conflict: retried, never taken over.
+    const running = randomUUID();
+    await db.dataSource.query(
+      "INSERT INTO ddl_coordinators (id, kind, resource, phase, request, leader_term) VALUES ($1, 'movePrimary', 'db:elsewhere', 'clone', '{}', 1)",
+      [running],
+    );
+    cluster.shards.shard1.sections.set('app', { reason: running, blocksReads: false });
+    const back = config.databases.movePrimary({ db: 'app', to: 'shard0' });
+    await until(() => cluster.network.callsTo('/internal/databases/app/enterCriticalSection', SHARD_URLS.shard1).length >= 2);
+    expect(cluster.shards.shard1.sections.get('app')?.reason).toBe(running);
+    await db.dataSource.query("UPDATE ddl_coordinators SET phase = 'failed' WHERE id = $1", [running]);
+    await back;
+    expect(sectionsLeft()).toEqual([]);
+    expect((await cluster.state()).databases).toEqual(['app on shard0 (version 3)']);
   });
 
   it('fails in prepare when the database does not exist', async () => {

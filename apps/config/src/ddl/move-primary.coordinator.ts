@@ -2,7 +2,7 @@ import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { TesseraError } from '@tessera/core';
 import { LOGGER } from '@tessera/platform';
-import type { DatabaseDescription } from '@tessera/protocol';
+import type { DatabaseDescription, ShardClient } from '@tessera/protocol';
 import { databaseLock } from '../catalog/namespace.js';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
@@ -10,6 +10,7 @@ import { DatabaseCatalogStore } from './database-catalog.store.js';
 import { describeDatabase } from './database-ddl.service.js';
 import type { PhaseContext } from './ddl-coordinator.js';
 import { DdlCoordinatorService } from './ddl-coordinator.service.js';
+import { DdlCoordinatorStore } from './ddl-coordinator.store.js';
 import { ShardDirectory } from './shard-directory.js';
 
 /** A movePrimary request, as validated by `movePrimaryRequestSchema`. */
@@ -61,6 +62,7 @@ const CLEANUP_ATTEMPTS = 5;
 export class MovePrimaryCoordinator implements OnModuleInit {
   constructor(
     private readonly coordinators: DdlCoordinatorService,
+    private readonly coordinatorRows: DdlCoordinatorStore,
     private readonly catalog: DatabaseCatalogStore,
     private readonly shards: ShardDirectory,
     private readonly clock: ConfigClockService,
@@ -125,7 +127,7 @@ export class MovePrimaryCoordinator implements OnModuleInit {
   private async clone({ request, state }: Context): Promise<MovePrimaryState> {
     const donor = await this.shards.shard(state.from!);
     const recipient = await this.shards.shard(request.to);
-    await donor.enterDatabaseCriticalSection(request.db, { reason: state.reason!, blockReads: false });
+    await this.holdSection(donor, request.db, state.reason!, false);
     const sharded = new Set(await this.catalog.shardedCollections(request.db));
     const collections = (await donor.namespacesOf(request.db)).filter((ns) => !sharded.has(ns));
     for (const ns of await recipient.namespacesOf(request.db)) {
@@ -146,8 +148,26 @@ export class MovePrimaryCoordinator implements OnModuleInit {
   /** Expects: the clone is complete. The donor blocks reads of the collections too, so none is served from it once the catalog moves. */
   private async enterCriticalSection({ request, state }: Context): Promise<MovePrimaryState> {
     const donor = await this.shards.shard(state.from!);
-    await donor.enterDatabaseCriticalSection(request.db, { reason: state.reason!, blockReads: true });
+    await this.holdSection(donor, request.db, state.reason!, true);
     return state;
+  }
+
+  /**
+   * Has the donor hold the database's section for `reason`. A section another reason holds can
+   * only be a failed movePrimary's whose cleanup did not reach the donor (this coordinator holds
+   * the database's lock, so no other runs): it is released once the catalog confirms that
+   * coordinator ended, so running movePrimary again heals what a failure left.
+   */
+  private async holdSection(donor: ShardClient, db: string, reason: string, blockReads: boolean): Promise<void> {
+    try {
+      await donor.enterDatabaseCriticalSection(db, { reason, blockReads });
+    } catch (error) {
+      const heldBy = error instanceof TesseraError && error.code === 'CONFLICTING_OPERATION' ? error.details?.heldBy : undefined;
+      if (typeof heldBy !== 'string' || !(await this.coordinatorRows.ended(heldBy))) throw error;
+      this.logger.warn({ db, heldBy }, `movePrimary of ${db}: releasing the critical section a failed movePrimary left on the donor`);
+      await donor.exitDatabaseCriticalSection(db, { reason: heldBy });
+      await donor.enterDatabaseCriticalSection(db, { reason, blockReads });
+    }
   }
 
   /**

@@ -27,10 +27,11 @@ const ANSWER_WITHIN_MS = 2_000;
 /**
  * The new primary's side of movePrimary (MongoDB's `_shardsvrCloneCatalogData`): it copies each
  * of the old primary's unsharded collections (uuid, key pattern, secondary indexes, the rows in
- * batches, then the retry history of its sessions) while the old primary's critical section keeps them still. A collection is
- * cloned whole or again from nothing: any copy already here (an earlier attempt's, cut short by a
- * kill) is dropped first, so the clone can be repeated after any fault. The coordinator calls
- * until the answer is `done`; each call joins the clone already running for its operation.
+ * batches, then the retry history of its sessions) while the old primary's critical section
+ * keeps them still. A collection is cloned whole or again from nothing: any copy already here
+ * (an earlier attempt's, cut short by a kill) is dropped first, so the clone can be repeated
+ * after any fault. The coordinator calls until the answer is `done`; each call joins the clone
+ * already running for its operation.
  */
 @Injectable()
 export class MovePrimaryRecipient {
@@ -97,7 +98,7 @@ export class MovePrimaryRecipient {
     job.status.state = 'done';
   }
 
-  /** Drops any copy of the collection here, creates it as the donor has it, and copies its rows. */
+  /** Drops any copy of the collection here, creates it as the donor has it, and copies its rows and retry history. */
   private async cloneCollection(donor: ShardClient, progress: CloneCatalogDataStatus['collections'][number]): Promise<void> {
     const { ns } = progress;
     const source = await donor.cloneSource(ns);
