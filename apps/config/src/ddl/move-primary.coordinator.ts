@@ -44,7 +44,8 @@ const CLEANUP_ATTEMPTS = 5;
 /**
  * movePrimary as a coordinator (MongoDB's MovePrimaryCoordinator), under the database lock: the
  * old primary (donor) blocks writes to the database's unsharded collections in a persisted
- * critical section, the new primary (recipient) clones them (data and indexes), the donor blocks
+ * critical section, the new primary (recipient) clones them (data, indexes and the sessions'
+ * retry history), the donor blocks
  * reads too, the catalog names the new primary at the next database version, the donor lets
  * its waiting operations go (they find their database version stale and their router retries at
  * the new primary) and then drops its copies. Sharded collections stay where their chunks are.
