@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
-import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { FAST_CONFIG_ENV, controlPlane, eventually, waitForLeader } from './helpers.js';
 import { RouterApi, onShardDatabase, storedCount } from './router-api.js';
 import { startTestCluster } from './test-cluster.js';
 
@@ -204,6 +204,20 @@ describe('retryable writes across movePrimary', () => {
     expect(retry.json).toMatchObject({ matchedCount: 1, modifiedCount: 1, retriedStmtIds: [0] });
     expect(await router.findAll(`${db}.counters`, {})).toEqual([{ _id: 'a', n: 1 }]);
     expect(await storedCount(cluster, RECIPIENT, `${db}.counters`)).toBe(1);
+
+    // The control plane shows the operation with what its phases recorded.
+    const { ddlOperations } = await controlPlane<{ ddlOperations: Array<Record<string, unknown>> }>(
+      cluster.configUrl,
+      cluster.controlPlaneTokens.viewer,
+      '{ ddlOperations(recent: 50) { kind resource phase request state error } }',
+    );
+    expect(ddlOperations.find((o) => o.resource === `db:${db}`)).toMatchObject({
+      kind: 'movePrimary',
+      phase: 'done',
+      request: { db, to: RECIPIENT },
+      state: { from: DONOR, collections: [`${db}.counters`], documents: 1 },
+      error: null,
+    });
   });
 });
 

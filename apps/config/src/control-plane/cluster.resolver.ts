@@ -12,6 +12,7 @@ import {
   ClusterOverviewType,
   CollectionType,
   DatabaseType,
+  DdlOperationType,
   MigrationsType,
   SettingType,
   ShardStatisticsType,
@@ -59,6 +60,13 @@ export class ClusterResolver {
     @Args('recent', { type: () => Int, defaultValue: 20 }) recent = 20,
   ): Promise<MigrationsType> {
     return this.reads.migrations(ns ?? undefined, recent);
+  }
+
+  @Query(() => [DdlOperationType], {
+    description: 'DDL operations: the running ones with their phase (oldest first), then the last ended ones (newest first).',
+  })
+  ddlOperations(@Args('recent', { type: () => Int, defaultValue: 20 }) recent = 20): Promise<DdlOperationType[]> {
+    return this.reads.ddlOperations(recent);
   }
 
   @Query(() => [SettingType], { description: 'The cluster settings documents (config.settings).' })

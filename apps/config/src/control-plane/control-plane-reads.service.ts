@@ -30,6 +30,7 @@ import type {
   ChunkType,
   CollectionType,
   DatabaseType,
+  DdlOperationType,
   EventConnectionType,
   MigrationsType,
   SettingType,
@@ -259,6 +260,37 @@ export class ControlPlaneReadsService {
       active: active.map((a) => activeMigrationOf(a, report(a.id, 'moveChunk.phase'), report(a.id, 'moveChunk.progress'))),
       recent: ended.map(endedMigrationOf),
     };
+  }
+
+  /** The DDL coordinators still running, oldest first, then the `recent` last ended, newest first. */
+  async ddlOperations(recent: number): Promise<DdlOperationType[]> {
+    const rows: Array<{
+      id: string;
+      kind: string;
+      resource: string;
+      phase: string;
+      request: unknown;
+      state: unknown;
+      error: unknown;
+      created_at: Date;
+      updated_at: Date;
+    }> = await this.dataSource.query(
+      `(SELECT *, 0 AS ended FROM ddl_coordinators WHERE phase NOT IN ('done', 'failed') ORDER BY created_at)
+       UNION ALL
+       (SELECT *, 1 AS ended FROM ddl_coordinators WHERE phase IN ('done', 'failed') ORDER BY updated_at DESC LIMIT $1)`,
+      [Math.min(Math.max(recent, 0), MAX_PAGE)],
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      kind: r.kind,
+      resource: r.resource,
+      phase: r.phase,
+      request: r.request,
+      state: r.state,
+      error: r.error,
+      startedAt: r.created_at.toISOString(),
+      updatedAt: r.updated_at.toISOString(),
+    }));
   }
 
   async settings(): Promise<SettingType[]> {

@@ -181,6 +181,22 @@ export class SettingType {
   @Field() updatedAt!: string;
 }
 
+@ObjectType('DdlOperation', {
+  description: "A DDL coordinator (ddl_coordinators): the command, the phase it is in or 'done' / 'failed', its persisted state.",
+})
+export class DdlOperationType {
+  @Field() id!: string;
+  @Field({ description: 'shardCollection, refineCollectionShardKey, dropCollection, dropDatabase, movePrimary.' }) kind!: string;
+  @Field({ description: "The locked resource: the namespace, or 'db:<name>' for a database." }) resource!: string;
+  @Field({ description: "The phase it runs (or resumes at), or 'done' / 'failed'." }) phase!: string;
+  @Field(() => JsonScalar) request!: unknown;
+  @Field(() => JsonScalar, { description: 'What its phases have recorded so far (e.g. the collections movePrimary cloned).' })
+  state!: unknown;
+  @Field(() => JsonScalar, { nullable: true, description: 'The error that failed it.' }) error!: unknown;
+  @Field() startedAt!: string;
+  @Field({ description: 'When its last phase began or it ended.' }) updatedAt!: string;
+}
+
 @ObjectType('RemoveShardResult')
 export class RemoveShardResultType {
   @Field({ description: 'started, ongoing or completed' }) state!: string;
