@@ -387,9 +387,10 @@ export class ConfigProcess {
       silent,
     );
     const dropper = new CollectionDropper(catalog, shards, clock, changelog, migrationRecords);
+    const coordinatorRows = new DdlCoordinatorStore(dataSource);
     this.coordinators = new ObservedDdlCoordinatorService(
       dataSource,
-      new DdlCoordinatorStore(dataSource),
+      coordinatorRows,
       leader,
       locks,
       new Failpoints(settings, silent),
@@ -410,15 +411,7 @@ export class ConfigProcess {
     new ShardCollectionCoordinator(this.coordinators, catalog, shards, this.databases, clock, changelog).onModuleInit();
     new DropCollectionCoordinator(this.coordinators, dropper).onModuleInit();
     new DropDatabaseCoordinator(this.coordinators, databaseCatalog, shards, dropper, clock, changelog).onModuleInit();
-    new MovePrimaryCoordinator(
-      this.coordinators,
-      new DdlCoordinatorStore(dataSource),
-      databaseCatalog,
-      shards,
-      clock,
-      changelog,
-      silent,
-    ).onModuleInit();
+    new MovePrimaryCoordinator(this.coordinators, coordinatorRows, databaseCatalog, shards, clock, changelog, silent).onModuleInit();
     new RefineShardKeyCoordinator(this.coordinators, catalog, shards, clock, changelog, migrationRecords, silent).onModuleInit();
   }
 

@@ -25,6 +25,7 @@ import {
   keyPatternOfRow,
 } from '../catalog/catalog-rows.js';
 import { type ChangelogRow, eventOfRow } from '../changelog/changelog.service.js';
+import { DdlCoordinatorStore } from '../ddl/ddl-coordinator.store.js';
 import type {
   ChunkConnectionType,
   ChunkType,
@@ -58,6 +59,7 @@ export class ControlPlaneReadsService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly clients: InternalClients,
+    private readonly coordinators: DdlCoordinatorStore,
   ) {}
 
   loaders(): ControlPlaneLoaders {
@@ -264,22 +266,7 @@ export class ControlPlaneReadsService {
 
   /** The DDL coordinators still running, oldest first, then the `recent` last ended, newest first. */
   async ddlOperations(recent: number): Promise<DdlOperationType[]> {
-    const rows: Array<{
-      id: string;
-      kind: string;
-      resource: string;
-      phase: string;
-      request: unknown;
-      state: unknown;
-      error: unknown;
-      created_at: Date;
-      updated_at: Date;
-    }> = await this.dataSource.query(
-      `(SELECT *, 0 AS ended FROM ddl_coordinators WHERE phase NOT IN ('done', 'failed') ORDER BY created_at)
-       UNION ALL
-       (SELECT *, 1 AS ended FROM ddl_coordinators WHERE phase IN ('done', 'failed') ORDER BY updated_at DESC LIMIT $1)`,
-      [Math.min(Math.max(recent, 0), MAX_PAGE)],
-    );
+    const rows = await this.coordinators.listed(Math.min(Math.max(recent, 0), MAX_PAGE));
     return rows.map((r) => ({
       id: r.id,
       kind: r.kind,

@@ -12,6 +12,8 @@ export interface CoordinatorRow {
   state: unknown;
   error: { code: string; message: string } | null;
   leader_term: string;
+  created_at: Date;
+  updated_at: Date;
 }
 
 /** The phase of a coordinator that finished. */
@@ -32,6 +34,16 @@ export class DdlCoordinatorStore {
   /** The coordinators that have neither finished nor failed, oldest first. */
   unfinished(): Promise<CoordinatorRow[]> {
     return this.dataSource.query(`SELECT * FROM ddl_coordinators WHERE phase NOT IN ('${DONE}', '${FAILED}') ORDER BY created_at`);
+  }
+
+  /** The unfinished coordinators, oldest first, then the `recent` last ended, newest first. */
+  listed(recent: number): Promise<CoordinatorRow[]> {
+    return this.dataSource.query(
+      `(SELECT * FROM ddl_coordinators WHERE phase NOT IN ('${DONE}', '${FAILED}') ORDER BY created_at)
+       UNION ALL
+       (SELECT * FROM ddl_coordinators WHERE phase IN ('${DONE}', '${FAILED}') ORDER BY updated_at DESC LIMIT $1)`,
+      [recent],
+    );
   }
 
   /** The unfinished coordinator of `resource`, if any. */

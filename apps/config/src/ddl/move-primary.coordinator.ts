@@ -129,10 +129,9 @@ export class MovePrimaryCoordinator implements OnModuleInit {
     const donor = await this.shards.shard(state.from!);
     const recipient = await this.shards.shard(request.to);
     await this.holdSection(donor, request.db, state.reason!, false);
-    const sharded = new Set(await this.catalog.shardedCollections(request.db));
-    const collections = (await donor.namespacesOf(request.db)).filter((ns) => !sharded.has(ns));
-    for (const ns of await recipient.namespacesOf(request.db)) {
-      if (!sharded.has(ns) && !collections.includes(ns)) await recipient.dropNamespace(ns);
+    const collections = await this.unshardedOn(donor, request.db);
+    for (const ns of await this.unshardedOn(recipient, request.db)) {
+      if (!collections.includes(ns)) await recipient.dropNamespace(ns);
     }
     for (;;) {
       const status = await recipient.cloneCatalogData(request.db, { operationId: state.reason!, from: donor.url, collections });
@@ -151,6 +150,12 @@ export class MovePrimaryCoordinator implements OnModuleInit {
     const donor = await this.shards.shard(state.from!);
     await this.holdSection(donor, request.db, state.reason!, true);
     return state;
+  }
+
+  /** The collections of `db` that `shard` stores and the catalog does not know as sharded. */
+  private async unshardedOn(shard: ShardClient, db: string): Promise<string[]> {
+    const sharded = new Set(await this.catalog.shardedCollections(db));
+    return (await shard.namespacesOf(db)).filter((ns) => !sharded.has(ns));
   }
 
   /**
@@ -222,8 +227,7 @@ export class MovePrimaryCoordinator implements OnModuleInit {
         const donor = await this.shards.shard(state.from);
         if (!committed && row !== undefined) {
           const recipient = await this.shards.shard(request.to);
-          const sharded = new Set(await this.catalog.shardedCollections(request.db));
-          for (const ns of await donor.namespacesOf(request.db)) if (!sharded.has(ns)) await recipient.dropNamespace(ns);
+          for (const ns of await this.unshardedOn(donor, request.db)) await recipient.dropNamespace(ns);
         }
         await donor.exitDatabaseCriticalSection(request.db, { reason: state.reason });
         return;

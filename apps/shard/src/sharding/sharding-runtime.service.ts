@@ -184,13 +184,11 @@ export class ShardingRuntime {
   }
 
   private blocking(ns: string, kind: OperationKind): CriticalSection | undefined {
-    const section = this.criticalSections.get(ns);
-    return section !== undefined && (kind === 'write' || section.blocksReads) ? section : undefined;
+    return blockingOf(this.criticalSections.get(ns), kind);
   }
 
   private blockingDatabase(ns: string, kind: OperationKind): CriticalSection | undefined {
-    const section = this.databaseSections.get(ns.slice(0, ns.indexOf('.')));
-    return section !== undefined && (kind === 'write' || section.blocksReads) ? section : undefined;
+    return blockingOf(this.databaseSections.get(ns.slice(0, ns.indexOf('.'))), kind);
   }
 
   /** Resolves when no write on an unsharded collection of `db` is under way. */
@@ -238,6 +236,11 @@ export class ShardingRuntime {
       await activity.changed.promise;
     }
   }
+}
+
+/** The section, if it holds an operation of `kind`: writes always, reads once it blocks them. */
+function blockingOf(section: CriticalSection | undefined, kind: OperationKind): CriticalSection | undefined {
+  return section !== undefined && (kind === 'write' || section.blocksReads) ? section : undefined;
 }
 
 function signal(): { promise: Promise<void>; resolve(): void } {

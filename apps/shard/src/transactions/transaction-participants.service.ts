@@ -426,20 +426,14 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     const now = Date.now();
     const lifetime = now - this.settings.TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS * 1000;
     const reservation = now - this.settings.TESSERA_TRANSACTION_RESOLVE_AFTER_MS;
-    const expired = (t: OpenTransaction) => t.state === 'inProgress' && t.startedAt <= lifetime;
-    const abandoned = (t: OpenTransaction) => t.state === 'reserved' && t.reservedAt! <= reservation;
-    for (const transaction of this.open.values()) {
-      if (!expired(transaction) && !abandoned(transaction)) continue;
-      // Judged again in turn: a phase queued before the abort (a prepare) may have moved it on.
-      await transaction.serially(async () => {
-        if (!expired(transaction) && !abandoned(transaction)) return;
-        const reason = expired(transaction)
-          ? 'past its lifetime limit (transactionLifetimeLimitSeconds)'
-          : 'a commit time reserved and never prepared';
-        this.logger.info({ lsid: transaction.id.lsid.id, txnNumber: transaction.id.txnNumber }, `aborting a transaction: ${reason}`);
-        await this.abortOpen(transaction, { by: 'reaper', reason });
-      });
-    }
+    await this.abortJudged((t) => {
+      if (t.state === 'inProgress' && t.startedAt <= lifetime) {
+        return { by: 'reaper', reason: 'past its lifetime limit (transactionLifetimeLimitSeconds)' };
+      }
+      if (t.state === 'reserved' && t.reservedAt! <= reservation)
+        return { by: 'reaper', reason: 'a commit time reserved and never prepared' };
+      return undefined;
+    });
   }
 
   /**
@@ -449,17 +443,26 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
    * abort on their own; a prepared one is left to its coordinator (movePrimary's critical section
    * waited for those to end).
    */
-  async abortWriting(namespaces: readonly string[], reason: string): Promise<number> {
-    const wrote = (t: OpenTransaction) => t.state !== 'prepared' && t.writtenDocuments().some((w) => namespaces.includes(w.ns));
-    let aborted = 0;
-    for (const transaction of [...this.open.values()].filter(wrote)) {
+  abortWriting(namespaces: readonly string[], reason: string): Promise<void> {
+    return this.abortJudged((t) =>
+      t.state !== 'prepared' && t.writtenDocuments().some((w) => namespaces.includes(w.ns)) ? { by: 'participant', reason } : undefined,
+    );
+  }
+
+  /**
+   * Aborts each open transaction `judge` gives a cause for, judged again in its turn: a phase
+   * queued before the abort (a prepare) may have moved it on.
+   */
+  private async abortJudged(judge: (transaction: OpenTransaction) => { by: DecidedBy; reason: string } | undefined): Promise<void> {
+    for (const transaction of [...this.open.values()]) {
+      if (judge(transaction) === undefined) continue;
       await transaction.serially(async () => {
-        if (!wrote(transaction)) return;
-        await this.abortOpen(transaction, { by: 'participant', reason });
-        aborted++;
+        const cause = judge(transaction);
+        if (cause === undefined) return;
+        this.logger.info({ lsid: transaction.id.lsid.id, txnNumber: transaction.id.txnNumber }, `aborting a transaction: ${cause.reason}`);
+        await this.abortOpen(transaction, cause);
       });
     }
-    return aborted;
   }
 
   /**
