@@ -6,6 +6,7 @@ import { EventSequence1763900900000 } from './1763900900000-event-sequence.js';
 import { BalancerState1763901000000 } from './1763901000000-balancer-state.js';
 import { Sessions1763901100000 } from './1763901100000-sessions.js';
 import { ClusterTimeKeys1764200000000 } from './1764200000000-cluster-time-keys.js';
+import { ChunkDocumentEstimates1764300000000 } from './1764300000000-chunk-document-estimates.js';
 
 /** The config database's migrations, in order. Listed explicitly: globs do not load under ESM. */
 export const configMigrations = [
@@ -17,4 +18,5 @@ export const configMigrations = [
   BalancerState1763901000000,
   Sessions1763901100000,
   ClusterTimeKeys1764200000000,
+  ChunkDocumentEstimates1764300000000,
 ];

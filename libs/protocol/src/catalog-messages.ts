@@ -246,12 +246,16 @@ export const markJumboRequestSchema = z.strictObject({
 });
 export type MarkJumboRequest = z.input<typeof markJumboRequestSchema>;
 
-/** Records a shard's estimate of a chunk's data size; only the generation is checked. */
+/**
+ * Records a shard's estimate of a chunk's data size, and of its documents when the shard counted
+ * them in the same measurement; only the generation is checked.
+ */
 export const recordChunkSizeEstimateRequestSchema = z.strictObject({
   ns: catalogNamespaceSchema,
   generation: collectionGenerationSchema,
   range: wireChunkRangeSchema,
   estimatedSizeBytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  estimatedDocuments: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 });
 export type RecordChunkSizeEstimateRequest = z.input<typeof recordChunkSizeEstimateRequestSchema>;
 

@@ -27,7 +27,7 @@ export const EVENT_TOPICS = ['placement', 'migrations', 'balancer', 'topology', 
 export type EventTopic = (typeof EVENT_TOPICS)[number];
 
 /** Kinds that change which chunks exist or where they live. */
-const PLACEMENT_KINDS = new Set([
+const PLACEMENT_KINDS = [
   'split',
   'multi-split',
   'merge',
@@ -39,27 +39,43 @@ const PLACEMENT_KINDS = new Set([
   'dropCollection',
   'updateZoneKeyRange',
   'removeZoneKeyRange',
-]);
-const TOPOLOGY_KINDS = new Set(['addShard', 'removeShard.start', 'removeShard', 'addShardToZone', 'removeShardFromZone']);
-const DDL_KINDS = new Set([
-  'createDatabase',
-  'dropDatabase',
-  'movePrimary',
-  'shardCollection.end',
-  'refineCollectionShardKey',
-  'dropCollection',
-]);
+];
+const TOPOLOGY_KINDS = ['addShard', 'removeShard.start', 'removeShard', 'addShardToZone', 'removeShardFromZone'];
+const DDL_KINDS = ['createDatabase', 'dropDatabase', 'movePrimary', 'shardCollection.end', 'refineCollectionShardKey', 'dropCollection'];
 
-/** The topics of an event kind; every kind has at least one. */
+/** Which kinds carry a topic: these exact kinds, and every kind starting with one of these prefixes. */
+export interface TopicKinds {
+  kinds: readonly string[];
+  prefixes: readonly string[];
+}
+
+/**
+ * The kinds of each topic but `reports`, which is every kind with none of these topics. The one
+ * statement of what a topic means: `topicsOfKind` reads it for a kind, and a reader of stored
+ * events (the changelog query) translates it into a predicate on the kind.
+ */
+export const TOPIC_KINDS: Readonly<Record<Exclude<EventTopic, 'reports'>, TopicKinds>> = {
+  placement: { kinds: PLACEMENT_KINDS, prefixes: [] },
+  migrations: { kinds: [], prefixes: ['moveChunk.', 'moveRange.', 'migration.'] },
+  balancer: { kinds: [], prefixes: ['balancer.'] },
+  topology: { kinds: TOPOLOGY_KINDS, prefixes: [] },
+  ddl: { kinds: DDL_KINDS, prefixes: [] },
+  sessions: { kinds: [], prefixes: ['session.'] },
+  transactions: { kinds: [], prefixes: ['transaction.'] },
+};
+
+function hasKind(topic: TopicKinds, kind: string): boolean {
+  return topic.kinds.includes(kind) || topic.prefixes.some((p) => kind.startsWith(p));
+}
+
+/** The topics of an event kind, in `EVENT_TOPICS` order; every kind has at least one. */
 export function topicsOfKind(kind: string): EventTopic[] {
-  const topics: EventTopic[] = [];
-  if (PLACEMENT_KINDS.has(kind)) topics.push('placement');
-  if (kind.startsWith('moveChunk.') || kind.startsWith('moveRange.') || kind.startsWith('migration.')) topics.push('migrations');
-  if (kind.startsWith('balancer.')) topics.push('balancer');
-  if (TOPOLOGY_KINDS.has(kind)) topics.push('topology');
-  if (DDL_KINDS.has(kind)) topics.push('ddl');
-  if (kind.startsWith('session.')) topics.push('sessions');
-  if (kind.startsWith('transaction.')) topics.push('transactions');
+  const topics: EventTopic[] = EVENT_TOPICS.filter((t) => t !== 'reports' && hasKind(TOPIC_KINDS[t], kind));
   if (topics.length === 0) topics.push('reports');
   return topics;
+}
+
+/** Whether `value` names a topic. */
+export function isEventTopic(value: string): value is EventTopic {
+  return (EVENT_TOPICS as readonly string[]).includes(value);
 }

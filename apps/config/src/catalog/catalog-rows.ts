@@ -61,6 +61,7 @@ export interface ChunkRow {
   history: Array<{ validAfter: ClusterTimestamp; shard: string }>;
   jumbo: boolean;
   estimated_size_bytes: string | null;
+  estimated_documents: string | null;
 }
 
 export function timestampOf(t: string | number, i: string | number): ClusterTimestamp {

@@ -10,10 +10,17 @@ export interface ChunkScope {
   generation: CollectionGeneration;
 }
 
-/** A chunk with its row id. */
+/** A chunk's size as a shard last measured it (`documents` when it counted them too). */
+export interface SizeEstimate {
+  bytes: number;
+  documents: number | null;
+}
+
+/** A chunk with its row id and its size estimate, if it has one. */
 export interface StoredChunk {
   chunk: Chunk;
   id: string;
+  estimate: SizeEstimate | undefined;
 }
 
 /**
@@ -31,7 +38,7 @@ export class ChunkCatalogStore {
       [scope.row.uuid, bytes(range.min)],
     );
     const row = rows[0];
-    return row && { chunk: chunkFromRow(row, scope.generation), id: row.id };
+    return row && stored(row, scope.generation);
   }
 
   /** The chunk holding `range.min`, then every chunk starting below `range.max`, in key order (a merge's run). */
@@ -43,7 +50,7 @@ export class ChunkCatalogStore {
        ORDER BY min`,
       [scope.row.uuid, bytes(range.min), bytes(range.max)],
     );
-    return rows.map((row) => ({ chunk: chunkFromRow(row, scope.generation), id: row.id }));
+    return rows.map((row) => stored(row, scope.generation));
   }
 
   /** Another chunk `shard` owns besides chunk `id` (a migration's control chunk). */
@@ -54,7 +61,7 @@ export class ChunkCatalogStore {
       [scope.row.uuid, shard, id],
     );
     const row = rows[0];
-    return row && { chunk: chunkFromRow(row, scope.generation), id: row.id };
+    return row && stored(row, scope.generation);
   }
 
   /** The migration whose range overlaps `range`, if any (active_migrations). */
@@ -94,14 +101,42 @@ export class ChunkCatalogStore {
     await scope.db.query('UPDATE chunks SET jumbo = true WHERE id = $1', [id]);
   }
 
-  async recordSizeEstimate(scope: ChunkScope, id: string, bytes: number): Promise<void> {
-    await scope.db.query('UPDATE chunks SET estimated_size_bytes = $2 WHERE id = $1', [id, bytes]);
+  /** Writes chunk `id`'s size estimate; both columns at once, as they describe one measurement. */
+  async recordSizeEstimate(scope: ChunkScope, id: string, estimate: SizeEstimate): Promise<void> {
+    await scope.db.query('UPDATE chunks SET estimated_size_bytes = $2, estimated_documents = $3 WHERE id = $1', [
+      id,
+      estimate.bytes,
+      estimate.documents,
+    ]);
+  }
+
+  /** Writes the size estimate of the chunk starting at `min` (one `replace` just wrote). */
+  async recordSizeEstimateAt(scope: ChunkScope, min: ShardKey, estimate: SizeEstimate): Promise<void> {
+    await scope.db.query('UPDATE chunks SET estimated_size_bytes = $3, estimated_documents = $4 WHERE collection_uuid = $1 AND min = $2', [
+      scope.row.uuid,
+      bytes(min),
+      estimate.bytes,
+      estimate.documents,
+    ]);
   }
 
   /** Whether `shard` is registered, holding it (KEY SHARE) so that it cannot be removed before the caller's transaction ends. */
   async holdShard(scope: Pick<ChunkScope, 'db'>, shard: string): Promise<boolean> {
     return (await queryRows(scope.db, 'SELECT name FROM shards WHERE name = $1 FOR KEY SHARE', [shard])).length > 0;
   }
+}
+
+function stored(row: ChunkRow, generation: CollectionGeneration): StoredChunk {
+  return { chunk: chunkFromRow(row, generation), id: row.id, estimate: estimateOfRow(row) };
+}
+
+/** A chunk row's size estimate; none without a byte estimate. */
+export function estimateOfRow(row: Pick<ChunkRow, 'estimated_size_bytes' | 'estimated_documents'>): SizeEstimate | undefined {
+  if (row.estimated_size_bytes == null) return undefined;
+  return {
+    bytes: Number(row.estimated_size_bytes),
+    documents: row.estimated_documents == null ? null : Number(row.estimated_documents),
+  };
 }
 
 function bytes(key: ShardKey): Buffer {

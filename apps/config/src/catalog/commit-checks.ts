@@ -16,6 +16,7 @@ import {
   toExtendedJson,
 } from '@tessera/core';
 import { type CommitResult, chunkRangeToWire, chunkToWire, shardKeyToWire } from '@tessera/protocol';
+import type { SizeEstimate } from './chunk-catalog.store.js';
 
 /**
  * The checks a metadata commit makes before it writes, as pure functions of the request and the
@@ -151,9 +152,25 @@ export function checkMergeRun(ns: string, range: ChunkRange, shard: string, chun
   if (chunks.length < 2) fail('singleChunk', 'it is a single chunk; a merge needs two or more', first);
 }
 
-/** A chunk's range, shard and version as JSON, for error details and the changelog. */
-export function describeChunk(chunk: Chunk): { range: ReturnType<typeof chunkRangeToWire>; shard: string; version: string } {
-  return { range: chunkRangeToWire(chunk.range), shard: chunk.shard, version: `${chunk.version.major}|${chunk.version.minor}` };
+/** A chunk as JSON, for error details and the changelog. */
+export interface DescribedChunk {
+  range: ReturnType<typeof chunkRangeToWire>;
+  shard: string;
+  version: string;
+  /** The chunk's size estimate in the catalog when the commit wrote the row; absent when it has none. */
+  estimatedSizeBytes?: number;
+  estimatedDocuments?: number;
+}
+
+/** A chunk's range, shard and version as JSON, with its size estimate when the caller knows one. */
+export function describeChunk(chunk: Chunk, estimate?: SizeEstimate): DescribedChunk {
+  return {
+    range: chunkRangeToWire(chunk.range),
+    shard: chunk.shard,
+    version: `${chunk.version.major}|${chunk.version.minor}`,
+    ...(estimate === undefined ? {} : { estimatedSizeBytes: estimate.bytes }),
+    ...(estimate?.documents == null ? {} : { estimatedDocuments: estimate.documents }),
+  };
 }
 
 /** Throws `STALE_EPOCH` unless the request names the collection's current generation. */

@@ -39,7 +39,7 @@ import type { ConfigSettings } from '../config.settings.js';
 import { ConfigClockService } from '../clock/config-clock.service.js';
 import { ActiveMigrationStore } from '../migration/active-migration.store.js';
 import { findCollection, readCollectionVersion } from './catalog-read.service.js';
-import { type ChunkScope, ChunkCatalogStore } from './chunk-catalog.store.js';
+import { type ChunkScope, ChunkCatalogStore, type SizeEstimate, type StoredChunk } from './chunk-catalog.store.js';
 import { generationOfRow, keyPatternOfRow } from './catalog-rows.js';
 import {
   checkExpectedVersion,
@@ -102,7 +102,7 @@ export class MetadataCommitService {
     return this.withCollection(input.ns, input.expectedCollectionVersion, async (c) => {
       checkRange(c.ns, c.pattern, range);
       points.forEach((p, i) => checkKey(c.ns, c.pattern, p, `splitPoints[${i}]`));
-      const { chunk, id } = await this.exactChunk(c, range, input.shard);
+      const { chunk, id, estimate } = await this.exactChunk(c, range, input.shard);
       checkSplitPoints(c.ns, chunk, points);
       await this.checkNotMigrating(c, range, 'split');
       const pieces = splitChunk(chunk, points, c.cv).map(({ jumbo: _jumbo, ...piece }): Chunk => piece);
@@ -113,8 +113,10 @@ export class MetadataCommitService {
         ns: c.ns,
         shard: chunk.shard,
         details: {
-          before: describeChunk(chunk),
-          after: pieces.map(describeChunk),
+          // The pieces have no estimate: how the chunk's bytes fall on either side of a split
+          // point is known only to the shard, which measures each piece when it is next tested.
+          before: describeChunk(chunk, estimate),
+          after: pieces.map((p) => describeChunk(p)),
           pieces: pieces.length,
           configTime,
           ...(input.reason === undefined ? {} : { reason: input.reason }),
@@ -147,13 +149,15 @@ export class MetadataCommitService {
         run.map((r) => r.id),
         [merged],
       );
+      const estimate = mergedEstimate(run);
+      if (estimate !== undefined) await this.chunks.recordSizeEstimateAt(c, merged.range.min, estimate);
       await this.changelog.record(c.db, {
         what: 'merge',
         ns: c.ns,
         shard: merged.shard,
         details: {
-          before: chunks.map(describeChunk),
-          merged: describeChunk(merged),
+          before: run.map((r) => describeChunk(r.chunk, r.estimate)),
+          merged: describeChunk(merged, estimate),
           count: chunks.length,
           configTime,
           ...(input.reason === undefined ? {} : { reason: input.reason }),
@@ -184,7 +188,7 @@ export class MetadataCommitService {
         return { ns: c.ns, chunks: [], collectionVersion: c.cv, configTime: this.clock.now().configTime };
       }
       checkRange(c.ns, c.pattern, range);
-      const { chunk, id } = await this.exactChunk(c, range, input.donor);
+      const { chunk, id, estimate } = await this.exactChunk(c, range, input.donor);
       const controlRow = await this.chunks.another(c, input.donor, id);
       const configTime = await this.tick(c);
       const { moved: withHistory, control } = moveChunk(chunk, input.recipient, c.cv, configTime, controlRow?.chunk);
@@ -202,9 +206,10 @@ export class MetadataCommitService {
           donor: input.donor,
           recipient: input.recipient,
           // Before and after, so a placement event shows both without reading older rows.
-          before: [describeChunk(chunk), ...(controlRow ? [describeChunk(controlRow.chunk)] : [])],
-          chunk: describeChunk(moved),
-          controlChunk: control ? describeChunk(control) : null,
+          // A move and a version bump leave the data of a chunk as it was, so each keeps its estimate.
+          before: [describeChunk(chunk, estimate), ...(controlRow ? [describeChunk(controlRow.chunk, controlRow.estimate)] : [])],
+          chunk: describeChunk(moved, estimate),
+          controlChunk: control ? describeChunk(control, controlRow?.estimate) : null,
           configTime,
           ...(reason === undefined ? {} : { reason }),
         },
@@ -252,7 +257,7 @@ export class MetadataCommitService {
     const range = chunkRangeFromWire(input.range);
     return this.withCollection(input.ns, input.expectedCollectionVersion, async (c) => {
       checkRange(c.ns, c.pattern, range);
-      const { chunk, id } = await this.exactChunk(c, range);
+      const { chunk, id, estimate } = await this.exactChunk(c, range);
       if (!chunk.jumbo) return { ns: c.ns, chunks: [], collectionVersion: c.cv, configTime: this.clock.now().configTime };
       const configTime = await this.tick(c);
       const cleared: Chunk = {
@@ -266,7 +271,7 @@ export class MetadataCommitService {
         what: 'clearJumboFlag',
         ns: c.ns,
         shard: chunk.shard,
-        details: { chunk: describeChunk(cleared), configTime },
+        details: { chunk: describeChunk(cleared, estimate), configTime },
       });
       return commitResult(c.ns, c.cv, [cleared], configTime);
     });
@@ -282,7 +287,7 @@ export class MetadataCommitService {
     const range = chunkRangeFromWire(input.range);
     return this.withCollection(input.ns, input.generation, async (c) => {
       checkRange(c.ns, c.pattern, range);
-      const { chunk, id } = await this.exactChunk(c, range);
+      const { chunk, id, estimate } = await this.exactChunk(c, range);
       if (chunk.jumbo) return { ns: c.ns, chunks: [], collectionVersion: c.cv, configTime: this.clock.now().configTime };
       const configTime = await this.tick(c);
       await this.chunks.markJumbo(c, id);
@@ -291,16 +296,17 @@ export class MetadataCommitService {
         what: 'markJumbo',
         ns: c.ns,
         shard: chunk.shard,
-        details: { chunk: describeChunk(marked), configTime },
+        details: { chunk: describeChunk(marked, estimate), configTime },
       });
       return commitResult(c.ns, c.cv, [marked], configTime);
     });
   }
 
   /**
-   * Records a shard's estimate of a chunk's data size (for auto-split and the balancer's
-   * statistics). Not routing metadata: no collection lock, no version bump, no ConfigTime tick,
-   * no changelog row. Throws `BAD_VALUE`, `NAMESPACE_NOT_FOUND`, `STALE_EPOCH`.
+   * Records a shard's estimate of a chunk's data size and, when it counted them, documents (for
+   * the balancer's statistics and the control plane's sizes); a report without a count clears
+   * the older count, which described an older measurement. Not routing metadata: no collection
+   * lock, no version bump, no ConfigTime tick, no changelog row. Throws `BAD_VALUE`, `NAMESPACE_NOT_FOUND`, `STALE_EPOCH`.
    */
   async recordChunkSizeEstimate(request: RecordChunkSizeEstimateRequest): Promise<{ ok: 1 }> {
     const input = parseWith(recordChunkSizeEstimateRequestSchema, request, 'recordChunkSizeEstimate request');
@@ -314,7 +320,10 @@ export class MetadataCommitService {
       const scope = { db: manager, row, generation };
       const found = await this.chunks.holding(scope, range, 'FOR UPDATE');
       checkIsChunk(input.ns, range, found?.chunk);
-      await this.chunks.recordSizeEstimate(scope, found!.id, input.estimatedSizeBytes);
+      await this.chunks.recordSizeEstimate(scope, found!.id, {
+        bytes: input.estimatedSizeBytes,
+        documents: input.estimatedDocuments ?? null,
+      });
       return { ok: 1 as const };
     });
   }
@@ -358,7 +367,7 @@ export class MetadataCommitService {
   }
 
   /** The chunk that is exactly `range` (on `shard` if given). Throws `BAD_VALUE` as `checkIsChunk`. */
-  private async exactChunk(c: LockedCollection, range: ChunkRange, shard?: string): Promise<{ chunk: Chunk; id: string }> {
+  private async exactChunk(c: LockedCollection, range: ChunkRange, shard?: string): Promise<StoredChunk> {
     const found = await this.chunks.holding(c, range);
     checkIsChunk(c.ns, range, found?.chunk, shard);
     return found!;
@@ -367,4 +376,18 @@ export class MetadataCommitService {
   private async tick(c: LockedCollection): Promise<ClusterTimestamp> {
     return (await this.clock.tick(c.db)).configTime;
   }
+}
+
+/**
+ * A merged chunk's estimate: the sum of its parts' when every part has one (a merge moves no
+ * data); none when a part has none, since a partial sum would understate it. Documents likewise.
+ */
+function mergedEstimate(run: readonly StoredChunk[]): SizeEstimate | undefined {
+  if (!run.every((r) => r.estimate !== undefined)) return undefined;
+  const estimates = run.map((r) => r.estimate!);
+  const counted = estimates.every((e) => e.documents !== null);
+  return {
+    bytes: estimates.reduce((n, e) => n + e.bytes, 0),
+    documents: counted ? estimates.reduce((n, e) => n + e.documents!, 0) : null,
+  };
 }

@@ -13,7 +13,7 @@ import {
   shardAtClusterTime,
   shardKeyFromObject,
 } from '@tessera/core';
-import { shardKeyToWire } from '@tessera/protocol';
+import { EVENT_TOPICS, TOPIC_KINDS, isEventTopic, shardKeyToWire } from '@tessera/protocol';
 import { InternalClients } from '@tessera/platform';
 import { findCollection } from '../catalog/catalog-read.service.js';
 import {
@@ -161,12 +161,21 @@ export class ControlPlaneReadsService {
 
   async distribution(ns: string): Promise<ShardDistributionType[]> {
     const row = await findCollection(this.dataSource.manager, ns);
-    const rows: Array<{ shard: string; chunks: number; bytes: number }> = await this.dataSource.query(
-      `SELECT shard, count(*)::int AS chunks, coalesce(sum(estimated_size_bytes), 0)::float8 AS bytes
-         FROM chunks WHERE collection_uuid = $1 GROUP BY shard ORDER BY shard`,
-      [row.uuid],
-    );
-    return rows.map((r) => ({ shard: r.shard, chunks: r.chunks, estimatedDataBytes: r.bytes, documents: null }));
+    const rows: Array<{ shard: string; chunks: number; estimated: number; bytes: number; documents: number | null; jumbo: number }> =
+      await this.dataSource.query(
+        `SELECT shard, count(*)::int AS chunks, count(estimated_size_bytes)::int AS estimated, count(*) FILTER (WHERE jumbo)::int AS jumbo,
+                coalesce(sum(estimated_size_bytes), 0)::float8 AS bytes, sum(estimated_documents)::float8 AS documents
+           FROM chunks WHERE collection_uuid = $1 GROUP BY shard ORDER BY shard`,
+        [row.uuid],
+      );
+    return rows.map((r) => ({
+      shard: r.shard,
+      chunks: r.chunks,
+      estimatedDataBytes: r.bytes,
+      documents: r.documents,
+      estimatedChunks: r.estimated,
+      jumboChunks: r.jumbo,
+    }));
   }
 
   /**
@@ -201,10 +210,15 @@ export class ControlPlaneReadsService {
     return { chunk: chunkFromRow(found, generationOfRow(row)), found };
   }
 
-  /** Changelog entries after `after` (a seq), oldest first, filtered by namespace, kinds and time. */
+  /**
+   * Changelog entries after `after` (a seq), oldest first, filtered by namespace, kinds, topics
+   * (an entry matches when one of its topics is listed) and time. Throws `BAD_VALUE` for a topic
+   * that does not exist.
+   */
   async changelog(options: {
     ns?: string;
     kinds?: string[];
+    topics?: string[];
     from?: string;
     to?: string;
     after?: number;
@@ -220,6 +234,18 @@ export class ControlPlaneReadsService {
     if (options.after !== undefined) add('seq > ?', options.after);
     if (options.ns !== undefined) add('ns = ?', options.ns);
     if (options.kinds !== undefined) add('what = ANY(?)', options.kinds);
+    if (options.topics !== undefined) {
+      const { kinds, patterns, reports } = kindsOfTopics(options.topics);
+      const selects = [`what = ANY($${parameters.push(kinds)}::text[])`, `what LIKE ANY($${parameters.push(patterns)}::text[])`];
+      if (reports) {
+        // `reports` is every kind with no other topic: outside the union of all the others.
+        const all = kindsOfTopics(EVENT_TOPICS.filter((t) => t !== 'reports'));
+        selects.push(
+          `NOT (what = ANY($${parameters.push(all.kinds)}::text[]) OR what LIKE ANY($${parameters.push(all.patterns)}::text[]))`,
+        );
+      }
+      where.push(`(${selects.join(' OR ')})`);
+    }
     if (options.from !== undefined) add('time >= ?', parseTime(options.from, 'from'));
     if (options.to !== undefined) add('time < ?', parseTime(options.to, 'to'));
     parameters.push(first + 1);
@@ -233,14 +259,18 @@ export class ControlPlaneReadsService {
   }
 
   /**
-   * Migrations in flight (the active_migrations registry, with the last phase and progress each
-   * donor reported) and the last `recent` that ended (the donors' moveChunk.from and
-   * moveChunk.error reports, with how long each phase took). Three statements in all.
+   * Migrations in flight (the active_migrations registry, with the chunk's size estimate, and the
+   * size the donor measured at the start, the last phase and progress each donor reported) and
+   * the last `recent` that ended (the donors' moveChunk.from and moveChunk.error reports, with how
+   * long each phase took). Three statements in all.
    */
   async migrations(ns: string | undefined, recent: number): Promise<MigrationsType> {
+    // A migration's range is exactly one chunk (commitMigration refuses anything else), the one
+    // starting at its min.
     const active: ActiveMigrationRow[] = await this.dataSource.query(
-      `SELECT id, ns, min_ejson, max_ejson, donor, recipient, started_at FROM active_migrations
-        WHERE $1::text IS NULL OR ns = $1 ORDER BY started_at`,
+      `SELECT a.id, a.ns, a.min_ejson, a.max_ejson, a.donor, a.recipient, a.started_at, c.estimated_size_bytes, c.estimated_documents
+         FROM active_migrations a LEFT JOIN chunks c ON c.collection_uuid = a.collection_uuid AND c.min = a.min
+        WHERE $1::text IS NULL OR a.ns = $1 ORDER BY a.started_at`,
       [ns ?? null],
     );
     const reports: Array<{ id: string; what: string; details: Record<string, unknown> }> =
@@ -248,7 +278,7 @@ export class ControlPlaneReadsService {
         ? []
         : await this.dataSource.query(
             `SELECT DISTINCT ON (details->>'migrationId', what) details->>'migrationId' AS id, what, details FROM changelog
-              WHERE what IN ('moveChunk.phase', 'moveChunk.progress') AND details->>'migrationId' = ANY($1)
+              WHERE what IN ('moveChunk.start', 'moveChunk.phase', 'moveChunk.progress') AND details->>'migrationId' = ANY($1)
               ORDER BY details->>'migrationId', what, seq DESC`,
             [active.map((a) => a.id)],
           );
@@ -259,7 +289,9 @@ export class ControlPlaneReadsService {
       [ns ?? null, Math.min(Math.max(recent, 0), MAX_PAGE)],
     );
     return {
-      active: active.map((a) => activeMigrationOf(a, report(a.id, 'moveChunk.phase'), report(a.id, 'moveChunk.progress'))),
+      active: active.map((a) =>
+        activeMigrationOf(a, report(a.id, 'moveChunk.start'), report(a.id, 'moveChunk.phase'), report(a.id, 'moveChunk.progress')),
+      ),
       recent: ended.map(endedMigrationOf),
     };
   }
@@ -334,7 +366,7 @@ function unshardedCollection(ns: string): CollectionType {
 }
 
 /** A catalog chunk as the GraphQL type, with the row's size estimate. */
-export function chunkTypeOf(chunk: Chunk, row?: Pick<ChunkRow, 'estimated_size_bytes'>): ChunkType {
+export function chunkTypeOf(chunk: Chunk, row?: Pick<ChunkRow, 'estimated_size_bytes' | 'estimated_documents'>): ChunkType {
   return {
     min: shardKeyToWire(chunk.range.min),
     max: shardKeyToWire(chunk.range.max),
@@ -342,8 +374,31 @@ export function chunkTypeOf(chunk: Chunk, row?: Pick<ChunkRow, 'estimated_size_b
     version: `${chunk.version.major}|${chunk.version.minor}`,
     jumbo: chunk.jumbo === true,
     estimatedSizeBytes: row?.estimated_size_bytes == null ? null : Number(row.estimated_size_bytes),
+    estimatedDocuments: row?.estimated_documents == null ? null : Number(row.estimated_documents),
     history: chunk.history,
   };
+}
+
+/**
+ * The kinds the topics select, as exact kinds and LIKE patterns on the kind (from `TOPIC_KINDS`,
+ * which `topicsOfKind` reads too, so the query and the live streams agree on every kind), and
+ * whether `reports` is among them.
+ */
+function kindsOfTopics(topics: readonly string[]): { kinds: string[]; patterns: string[]; reports: boolean } {
+  const unknown = topics.filter((t) => !isEventTopic(t));
+  if (unknown.length > 0) {
+    throw new TesseraError('BAD_VALUE', `unknown topic ${unknown.join(', ')}; the topics are ${EVENT_TOPICS.join(', ')}`, {
+      details: { topics: unknown },
+    });
+  }
+  const kinds: string[] = [];
+  const patterns: string[] = [];
+  for (const topic of topics) {
+    if (!isEventTopic(topic) || topic === 'reports') continue;
+    kinds.push(...TOPIC_KINDS[topic].kinds);
+    patterns.push(...TOPIC_KINDS[topic].prefixes.map((p) => `${p.replace(/[\\%_]/g, '\\$&')}%`));
+  }
+  return { kinds, patterns, reports: topics.includes('reports') };
 }
 
 function numberOrNull(value: unknown): number | null {
@@ -364,14 +419,22 @@ interface ActiveMigrationRow {
   donor: string;
   recipient: string;
   started_at: Date;
+  estimated_size_bytes: string | null;
+  estimated_documents: string | null;
 }
 
-/** A migration in flight, with the last phase and cloning progress its donor reported. */
+/**
+ * A migration in flight, with the last phase and cloning progress its donor reported, and the
+ * range's size: the donor's measurement at the start (exact when taken) over the catalog's
+ * estimate (as old as the chunk's last test), which stands in until that report arrives.
+ */
 function activeMigrationOf(
   a: ActiveMigrationRow,
+  start: Record<string, unknown> | undefined,
   phase: Record<string, unknown> | undefined,
   progress: Record<string, unknown> | undefined,
 ) {
+  const measured = numberOrNull(start?.bytes) !== null;
   return {
     migrationId: a.id,
     ns: a.ns,
@@ -383,6 +446,8 @@ function activeMigrationOf(
     phase: String(phase?.phase ?? 'registered'),
     documentsCloned: numberOrNull(progress?.documentsCloned),
     bytesCloned: numberOrNull(progress?.bytesCloned),
+    estimatedBytes: measured ? numberOrNull(start?.bytes) : a.estimated_size_bytes === null ? null : Number(a.estimated_size_bytes),
+    estimatedDocuments: measured ? numberOrNull(start?.documents) : a.estimated_documents === null ? null : Number(a.estimated_documents),
   };
 }
 

@@ -36,6 +36,7 @@ export class EventsResolver {
       first,
       ...(filter?.ns ? { ns: filter.ns } : {}),
       ...(filter?.kinds ? { kinds: filter.kinds } : {}),
+      ...(filter?.topics ? { topics: filter.topics } : {}),
       ...(from ? { from } : {}),
       ...(to ? { to } : {}),
       ...(after ? { after: Number(after) } : {}),

@@ -51,7 +51,13 @@ export class ChunkType {
   @Field() shard!: string;
   @Field({ description: 'major|minor' }) version!: string;
   @Field(() => Boolean, { nullable: true }) jumbo!: boolean | null;
-  @Field(() => Float, { nullable: true }) estimatedSizeBytes!: number | null;
+  @Field(() => Float, {
+    nullable: true,
+    description: "The bytes its shard last measured in it; null until measured (a split's pieces start without one).",
+  })
+  estimatedSizeBytes!: number | null;
+  @Field(() => Float, { nullable: true, description: 'The documents counted in the same measurement; null when not counted.' })
+  estimatedDocuments!: number | null;
   @Field(() => JsonScalar, { nullable: true, description: 'Placements, newest first: [{validAfter, shard}].' }) history!: unknown;
 }
 
@@ -73,8 +79,17 @@ export class ShardDistributionType {
   @Field() shard!: string;
   @Field(() => Int) chunks!: number;
   @Field(() => Float, { description: 'Sum of the chunk size estimates (0 when none reported).' }) estimatedDataBytes!: number;
-  @Field(() => Float, { nullable: true, description: 'Documents: null, shards do not report per-collection counts yet.' })
+  @Field(() => Float, {
+    nullable: true,
+    description: "Sum of the chunks' document estimates; null when none of the shard's chunks has one.",
+  })
   documents!: number | null;
+  @Field(() => Int, {
+    description: 'Chunks with a size estimate: when fewer than chunks, the sums leave the others out.',
+  })
+  estimatedChunks!: number;
+  @Field(() => Int, { description: 'Chunks flagged jumbo: the balancer leaves them unless attemptToBalanceJumboChunks is on.' })
+  jumboChunks!: number;
 }
 
 @ObjectType('ZoneRange')
@@ -234,7 +249,12 @@ export class ShardCollectionInput {
 export class ChangelogFilterInput {
   @Field({ nullable: true, description: 'Exactly this namespace (a collection or a database).' }) ns?: string;
   @Field(() => [String], { nullable: true, description: 'Event kinds, e.g. ["split", "merge"].' }) kinds?: string[];
-  @Field(() => [String], { nullable: true, description: 'Topics, e.g. ["placement"].' }) topics?: string[];
+  @Field(() => [String], {
+    nullable: true,
+    description:
+      'Topics, e.g. ["placement"]: entries with any of them (placement, migrations, balancer, topology, ddl, sessions, transactions, reports).',
+  })
+  topics?: string[];
 }
 
 @ObjectType('MigrationPhaseTime')
@@ -280,6 +300,14 @@ export class ActiveMigrationType {
   @Field({ description: 'registered, cloning, steady, criticalSection, ... (the last reported)' }) phase!: string;
   @Field(() => Float, { nullable: true }) documentsCloned!: number | null;
   @Field(() => Float, { nullable: true }) bytesCloned!: number | null;
+  @Field(() => Float, {
+    nullable: true,
+    description:
+      "The range's bytes: as the donor measured them when it started (moveChunk.start), else the chunk's size estimate; null when neither is known. Against bytesCloned and its rate, an ETA.",
+  })
+  estimatedBytes!: number | null;
+  @Field(() => Float, { nullable: true, description: "The range's documents, from the same source as estimatedBytes." })
+  estimatedDocuments!: number | null;
 }
 
 @ObjectType('PhaseDuration')

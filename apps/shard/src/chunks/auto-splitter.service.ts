@@ -1,10 +1,21 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { type Chunk, type ShardKey, TesseraError, compareShardKeys, decodeKey, encodeKey, typeBracketOf } from '@tessera/core';
+import {
+  type Chunk,
+  type CollectionGeneration,
+  type ShardKey,
+  TesseraError,
+  compareShardKeys,
+  decodeKey,
+  encodeKey,
+  typeBracketOf,
+} from '@tessera/core';
 import {
   type ConfigClient,
+  type DataSizeResult,
   DEFAULT_CLUSTER_SETTINGS,
   type WireChunk,
+  type WireChunkRange,
   chunkRangeToWire,
   migrationHolding,
   shardKeyFromWire,
@@ -38,6 +49,8 @@ interface Tracker {
  * land), the split point is the edge key itself, so the new edge chunk is small (the top-chunk
  * optimization), and the shard asks the balancer to move that small chunk off it (reason
  * `topChunk`). Split commits carry their reason (`autoSplit` or `topChunk`) to the changelog.
+ * A test that leaves the chunk whole reports what it measured (bytes and documents) to the
+ * config server's catalog, the chunk's size estimate there.
  *
  * A test's queries grow with the chunk (splitVector counts it when the statistics cannot rule a
  * split out, and sums it when a split may be due). The tracker keeps what the last test
@@ -112,10 +125,12 @@ export class AutoSplitter {
       result: { splitKeys, unsplittable },
       size,
     } = await this.splitter.splitVectorSized({ ns, range, maxChunkSizeBytes });
-    if (splitKeys.length === 0 && !unsplittable) return size.size;
-    const config = await this.configClient();
     const table = metadata.info.table;
     const generation = { epoch: table.collectionVersion.epoch, timestamp: table.collectionVersion.timestamp };
+    // A chunk left whole keeps the size just measured; a split's pieces are measured at their own tests.
+    if (splitKeys.length === 0) this.reportSize(ns, generation, range, size);
+    if (splitKeys.length === 0 && !unsplittable) return size.size;
+    const config = await this.configClient();
     if (unsplittable) {
       await config.markJumbo({ ns, generation, range });
       return undefined;
@@ -140,6 +155,29 @@ export class AutoSplitter {
     this.logger.info({ ns, pieces: result.chunks.length }, `auto-split a chunk of ${ns} into ${result.chunks.length}`);
     if (splitsAtEdge) this.requestTopChunkMove(ns, chunk, result.chunks);
     return undefined;
+  }
+
+  /**
+   * Reports a measurement to the config server's catalog, where the balancer's statistics and the
+   * control plane's sizes read it; bytes and documents together, as they come from one
+   * measurement. The test does not wait for it: a lost report only leaves the older estimate.
+   */
+  private reportSize(ns: string, generation: CollectionGeneration, range: WireChunkRange, size: DataSizeResult): void {
+    void (async () => {
+      const config = await this.configClient();
+      await config.recordChunkSizeEstimate({
+        ns,
+        generation,
+        range,
+        estimatedSizeBytes: size.size,
+        estimatedDocuments: size.numObjects,
+      });
+    })().catch((error: unknown) => {
+      // The chunk may have been split, merged or dropped since it was measured.
+      const changed = error instanceof TesseraError && ['BAD_VALUE', 'STALE_EPOCH', 'NAMESPACE_NOT_FOUND'].includes(error.code);
+      if (changed) this.logger.debug({ ns }, `dropped a size estimate of ${ns}: the chunk changed since it was measured`);
+      else this.logger.warn({ err: error, ns }, `reporting a size estimate of ${ns} failed: ${(error as Error).message}`);
+    });
   }
 
   /**

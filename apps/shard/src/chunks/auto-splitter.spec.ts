@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { RoutingTable, createInitialChunks, encodeKey, globalMaxKey, globalMinKey, parseShardKeyPattern } from '@tessera/core';
-import type { ConfigClient, SplitVectorRequest } from '@tessera/protocol';
+import type { ConfigClient, RecordChunkSizeEstimateRequest, SplitVectorRequest } from '@tessera/protocol';
 import type { InternalClients } from '@tessera/platform';
 import type { ShardIdentityService } from '../identity/shard-identity.service.js';
 import type { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
@@ -33,27 +33,41 @@ function metadata(major: number): FilteringMetadata {
   };
 }
 
-/** An auto-splitter whose splitVector measures `stored()` bytes and never finds a split point. */
-function splitter(stored: () => number) {
+/**
+ * An auto-splitter whose splitVector measures `stored()` bytes in 10 documents and finds the
+ * split points `splitKeys()` (none by default); `reports` are the size estimates it sends.
+ */
+function splitter(stored: () => number, splitKeys: () => unknown[][] = () => []) {
   const tests: SplitVectorRequest[] = [];
+  const reports: RecordChunkSizeEstimateRequest[] = [];
+  const splits: unknown[] = [];
   const sizing = {
     splitVectorSized: async (request: SplitVectorRequest) => {
       tests.push(request);
-      return { result: { splitKeys: [], unsplittable: false }, size: { size: stored(), numObjects: 10 } };
+      return { result: { splitKeys: splitKeys(), unsplittable: false }, size: { size: stored(), numObjects: 10 } };
     },
+    edgeKey: async () => undefined,
   } as unknown as SplitVectorService;
   const config = {
     getCollection: async () => ({}),
     settings: async () => ({ chunkSizeBytes: MAX_CHUNK_SIZE, autoSplit: true }),
+    recordChunkSizeEstimate: async (request: RecordChunkSizeEstimateRequest) => {
+      reports.push(request);
+      return { ok: 1 };
+    },
+    commitSplit: async (request: unknown) => {
+      splits.push(request);
+      return { chunks: [] };
+    },
   } as unknown as ConfigClient;
   const auto = new AutoSplitter(
-    {} as ShardingRuntime,
+    { state: async () => ({ invalidate: () => undefined }) } as unknown as ShardingRuntime,
     sizing,
     { get: async () => ({ configUrl: 'http://config' }) } as unknown as ShardIdentityService,
     { config: () => config } as unknown as InternalClients,
     pino({ level: 'silent' }),
   );
-  return { auto, tests };
+  return { auto, tests, reports, splits };
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
@@ -95,5 +109,37 @@ describe('the auto-splitter', () => {
     auto.noteWrite(ns, metadata(2), key, 200);
     await settle();
     expect(tests).toHaveLength(2);
+  });
+
+  it('reports what a test measured in a chunk it leaves whole, bytes and documents, to the catalog', async () => {
+    const { auto, reports } = splitter(() => 300);
+    const view = metadata(1);
+    auto.noteWrite(ns, view, key, 0);
+    await settle();
+    auto.noteWrite(ns, view, key, 200);
+    await settle();
+    expect(reports).toEqual([
+      {
+        ns,
+        generation: { epoch: 'a'.repeat(24), timestamp: { t: 1, i: 1 } },
+        range: { min: [{ $minKey: 1 }], max: [{ $maxKey: 1 }] },
+        estimatedSizeBytes: 300,
+        estimatedDocuments: 10,
+      },
+    ]);
+  });
+
+  it('reports nothing for a chunk it splits: the pieces are measured at their own tests', async () => {
+    const { auto, splits, reports } = splitter(
+      () => 2_000,
+      () => [[{ $numberInt: '5' }]],
+    );
+    const view = metadata(1);
+    auto.noteWrite(ns, view, key, 0);
+    await settle();
+    auto.noteWrite(ns, view, key, 200);
+    await settle();
+    expect(splits).toHaveLength(1);
+    expect(reports).toEqual([]);
   });
 });

@@ -74,8 +74,9 @@ export class DistributionStatus {
 
   /**
    * The bytes of the `i`-th chunk as the data-size policy counts them: its estimate, else an equal
-   * share of what its shard reports beyond its other chunks' estimates (only defragmentation
-   * sizes chunks, so most have no estimate).
+   * share of what its shard reports beyond its other chunks' estimates (a chunk has an estimate
+   * once its shard measured it at an auto-split test; a split's pieces have none until theirs,
+   * and a chunk never tested has none).
    */
   sizeOf(i: number): number {
     const chunk = this.chunkAt(i);
