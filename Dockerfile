@@ -1,8 +1,10 @@
-# Multi-stage image with all three roles; the command picks one:
+# Multi-stage image with all three roles (the config server also serves the dashboard at /); the command picks one:
 #   node dist/apps/config/src/main.js | dist/apps/shard/src/main.js | dist/apps/router/src/main.js
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The dashboard is an npm workspace: npm ci needs its manifest.
+COPY apps/dashboard/package.json apps/dashboard/
 RUN npm ci
 COPY . .
 RUN npm run build && npm prune --omit=dev

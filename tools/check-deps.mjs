@@ -17,7 +17,7 @@ function* tsFiles(dir) {
     if (name === 'node_modules' || name === 'dist') continue;
     const path = join(dir, name);
     if (statSync(path).isDirectory()) yield* tsFiles(path);
-    else if ((name.endsWith('.ts') || name.endsWith('.mts')) && !name.endsWith('.d.ts')) yield path;
+    else if ((name.endsWith('.ts') || name.endsWith('.mts') || name.endsWith('.tsx')) && !name.endsWith('.d.ts')) yield path;
   }
 }
 
@@ -44,6 +44,10 @@ const rules = [
   { area: 'libs/protocol/', allow: (spec) => spec === '@tessera/core' || spec === 'zod' || spec === 'undici' || spec.startsWith('node:') },
   { area: 'libs/routing/', allow: (spec) => spec === '@tessera/core' || spec === '@tessera/protocol' },
   { area: 'libs/platform/', allow: (spec) => !spec.startsWith('@tessera/platform') && !spec.startsWith('@tessera/migrations') },
+  // The dashboard runs in the browser and knows the cluster only through the control plane's
+  // GraphQL: no lib of the servers, no Node module. Its build configuration runs in Node.
+  { area: 'apps/dashboard/vite.config.ts', allow: () => true, open: true },
+  { area: 'apps/dashboard/', allow: (spec) => !spec.startsWith('@tessera/') && !spec.startsWith('node:') },
   { area: 'apps/', allow: noDeepLibImport },
   // The k6 workloads' shared logic runs in k6 and in Node: no k6 module, no Node module, and
   // randomness, time and the environment come in as arguments. The scripts may import k6's modules.
@@ -57,11 +61,22 @@ const rules = [
 
 /** Every module specifier `file` imports or re-exports, with its 1-based line. */
 function importsOf(file, text) {
-  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, false, ts.ScriptKind.TS);
+  const source = ts.createSourceFile(
+    file,
+    text,
+    ts.ScriptTarget.Latest,
+    false,
+    file.endsWith('.tsx') ? ts.ScriptKind.TSX : ts.ScriptKind.TS,
+  );
   const found = [];
-  const add = (literal) => found.push({ spec: literal.text, line: source.getLineAndCharacterOfPosition(literal.getStart(source)).line + 1 });
+  const add = (literal) =>
+    found.push({ spec: literal.text, line: source.getLineAndCharacterOfPosition(literal.getStart(source)).line + 1 });
   const visit = (node) => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+    if (
+      (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
       add(node.moduleSpecifier);
     } else if (
       ts.isImportEqualsDeclaration(node) &&

@@ -81,6 +81,19 @@ describe('the dependency rule check', () => {
     expect(result.output).toContain('leaves apps/router/');
   });
 
+  it('keeps the dashboard a browser app: no server lib, no Node module, not even from a .tsx file', () => {
+    const result = checkTree({
+      'apps/dashboard/src/a.tsx': "import { x } from '@tessera/core';\nexport const A = () => <p>{x}</p>;\n",
+      'apps/dashboard/src/b.ts': "import { readFileSync } from 'node:fs';\n",
+      'apps/dashboard/src/c.ts': "import { createClient } from 'graphql-ws';\n",
+      'apps/dashboard/vite.config.ts': "import { fileURLToPath } from 'node:url';\n",
+    });
+    expect(result.output.split('\n')).toEqual([
+      'apps/dashboard/src/a.tsx:1: apps/dashboard/ may not import "@tessera/core"',
+      'apps/dashboard/src/b.ts:1: apps/dashboard/ may not import "node:fs"',
+    ]);
+  });
+
   it('lets a spec use the shared test fixtures, but not production code', () => {
     const fixture = "import { createTestDatabase } from '../../../../test/pg/test-database.js';\n";
     expect(checkTree({ 'apps/config/src/locks/a.pg.spec.ts': fixture }).status).toBe(0);
@@ -104,7 +117,8 @@ describe('the dependency rule check', () => {
   it('lets bench, tools and test use any package and the apps, but reach a lib only through its index', () => {
     expect(
       checkTree({
-        'bench/a.bench.ts': "import pg from 'pg';\nimport { x } from '../libs/core/src/index.js';\nimport { y } from '../apps/config/src/y.js';\n",
+        'bench/a.bench.ts':
+          "import pg from 'pg';\nimport { x } from '../libs/core/src/index.js';\nimport { y } from '../apps/config/src/y.js';\n",
         'tools/b.ts': "import { z } from '@tessera/protocol';\n",
         'test/c.ts': "import { w } from '../tools/cluster/local-cluster.js';\n",
       }).status,
@@ -118,7 +132,9 @@ describe('the dependency rule check', () => {
   });
 
   it('runs as a script that exits 1 listing the violations, and 0 on a clean tree', () => {
-    const bad = spawnSync(process.execPath, [script, tree({ 'libs/core/src/a.ts': "import {\n  x,\n} from 'pg';\n" })], { encoding: 'utf8' });
+    const bad = spawnSync(process.execPath, [script, tree({ 'libs/core/src/a.ts': "import {\n  x,\n} from 'pg';\n" })], {
+      encoding: 'utf8',
+    });
     expect(bad.status).toBe(1);
     expect(bad.stderr).toContain('libs/core/src/a.ts:3: libs/core/ may not import "pg"');
     const good = spawnSync(process.execPath, [script, tree({ 'libs/core/src/a.ts': 'export const a = 1;\n' })], { encoding: 'utf8' });

@@ -112,6 +112,7 @@ try {
   say(`
 Tessera is running (${((performance.now() - started) / 1000).toFixed(1)} s):
   router(s)      ${cluster.routerUrls.join(', ')}   (REST API under /v1)
+  dashboard      ${cluster.configUrl}/   (sign in with a token below)
   config server  ${cluster.configUrl}
   control plane  ${cluster.configUrl}/graphql (GraphiQL at ${cluster.configUrl}/graphiql), socket.io ${cluster.configUrl}/events
     admin token  ${cluster.controlPlaneTokens.admin}

@@ -69,6 +69,8 @@ export const configSettingsSchema = z.object({
   TESSERA_VIEWER_TOKEN: controlPlaneToken,
   /** Development mode of the control plane: introspection on and GraphiQL at /graphiql (from local assets). */
   TESSERA_GRAPHQL_DEVELOPMENT: z.stringbool().default(false),
+  /** The dashboard's built files, served at `/`; default: dist/dashboard of this build. */
+  TESSERA_DASHBOARD_DIR: z.string().min(1).optional(),
   /** GraphQL operations nested deeper than this are refused before they run. */
   TESSERA_GRAPHQL_MAX_DEPTH: z.coerce.number().int().min(2).max(100).default(10),
   /** GraphQL operations whose estimated cost (fields weighted by depth) exceeds this are refused. */

@@ -2,6 +2,7 @@ import { configMigrations } from '@tessera/migrations';
 import { runMigrations, runNode } from '@tessera/platform';
 import { ConfigServerModule } from './config.module.js';
 import { configSettingsSchema } from './config.settings.js';
+import { BUILT_DASHBOARD_DIR, serveDashboard } from './dashboard/serve-dashboard.js';
 
 await runNode({
   role: 'config',
@@ -11,4 +12,5 @@ await runNode({
     if (applied.length > 0) logger.info({ applied }, `applied ${applied.length} config migration(s)`);
   },
   module: (settings, logger) => ConfigServerModule.forRoot(settings, logger),
+  configure: (app, { settings, logger, url }) => serveDashboard(app, settings.TESSERA_DASHBOARD_DIR ?? BUILT_DASHBOARD_DIR, logger, url),
 });
