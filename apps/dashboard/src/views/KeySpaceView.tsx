@@ -73,6 +73,8 @@ function Band({ ns, shards }: { ns: string; shards: string[] }) {
   const [frameMs, setFrameMs] = useState<number>();
   const canvas = useRef<HTMLCanvasElement>(null);
   const dirty = useRef(true);
+  /** When the last change was applied (page clock): frames are drawn while its highlight fades. */
+  const lastChangeAt = useRef(0);
   const drawnSeq = useRef(0);
   const shardList = useRef(shards);
   shardList.current = shards;
@@ -119,6 +121,7 @@ function Band({ ns, shards }: { ns: string; shards: string[] }) {
       return;
     }
     drawnSeq.current = change.seq;
+    lastChangeAt.current = performance.now();
     dirty.current = true;
     setLastChange(change);
   }, []);
@@ -131,7 +134,7 @@ function Band({ ns, shards }: { ns: string; shards: string[] }) {
       const element = canvas.current;
       if (element === null) return;
       const now = performance.now();
-      const highlighted = chunks.current.some((c) => now - c.changedAt < HIGHLIGHT_MS + 100);
+      const highlighted = now - lastChangeAt.current < HIGHLIGHT_MS + 100;
       const width = element.clientWidth;
       if (!dirty.current && !highlighted && element.width === Math.round(width * devicePixelRatio)) return;
       dirty.current = false;
