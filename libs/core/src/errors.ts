@@ -33,6 +33,7 @@ export const ERROR_CODES = {
   STALE_CHUNK_HISTORY: { code: 339, codeName: 'StaleChunkHistory', retryable: false },
   SHARD_KEY_NOT_FOUND: { code: 61, codeName: 'ShardKeyNotFound', retryable: false },
   IMMUTABLE_FIELD: { code: 66, codeName: 'ImmutableField', retryable: false },
+  DOLLAR_PREFIXED_FIELD_NAME: { code: 52, codeName: 'DollarPrefixedFieldName', retryable: false },
   CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
   EXCEEDED_TIME_LIMIT: { code: 262, codeName: 'ExceededTimeLimit', retryable: true },
   DUPLICATE_KEY: { code: 11000, codeName: 'DuplicateKey', retryable: false },
@@ -155,6 +156,16 @@ export class TesseraError extends Error {
       ...(envelope.errorLabels === undefined ? {} : { errorLabels: envelope.errorLabels }),
     });
   }
+}
+
+/**
+ * A duplicate key error's `keyPattern` and `keyValue`, which MongoDB puts at the top of the error
+ * (drivers read them there); empty for any other error or one that does not carry them.
+ */
+export function duplicateKeyFields(envelope: ErrorEnvelope): { keyPattern?: unknown; keyValue?: unknown } {
+  if (envelope.code !== 'DUPLICATE_KEY' || envelope.details === undefined) return {};
+  const { keyPattern, keyValue } = envelope.details;
+  return keyPattern === undefined || keyValue === undefined ? {} : { keyPattern, keyValue };
 }
 
 /** True when `value` is one of the closed set of error codes. Throws nothing. */

@@ -1,7 +1,7 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { ERROR_CODES, type ErrorEnvelope, TesseraError } from '@tessera/core';
+import { ERROR_CODES, type ErrorEnvelope, TesseraError, duplicateKeyFields } from '@tessera/core';
 import { httpStatusFor } from '@tessera/protocol';
 
 /**
@@ -73,6 +73,7 @@ export function renderError(envelope: ErrorEnvelope, url: string): unknown {
       code,
       codeName,
       errmsg: envelope.message,
+      ...duplicateKeyFields(envelope),
       ...(envelope.errorLabels ? { errorLabels: envelope.errorLabels } : {}),
       ...(envelope.details ? { details: envelope.details } : {}),
     };

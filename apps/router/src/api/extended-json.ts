@@ -5,6 +5,7 @@ import {
   ERROR_CODES,
   TesseraError,
   type Value,
+  duplicateKeyFields,
   type ValueObject,
   fromExtendedJsonObject,
   toExtendedJsonObject,
@@ -46,13 +47,23 @@ export interface PublicWriteError {
   code: number;
   codeName: string;
   errmsg: string;
+  /** A duplicate key's index pattern and the values that clashed, where MongoDB's drivers read them. */
+  keyPattern?: unknown;
+  keyValue?: unknown;
   details?: Record<string, unknown>;
 }
 
 /** Renders a write error by the user's statement index. */
 export function publicWriteError(index: number, error: ErrorEnvelope): PublicWriteError {
   const known = ERROR_CODES[error.code] ?? ERROR_CODES.INTERNAL;
-  return { index, code: known.code, codeName: known.codeName, errmsg: error.message, ...(error.details ? { details: error.details } : {}) };
+  return {
+    index,
+    code: known.code,
+    codeName: known.codeName,
+    errmsg: error.message,
+    ...duplicateKeyFields(error),
+    ...(error.details ? { details: error.details } : {}),
+  };
 }
 
 const CODES_BY_NAME = new Map<string, ErrorCode>(Object.entries(ERROR_CODES).map(([code, { codeName }]) => [codeName, code as ErrorCode]));

@@ -92,14 +92,17 @@ describe('inserting documents', () => {
     );
     expect(result.inserted).toEqual([0]);
     expect(result.writeErrors).toHaveLength(1);
-    expect(result.writeErrors[0]).toMatchObject({ index: 1, error: { code: 'DUPLICATE_KEY', details: { keyValue: { _id: 2 } } } });
-    expect(result.writeErrors[0]!.error.message).toContain('dup key: { _id: 2 }');
+    expect(result.writeErrors[0]).toMatchObject({
+      index: 1,
+      error: { code: 'DUPLICATE_KEY', details: { keyPattern: { _id: 1 }, keyValue: { _id: 2 } } },
+    });
+    expect(result.writeErrors[0]!.error.message).toContain('index: _id_ dup key: { _id: 2 }');
     expect((await stored(handle)).map((d) => (d as { _id: number })._id)).toEqual([1, 2]);
   });
 
   it('goes on past errors in an unordered batch, one error per bad statement', async () => {
     const handle = await collection({ x: 1 });
-    const result = await store.insert(handle, [{ _id: 1, x: 1 }, { _id: 1, x: 1 }, { $bad: 1 }, { _id: 4, x: [1, 2] }, { _id: 5, x: 5 }], {
+    const result = await store.insert(handle, [{ _id: 1, x: 1 }, { _id: 1, x: 1 }, { _id: [3], x: 3 }, { _id: 4, x: [1, 2] }, { _id: 5, x: 5 }], {
       ordered: false,
       generateId,
     });
@@ -112,11 +115,15 @@ describe('inserting documents', () => {
     expect(result.writeErrors[2]!.error.message).toContain('"x"');
   });
 
-  it('reports a duplicate unique shard key as such', async () => {
+  it('reports a duplicate unique shard key as such, with its key pattern and value', async () => {
     const handle = await collection({ email: 1 }, { unique: true });
     await store.insert(handle, [{ _id: 1, email: 'a@x' }], { ordered: true, generateId });
     const result = await store.insert(handle, [{ _id: 2, email: 'a@x' }], { ordered: true, generateId });
-    expect(result.writeErrors[0]!.error).toMatchObject({ code: 'DUPLICATE_KEY', details: { keyValue: { shardKey: true } } });
+    expect(result.writeErrors[0]!.error).toMatchObject({
+      code: 'DUPLICATE_KEY',
+      details: { keyPattern: { email: 1 }, keyValue: { email: 'a@x' } },
+    });
+    expect(result.writeErrors[0]!.error.message).toContain('dup key: { email: "a@x" }');
   });
 
   it('refuses the whole request with STALE_CONFIG when a document belongs to a chunk this shard does not own', async () => {

@@ -238,7 +238,7 @@ export class DocumentStore {
   private async reportDuplicates({ manager, handle, writeErrors }: InsertBatch, failed: PreparedRow[]): Promise<void> {
     const takenIds = await this.existingIds(manager, handle, failed);
     for (const row of failed)
-      writeErrors.push({ index: row.index, error: duplicateKey(handle.ns, row, takenIds.has(row.id.toString('hex'))) });
+      writeErrors.push({ index: row.index, error: duplicateKey(handle.ns, handle.pattern, row, takenIds.has(row.id.toString('hex'))) });
   }
 
   /**

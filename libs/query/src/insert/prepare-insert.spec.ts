@@ -6,7 +6,6 @@ import { MAX_DOCUMENT_SIZE, prepareInsert } from './prepare-insert.js';
 const generated = new ObjectId('0102030405060708090a0b0c');
 const options = { generateId: () => generated };
 
-
 describe('prepareInsert', () => {
   it('adds a generated _id first when missing and returns the BSON size', () => {
     const { document, size } = prepareInsert({ a: 1 }, options);
@@ -20,7 +19,12 @@ describe('prepareInsert', () => {
   });
 
   it.each<[string, unknown, string, RegExp]>([
-    ['a $-prefixed top-level field', { $set: 1 }, 'BAD_VALUE', /^The top-level field name '\$set' cannot start with '\$'\.$/],
+    [
+      'a $-prefixed name inside _id',
+      { _id: { a: 1, b: [{ $c: 1 }] } },
+      'DOLLAR_PREFIXED_FIELD_NAME',
+      /^_id fields may not contain '\$'-prefixed fields: \$c is not valid for storage\.$/,
+    ],
     ['an array _id', { _id: [1] }, 'BAD_VALUE', /^The _id cannot be an array/],
     ['a regex _id', { _id: /x/ }, 'BAD_VALUE', /cannot be a regular expression/],
     ['not a document', 'text', 'BAD_VALUE', /must be a document, got/],
@@ -32,7 +36,13 @@ describe('prepareInsert', () => {
     expect(error.details).toMatchObject({ index: 3 });
   });
 
-  it('allows $-prefixed names below the top level', () => {
+  it('stores $-prefixed names at the top level and below, as MongoDB 5.0+ does, even operator names', () => {
     expect(prepareInsert({ a: { $b: 1 } }, options).document).toEqual({ _id: generated, a: { $b: 1 } });
+    expect(prepareInsert({ $price: 50, $inc: true, location: { $db: 'n' } }, options).document).toEqual({
+      _id: generated,
+      $price: 50,
+      $inc: true,
+      location: { $db: 'n' },
+    });
   });
 });

@@ -42,19 +42,14 @@ export function checkDocumentSize(document: ValueObject): number {
 }
 
 /**
- * The checks of `prepareInsert` that read only a document's top-level field names and its `_id`,
- * for a router that passes documents on as they came and decodes no more than it needs: `id`
- * is the decoded value of `document._id` (ignored when the document has none). Throws
- * `BAD_VALUE` as `prepareInsert`, with `index` in its details when given.
+ * The checks of `prepareInsert` that read only a document's `_id`, for a router that passes
+ * documents on as they came and decodes no more than it needs: `id` is the decoded value of
+ * `document._id` (ignored when the document has none). Field names may start with `$` at any
+ * level, as MongoDB 5.0+ stores them, except inside `_id`. Throws `BAD_VALUE` for an array,
+ * regex or undefined `_id` and `DOLLAR_PREFIXED_FIELD_NAME` for a `$`-prefixed name inside it,
+ * with `index` in its details when given.
  */
 export function checkInsertFields(document: Readonly<Record<string, unknown>>, id: Value | undefined, index?: number): void {
-  for (const field of Object.keys(document)) {
-    if (field.startsWith('$')) {
-      throw new TesseraError('BAD_VALUE', `The top-level field name '${field}' cannot start with '$'.`, {
-        details: { field, index },
-      });
-    }
-  }
   if (!Object.hasOwn(document, '_id')) return;
   const type = id === undefined ? 'undefined' : typeBracketOf(id);
   if (type === 'array' || type === 'regex' || type === 'undefined') {
@@ -66,6 +61,34 @@ export function checkInsertFields(document: Readonly<Record<string, unknown>>, i
       },
     );
   }
+  const dollar = dollarPrefixedName(id!, '_id');
+  if (dollar !== undefined) {
+    throw new TesseraError(
+      'DOLLAR_PREFIXED_FIELD_NAME',
+      `_id fields may not contain '$'-prefixed fields: ${dollar.name} is not valid for storage.`,
+      {
+        details: { field: dollar.path, index },
+      },
+    );
+  }
+}
+
+/** The first `$`-prefixed field name inside `value`'s embedded documents and arrays, with its path. */
+function dollarPrefixedName(value: Value, path: string): { name: string; path: string } | undefined {
+  if (Array.isArray(value)) {
+    for (const [i, element] of (value as Value[]).entries()) {
+      const found = dollarPrefixedName(element, `${path}.${i}`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (!isDocument(value)) return undefined;
+  for (const [name, field] of Object.entries(value)) {
+    if (name.startsWith('$')) return { name, path: `${path}.${name}` };
+    const found = dollarPrefixedName(field, `${path}.${name}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 /**
@@ -73,8 +96,9 @@ export function checkInsertFields(document: Readonly<Record<string, unknown>>, i
  * its size. `index` (the statement's index in its batch) goes in the errors' details when given:
  * messages do not name it, since a shard's batch index is not the user's (the router maps the
  * details' index back, and a write error carries the user's index beside its message).
- * Throws `BAD_VALUE` when the document is not a document, a top-level field name starts with
- * `$`, or `_id` is an array, a regex or undefined; `DOCUMENT_TOO_LARGE` over 16 MiB.
+ * Throws `BAD_VALUE` when the document is not a document or `_id` is an array, a regex or
+ * undefined; `DOLLAR_PREFIXED_FIELD_NAME` for a `$`-prefixed name inside `_id`;
+ * `DOCUMENT_TOO_LARGE` over 16 MiB.
  */
 export function prepareInsert(document: unknown, options: PrepareInsertOptions, index?: number): PreparedInsert {
   if (!isDocument(document))
