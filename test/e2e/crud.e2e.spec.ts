@@ -135,6 +135,27 @@ describe('CRUD on a ranged collection spread over three shards', () => {
     expect(answer.json).toMatchObject({ value: { _id: 5, x: 5, fam: 1 } });
   });
 
+  it('runs update pipelines in update and findAndModify, across shards, and refuses a stage MongoDB refuses', async () => {
+    const updated = await api('POST', '/v1/shop/ranged/update', {
+      updates: [{ q: { x: { $in: [10, 150, 250] } }, u: [{ $set: { piped: { $add: ['$x', 1] } } }, { $unset: 'fam' }], multi: true }],
+    });
+    expect(updated.json).toMatchObject({ matchedCount: 3, modifiedCount: 3 });
+    const piped = await findAll('shop.ranged', { filter: { piped: { $exists: true } }, sort: { x: 1 } });
+    expect(piped.map((d) => [(d as { x: number }).x, (d as { piped: number }).piped])).toEqual([
+      [10, 11],
+      [150, 151],
+      [250, 251],
+    ]);
+    const answer = await api('POST', '/v1/shop/ranged/findAndModify', {
+      query: { x: 10 },
+      update: [{ $replaceWith: { $mergeObjects: ['$$ROOT', { label: { $concat: ['x=', { $toString: '$x' }] } }] } }],
+      new: true,
+    });
+    expect(answer.json).toMatchObject({ value: { _id: 10, x: 10, piped: 11, label: 'x=10' } });
+    const refused = await api('POST', '/v1/shop/ranged/update', { updates: [{ q: { x: 10 }, u: [{ $match: { x: 10 } }] }] });
+    expect(refused.json.writeErrors).toMatchObject([{ index: 0, codeName: 'FailedToParse' }]);
+  });
+
   it('follows a chunk move it had not seen: the shard answers STALE_CONFIG, the router refreshes and succeeds', async () => {
     // Warm the router's cache, then move [200, MaxKey) from shard2 to shard0 behind its back.
     await findAll('shop.ranged', { filter: { x: { $gte: 250 } } });
@@ -309,7 +330,7 @@ describe('bad input', () => {
     const answer = await api('POST', '/v1/shop/ranged/insert', {
       documents: [
         { _id: 5000, x: 5000 },
-        { _id: 5001, $bad: 1, x: 1 },
+        { _id: { $bad: 1 }, x: 1 },
         { _id: 5002, x: 5002 },
       ],
     });
@@ -318,11 +339,26 @@ describe('bad input', () => {
     expect((await findAll('shop.ranged', { filter: { _id: 5002 } })).length).toBe(0);
   });
 
+  it('stores $-prefixed field names at any level but inside _id, as MongoDB 5.0+', async () => {
+    const stored = await api('POST', '/v1/shop/dollars/insert', {
+      documents: [{ _id: 7000, x: 7000, $price: 50, location: { $db: 'novels' } }],
+    });
+    expect(stored.json).toMatchObject({ insertedCount: 1 });
+    expect(await findAll('shop.dollars', { filter: { _id: 7000 } })).toEqual([
+      { _id: 7000, x: 7000, $price: 50, location: { $db: 'novels' } },
+    ]);
+    const refused = await api('POST', '/v1/shop/dollars/insert', { documents: [{ _id: { a: { $b: 1 } }, x: 7001 }] });
+    expect(refused.json.writeErrors).toMatchObject([{ index: 0, code: 52, codeName: 'DollarPrefixedFieldName' }]);
+  });
+
   it('refuses a shard key holding an array, a duplicate _id, and a shard key change', async () => {
     const arrays = await api('POST', '/v1/shop/ranged/insert', { documents: [{ _id: 6000, x: [1, 2] }], ordered: false });
     expect(JSON.stringify(arrays.json.writeErrors)).toContain('array');
     const duplicate = await api('POST', '/v1/shop/ranged/insert', { documents: [{ _id: 5, x: 5 }] });
-    expect(JSON.stringify(duplicate.json.writeErrors)).toContain('DuplicateKey');
+    // MongoDB's shape: the index's key pattern and the clashing values at the top of the write error.
+    expect(duplicate.json.writeErrors).toMatchObject([
+      { index: 0, code: 11000, codeName: 'DuplicateKey', keyPattern: { _id: 1 }, keyValue: { _id: 5 } },
+    ]);
     const moved = await api('POST', '/v1/shop/ranged/update', { updates: [{ q: { x: 6 }, u: { $set: { x: 60_000 } } }] });
     expect(JSON.stringify(moved.json.writeErrors ?? moved.json)).toMatch(/shard key/);
     expect(await findAll('shop.ranged', { filter: { x: 6 } })).toHaveLength(1);
@@ -362,7 +398,10 @@ describe('secondary indexes', () => {
     }
 
     const duplicate = await api('POST', '/v1/shop/indexed/insert', { documents: [{ _id: 1000, user: 'u3', email: 'e3' }] });
-    expect(duplicate.json).toMatchObject({ insertedCount: 0, writeErrors: [{ index: 0, code: 11000 }] });
+    expect(duplicate.json).toMatchObject({
+      insertedCount: 0,
+      writeErrors: [{ index: 0, code: 11000, keyPattern: { user: 1, email: 1 }, keyValue: { user: 'u3', email: 'e3' } }],
+    });
     const refused = await api('POST', '/v1/shop/indexed/indexes', { indexes: [{ key: { email: 1 }, unique: true }] });
     expect(refused.status).not.toBe(200);
     expect(refused.json).toMatchObject({ ok: 0, codeName: 'IllegalOperation' });

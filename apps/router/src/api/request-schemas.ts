@@ -66,9 +66,10 @@ export const nextBodySchema = z.strictObject({
 
 export const updateStatementBodySchema = z.strictObject({
   q: documentSchema,
-  u: z
-    .union([documentSchema, z.array(documentSchema)])
-    .meta({ description: 'An update document (`$set`, ...) or a replacement document.' }),
+  u: z.union([documentSchema, z.array(documentSchema)]).meta({
+    description:
+      'An update document (`$set`, ...), a replacement document, or an update pipeline: stages `$set`/`$addFields`, `$unset`, `$project`, `$replaceRoot`/`$replaceWith` with aggregation expressions.',
+  }),
   multi: z.boolean().default(false),
   upsert: z.boolean().default(false),
 });

@@ -175,7 +175,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const command = parseWith(updateCommandSchema, input, 'update command');
     const statements = command.updates.map((u) => ({
       q: fromWire(u.q),
-      u: Array.isArray(u.u) ? u.u : fromWire(u.u),
+      u: Array.isArray(u.u) ? u.u.map((stage) => fromWire(stage)) : fromWire(u.u),
       multi: u.multi,
       upsert: u.upsert,
     }));
@@ -221,7 +221,9 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const request = {
       query: fromWire(command.query),
       ...(command.sort ? { sort: fromWire(command.sort) } : {}),
-      ...(command.update !== undefined ? { update: Array.isArray(command.update) ? command.update : fromWire(command.update) } : {}),
+      ...(command.update !== undefined
+        ? { update: Array.isArray(command.update) ? command.update.map((stage) => fromWire(stage)) : fromWire(command.update) }
+        : {}),
       ...(command.fields ? { fields: fromWire(command.fields) } : {}),
       remove: command.remove,
       new: command.new,

@@ -11,6 +11,7 @@ import { checkDocumentSize } from '../insert/prepare-insert.js';
 import { compileSort } from '../sort/sort.js';
 import { display, isDocument, isOperatorName, isRegex, typeNameOf } from '../values.js';
 import { applyArithmetic, zeroLike } from './arithmetic.js';
+import { applyUpdatePipeline } from './pipeline-update.js';
 import { checkPathConflicts, cloneValue, describeDocument, getPath, parseUpdatePath, setPath, unsetPath } from './update-paths.js';
 import type { MutableDocument } from './update-paths.js';
 
@@ -59,17 +60,19 @@ export function isOperatorUpdate(update: unknown): boolean {
 }
 
 /**
- * Applies an update to a document and returns the new document (the original is untouched).
- * Throws `FAILED_TO_PARSE` for an unknown modifier or a modifier whose value is not a document;
+ * Applies an update (operators, a replacement, or a pipeline: see `applyUpdatePipeline`) to a
+ * document and returns the new document (the original is untouched). Throws `FAILED_TO_PARSE` for an unknown modifier or a modifier whose value is not a document;
  * `BAD_VALUE` for overlapping paths ("would create a conflict at 'a'"), `$inc`/`$mul` with a
  * non-number or on a non-number, `$push`/`$addToSet`/`$pull`/`$pop` on a non-array, bad
  * operands, `$`-prefixed or positional paths; `IMMUTABLE_FIELD` when `_id` would change;
  * `DOCUMENT_TOO_LARGE` when the result exceeds 16 MiB.
  */
 export function applyUpdate(document: ValueObject, update: unknown, options: ApplyUpdateOptions): UpdateResult {
-  const result = isOperatorUpdate(update)
-    ? applyOperators(document, update as ValueObject, options)
-    : applyReplacement(document, update as ValueObject);
+  const result = Array.isArray(update)
+    ? applyUpdatePipeline(document, update, options.now)
+    : isOperatorUpdate(update)
+      ? applyOperators(document, update as ValueObject, options)
+      : applyReplacement(document, update as ValueObject);
   if (Object.hasOwn(document, '_id') && (!Object.hasOwn(result, '_id') || !sameValue(document['_id'] as Value, result['_id'] as Value))) {
     throw new TesseraError(
       'IMMUTABLE_FIELD',

@@ -17,6 +17,8 @@ import type { MutableDocument } from './update-paths.js';
  */
 export function upsertDocument(filter: unknown, update: unknown, now: Date): ValueObject {
   const base = equalityFields(validateFilter(filter, ''));
+  // A pipeline runs on the filter's equality fields, as MongoDB builds an upserted document.
+  if (Array.isArray(update)) return applyUpdate(base, update, { now }).doc;
   if (!isOperatorUpdate(update)) {
     const replacement = update as ValueObject;
     if (Object.hasOwn(replacement, '_id') || !Object.hasOwn(base, '_id')) return applyUpdate({}, replacement, { now }).doc;
