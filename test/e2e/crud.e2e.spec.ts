@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
@@ -434,5 +435,104 @@ describe('secondary indexes', () => {
       expect(await findAll(ns, { filter: {} })).toHaveLength(30);
       expect(await config.dropCollection({ ns })).toEqual({ dropped: true });
     }
+  });
+
+  describe('bulkWrite (MongoDB 8.0) across namespaces', () => {
+    const bulk = (body: Record<string, unknown>) => api('POST', '/v1/admin/bulkWrite', body);
+
+    it('runs inserts, updates, upserts and deletes on a sharded and an unsharded collection, with per-operation results', async () => {
+      const answer = await bulk({
+        nsInfo: [{ ns: 'shop.bulk' }, { ns: 'shop.ranged' }],
+        ops: [
+          { insert: 0, document: { _id: 1, n: 1 } },
+          { insert: 0, document: { _id: 2, n: 2 } },
+          { insert: 1, document: { _id: 8000, x: 8000 } },
+          { update: 1, filter: { x: 20 }, updateMods: { $set: { bulked: true } } },
+          { update: 0, filter: { _id: 3 }, updateMods: { $set: { n: 3 } }, upsert: true },
+          { update: 0, filter: { n: { $gte: 1 } }, updateMods: [{ $set: { seen: true } }], multi: true },
+          { delete: 0, filter: { _id: 1 } },
+        ],
+      });
+      expect(answer.status).toBe(200);
+      expect(answer.json).toMatchObject({ ok: 1, nErrors: 0, nInserted: 3, nMatched: 4, nModified: 4, nUpserted: 1, nDeleted: 1 });
+      expect((answer.json.cursor as { firstBatch: unknown[] }).firstBatch).toEqual([
+        { ok: 1, idx: 0, n: 1 },
+        { ok: 1, idx: 1, n: 1 },
+        { ok: 1, idx: 2, n: 1 },
+        { ok: 1, idx: 3, n: 1, nModified: 1 },
+        { ok: 1, idx: 4, n: 1, nModified: 0, upserted: { _id: 3 } },
+        { ok: 1, idx: 5, n: 3, nModified: 3 },
+        { ok: 1, idx: 6, n: 1 },
+      ]);
+      expect(await findAll('shop.bulk', { filter: {}, sort: { _id: 1 } })).toEqual([
+        { _id: 2, n: 2, seen: true },
+        { _id: 3, n: 3, seen: true },
+      ]);
+      expect(await findAll('shop.ranged', { filter: { x: { $in: [20, 8000] } }, sort: { x: 1 } })).toMatchObject([
+        { x: 20, bulked: true },
+        { x: 8000 },
+      ]);
+    });
+
+    it('stops an ordered bulk at its first failure, runs an unordered one to the end, and answers only errors when asked', async () => {
+      const ops = [
+        { insert: 0, document: { _id: 10 } },
+        { insert: 0, document: { _id: 2 } },
+        { insert: 0, document: { _id: 11 } },
+        { delete: 0, filter: { _id: 10 } },
+      ];
+      const ordered = await bulk({ nsInfo: [{ ns: 'shop.bulk' }], ops });
+      expect(ordered.json).toMatchObject({ nErrors: 1, nInserted: 1, nDeleted: 0 });
+      expect((ordered.json.cursor as { firstBatch: unknown[] }).firstBatch).toMatchObject([
+        { ok: 1, idx: 0 },
+        { ok: 0, idx: 1, code: 11000, codeName: 'DuplicateKey', keyValue: { _id: 2 } },
+      ]);
+      const unordered = await bulk({
+        nsInfo: [{ ns: 'shop.bulk' }],
+        ops: ops.map((op, i) => (i === 0 ? { insert: 0, document: { _id: 12 } } : op)),
+        ordered: false,
+        errorsOnly: true,
+      });
+      expect(unordered.json).toMatchObject({ nErrors: 1, nInserted: 2, nDeleted: 1 });
+      expect((unordered.json.cursor as { firstBatch: unknown[] }).firstBatch).toMatchObject([{ ok: 0, idx: 1, code: 11000 }]);
+      expect(
+        (await findAll('shop.bulk', { filter: { _id: { $in: [10, 11, 12] } }, sort: { _id: 1 } })).map((d) => (d as { _id: number })._id),
+      ).toEqual([11, 12]);
+    });
+
+    it('is retryable: sent again with its lsid and txnNumber, it applies nothing twice', async () => {
+      const body = {
+        nsInfo: [{ ns: 'shop.bulk' }, { ns: 'shop.ranged' }],
+        ops: [
+          { insert: 0, document: { _id: 20, n: 0 } },
+          { update: 0, filter: { _id: 20 }, updateMods: { $inc: { n: 1 } } },
+          { update: 1, filter: { x: 21 }, updateMods: { $inc: { bumps: 1 } } },
+        ],
+        lsid: { id: { $uuid: randomUUID() } },
+        txnNumber: 1,
+      };
+      const first = await bulk(body);
+      expect(first.json).toMatchObject({ nErrors: 0, nInserted: 1, nModified: 2 });
+      const again = await bulk(body);
+      expect(again.json).toMatchObject({ nErrors: 0, retriedStmtIds: [0, 1, 2] });
+      expect(await findAll('shop.bulk', { filter: { _id: 20 } })).toEqual([{ _id: 20, n: 1 }]);
+      expect(await findAll('shop.ranged', { filter: { x: 21 } })).toMatchObject([{ x: 21, bumps: 1 }]);
+    });
+
+    it('refuses an operation naming a namespace nsInfo does not have, and a bad namespace, before running anything', async () => {
+      const outOfRange = await bulk({
+        nsInfo: [{ ns: 'shop.bulk' }],
+        ops: [
+          { insert: 0, document: { _id: 30 } },
+          { insert: 1, document: { _id: 31 } },
+        ],
+      });
+      expect(outOfRange.status).toBe(400);
+      expect(outOfRange.json).toMatchObject({ ok: 0, codeName: 'BadValue' });
+      expect(await findAll('shop.bulk', { filter: { _id: 30 } })).toEqual([]);
+      expect((await bulk({ nsInfo: [{ ns: 'nodot' }], ops: [{ insert: 0, document: {} }] })).json).toMatchObject({
+        codeName: 'InvalidNamespace',
+      });
+    });
   });
 });

@@ -2,6 +2,7 @@ import { ClusterTimeGossip } from './clock/cluster-time-gossip.service.js';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { PlatformModule } from '@tessera/platform';
+import { BulkWriteController } from './controllers/bulk-write.controller.js';
 import { CollectionController } from './controllers/collection.controller.js';
 import { CursorsController } from './controllers/cursors.controller.js';
 import { DocumentsController } from './controllers/documents.controller.js';
@@ -18,6 +19,7 @@ import { TransactionRouter } from './transactions/transaction-router.service.js'
 import { RouterSessions } from './sessions/router-sessions.service.js';
 import type { RouterSettings } from './router.settings.js';
 import { ClusterRoutingService } from './routing/cluster-routing.service.js';
+import { BulkWriteService } from './writes/bulk-write.service.js';
 import { WriteService } from './writes/write.service.js';
 
 /**
@@ -33,6 +35,7 @@ export const ROUTER_CONTROLLERS = [
   CursorsController,
   SessionsController,
   TransactionsController,
+  BulkWriteController,
 ];
 
 /** A router's composition root. Routers are stateless: no database of their own. */
@@ -50,6 +53,7 @@ export class RouterModule {
         QueryService,
         TransactionRouter,
         WriteService,
+        BulkWriteService,
         DocumentsService,
         IndexesService,
         ClusterTimeGossip,

@@ -89,6 +89,36 @@ export const deleteBodySchema = z.strictObject({
   ...writeSession,
 });
 
+/** MongoDB 8.0's bulkWrite: operations on several namespaces, each naming its namespace by index in `nsInfo`. */
+const nsIndex = count.meta({ description: 'The index of the namespace in nsInfo.' });
+export const bulkWriteBodySchema = z.strictObject({
+  ops: z
+    .array(
+      z.union([
+        z.strictObject({ insert: nsIndex, document: documentSchema }),
+        z.strictObject({
+          update: nsIndex,
+          filter: documentSchema,
+          updateMods: z
+            .union([documentSchema, z.array(documentSchema)])
+            .meta({ description: 'Update operators, a replacement document, or an update pipeline (as `u` of update).' }),
+          multi: z.boolean().default(false),
+          upsert: z.boolean().default(false),
+        }),
+        z.strictObject({ delete: nsIndex, filter: documentSchema, multi: z.boolean().default(false) }),
+      ]),
+    )
+    .min(1)
+    .max(MAX_WRITE_BATCH),
+  nsInfo: z
+    .array(z.strictObject({ ns: z.string().meta({ description: 'db.collection' }) }))
+    .min(1)
+    .max(MAX_WRITE_BATCH),
+  ordered: z.boolean().default(true).meta({ description: 'Stop at the first failed operation (default), or run them all.' }),
+  errorsOnly: z.boolean().default(false).meta({ description: 'Answer only the failed operations in the cursor.' }),
+  ...writeSession,
+});
+
 export const findAndModifyBodySchema = z
   .strictObject({
     query: documentSchema.default({}),
@@ -141,3 +171,4 @@ export type FindAndModifyBody = z.output<typeof findAndModifyBodySchema>;
 export type CountBody = z.output<typeof countBodySchema>;
 export type DistinctBody = z.output<typeof distinctBodySchema>;
 export type CreateIndexesBody = z.output<typeof createIndexesBodySchema>;
+export type BulkWriteBody = z.output<typeof bulkWriteBodySchema>;

@@ -38,6 +38,11 @@ export interface SessionFieldsBody {
 export interface CommandSession {
   lsid: Lsid;
   txnNumber?: number;
+  /**
+   * The stmtId of the command's first statement (0 but for the parts of a bulkWrite, whose
+   * statements are numbered across the whole command, so that a retry names the same ones).
+   */
+  stmtIdBase?: number;
 }
 
 /**

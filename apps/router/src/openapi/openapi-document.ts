@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import {
+  bulkWriteBodySchema,
   countBodySchema,
   createIndexesBodySchema,
   deleteBodySchema,
@@ -109,6 +110,33 @@ const OPERATIONS: readonly Operation[] = [
       'On a sharded collection a limit:1 delete that does not reach exactly one shard needs the full shard key by equality in q.',
     body: deleteBodySchema,
     response: obj({ deletedCount: count, writeErrors, retriedStmtIds, ok }, ['deletedCount', ...WRITE_REQUIRED]),
+  },
+  {
+    tag: 'crud',
+    method: 'post',
+    path: '/v1/admin/bulkWrite',
+    summary: "bulkWrite, as MongoDB 8.0's command: inserts, updates and deletes on several namespaces",
+    description:
+      'Each operation names its namespace by index in nsInfo: { insert: 0, document }, { update: 0, filter, updateMods, multi?, upsert? }, { delete: 0, filter, multi? }. Ordered (default) stops after the first failed operation. The cursor holds one result per operation run, by its index (idx): { ok: 1, n, nModified?, upserted? } or { ok: 0, code, codeName, errmsg }; with errorsOnly only the failed ones. Retryable with lsid and txnNumber (stmtId = the operation index); runs inside a transaction as its other commands do.',
+    body: bulkWriteBodySchema,
+    response: obj(
+      {
+        ok,
+        nErrors: count,
+        nInserted: count,
+        nMatched: count,
+        nModified: count,
+        nUpserted: count,
+        nDeleted: count,
+        cursor: obj({
+          id: { type: 'string', const: '0' },
+          ns: { type: 'string' },
+          firstBatch: { type: 'array', items: { type: 'object', additionalProperties: true } },
+        }),
+        retriedStmtIds,
+      },
+      ['ok', 'nErrors', 'nInserted', 'nMatched', 'nModified', 'nUpserted', 'nDeleted', 'cursor'],
+    ),
   },
   {
     tag: 'crud',

@@ -77,8 +77,8 @@ export class WriteService {
    * here, so a bad document is refused without sending anything; a document over 16 MiB is the
    * shard's to refuse. `bodyBytes` (the request's length) sizes the coalesced commands.
    */
-  async insert(ns: string, body: InsertBody, bodyBytes?: number): Promise<InsertResponse> {
-    const session = this.sessions.use(body);
+  async insert(ns: string, body: InsertBody, bodyBytes?: number, stmtIdBase = 0): Promise<InsertResponse> {
+    const session = numbered(this.sessions.use(body), stmtIdBase);
     const transaction = await this.transactionOf(body, session);
     if (transaction !== undefined)
       return this.transactions.run(transaction, () => this.insertWith(ns, body, session, transaction, bodyBytes));
@@ -152,8 +152,8 @@ export class WriteService {
     };
   }
 
-  async update(ns: string, body: UpdateBody): Promise<UpdateResponse> {
-    const session = this.sessions.use(body);
+  async update(ns: string, body: UpdateBody, stmtIdBase = 0): Promise<UpdateResponse> {
+    const session = numbered(this.sessions.use(body), stmtIdBase);
     const transaction = await this.transactionOf(body, session);
     if (transaction !== undefined) return this.transactions.run(transaction, () => this.updateWith(ns, body, session, transaction));
     return this.updateWith(ns, body, session, undefined);
@@ -272,8 +272,8 @@ export class WriteService {
     return { matchedCount: 1, modifiedCount: 1, upsertedCount: 0, upsertedIds: {}, writeErrors: [], ok: 1 };
   }
 
-  async delete(ns: string, body: DeleteBody): Promise<DeleteResponse> {
-    const session = this.sessions.use(body);
+  async delete(ns: string, body: DeleteBody, stmtIdBase = 0): Promise<DeleteResponse> {
+    const session = numbered(this.sessions.use(body), stmtIdBase);
     const transaction = await this.transactionOf(body, session);
     if (transaction !== undefined) return this.transactions.run(transaction, () => this.deleteWith(ns, body, session, transaction));
     return this.deleteWith(ns, body, session, undefined);
@@ -468,7 +468,13 @@ function retryableFields(session: CommandSession | undefined, batch: Pick<ChildB
 /** `retryableFields` as a session part of a command, or undefined outside a retryable write. */
 function sessionPartOf(session: CommandSession | undefined, batch: Pick<ChildBatch, 'indexes'>): SessionPart | undefined {
   if (session?.txnNumber === undefined) return undefined;
-  return { lsid: session.lsid, txnNumber: session.txnNumber, stmtIds: [...batch.indexes] };
+  const base = session.stmtIdBase ?? 0;
+  return { lsid: session.lsid, txnNumber: session.txnNumber, stmtIds: batch.indexes.map((index) => base + index) };
+}
+
+/** `session` with its statements numbered from `stmtIdBase` (see `CommandSession.stmtIdBase`). */
+function numbered(session: CommandSession | undefined, stmtIdBase: number): CommandSession | undefined {
+  return session === undefined || stmtIdBase === 0 ? session : { ...session, stmtIdBase };
 }
 
 /** MongoDB runs multi-document writes once but cannot promise a retry does not apply them again. */
