@@ -157,6 +157,52 @@ describe('CRUD on a ranged collection spread over three shards', () => {
     expect(refused.json.writeErrors).toMatchObject([{ index: 0, codeName: 'FailedToParse' }]);
   });
 
+  it('updates array elements with $[] and $[<identifier>] and arrayFilters, in update, findAndModify and bulkWrite', async () => {
+    await api('POST', '/v1/shop/ranged/update', {
+      updates: [{ q: { x: 30 }, u: { $set: { scores: [{ s: 50 }, { s: 95 }, { s: 99 }] } } }],
+    });
+    const raised = await api('POST', '/v1/shop/ranged/update', {
+      updates: [
+        {
+          q: { x: 30 },
+          u: { $set: { 'scores.$[hi].top': true }, $inc: { 'scores.$[].seen': 1 } },
+          arrayFilters: [{ 'hi.s': { $gte: 90 } }],
+        },
+      ],
+    });
+    expect(raised.json).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
+    const fam = await api('POST', '/v1/shop/ranged/findAndModify', {
+      query: { x: 30 },
+      update: { $mul: { 'scores.$[low].s': 2 } },
+      arrayFilters: [{ 'low.s': { $lt: 60 } }],
+      new: true,
+    });
+    expect(fam.json).toMatchObject({
+      value: {
+        x: 30,
+        scores: [
+          { s: 100, seen: 1 },
+          { s: 95, seen: 1, top: true },
+          { s: 99, seen: 1, top: true },
+        ],
+      },
+    });
+    const bulk = await api('POST', '/v1/admin/bulkWrite', {
+      nsInfo: [{ ns: 'shop.ranged' }],
+      ops: [{ update: 0, filter: { x: 30 }, updateMods: { $unset: { 'scores.$[t].top': '' } }, arrayFilters: [{ 't.top': true }] }],
+    });
+    expect(bulk.json).toMatchObject({ nErrors: 0, nModified: 1 });
+    const unused = await api('POST', '/v1/shop/ranged/update', {
+      updates: [{ q: { x: 30 }, u: { $set: { 'scores.$[].n': 1 } }, arrayFilters: [{ 'z.s': 1 }] }],
+    });
+    expect(unused.json.writeErrors).toMatchObject([{ index: 0, codeName: 'FailedToParse' }]);
+    expect(((await findAll('shop.ranged', { filter: { x: 30 } }))[0] as { scores: unknown }).scores).toEqual([
+      { s: 100, seen: 1 },
+      { s: 95, seen: 1 },
+      { s: 99, seen: 1 },
+    ]);
+  });
+
   it('follows a chunk move it had not seen: the shard answers STALE_CONFIG, the router refreshes and succeeds', async () => {
     // Warm the router's cache, then move [200, MaxKey) from shard2 to shard0 behind its back.
     await findAll('shop.ranged', { filter: { x: { $gte: 250 } } });

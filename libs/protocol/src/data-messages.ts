@@ -115,6 +115,7 @@ export const updateStatementSchema = z.strictObject({
   u: z.union([ejsonDocument, z.array(z.unknown())]),
   multi: z.boolean().default(false),
   upsert: z.boolean().default(false),
+  arrayFilters: z.array(ejsonDocument).optional(),
 });
 export const updateCommandSchema = z.strictObject({
   ...versioned,
@@ -142,6 +143,7 @@ export const findAndModifyCommandSchema = z.strictObject({
   query: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
   update: z.union([ejsonDocument, z.array(z.unknown())]).optional(),
+  arrayFilters: z.array(ejsonDocument).optional(),
   remove: z.boolean().default(false),
   new: z.boolean().default(false),
   upsert: z.boolean().default(false),

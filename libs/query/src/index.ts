@@ -5,6 +5,7 @@ export * from './targeting/target-shards.js';
 export * from './update/apply-update.js';
 export * from './update/upsert.js';
 export * from './update/pipeline-update.js';
+export * from './update/array-filters.js';
 export * from './cursor/batch-bytes.js';
 export * from './insert/prepare-insert.js';
 export * from './insert/wire-insert.js';

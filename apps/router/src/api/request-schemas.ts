@@ -64,6 +64,11 @@ export const nextBodySchema = z.strictObject({
     .meta({ description: 'Documents in this batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.' }),
 });
 
+const arrayFiltersSchema = z
+  .array(documentSchema)
+  .optional()
+  .meta({ description: 'Filters for the `$[<identifier>]` paths of the update, one per identifier: `[{ "x.score": { "$gte": 90 } }]`.' });
+
 export const updateStatementBodySchema = z.strictObject({
   q: documentSchema,
   u: z.union([documentSchema, z.array(documentSchema)]).meta({
@@ -72,6 +77,7 @@ export const updateStatementBodySchema = z.strictObject({
   }),
   multi: z.boolean().default(false),
   upsert: z.boolean().default(false),
+  arrayFilters: arrayFiltersSchema,
 });
 export const updateBodySchema = z.strictObject({
   updates: z.array(updateStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
@@ -104,6 +110,7 @@ export const bulkWriteBodySchema = z.strictObject({
             .meta({ description: 'Update operators, a replacement document, or an update pipeline (as `u` of update).' }),
           multi: z.boolean().default(false),
           upsert: z.boolean().default(false),
+          arrayFilters: arrayFiltersSchema,
         }),
         z.strictObject({ delete: nsIndex, filter: documentSchema, multi: z.boolean().default(false) }),
       ]),
@@ -124,6 +131,7 @@ export const findAndModifyBodySchema = z
     query: documentSchema.default({}),
     sort: documentSchema.optional(),
     update: z.union([documentSchema, z.array(documentSchema)]).optional(),
+    arrayFilters: arrayFiltersSchema,
     remove: z.boolean().default(false),
     new: z.boolean().default(false).meta({ description: 'Return the document after the update (true) or before it (false).' }),
     upsert: z.boolean().default(false),

@@ -127,7 +127,19 @@ export class BulkWriteService {
     if ('update' in op) {
       const answer: UpdateResponse & { retriedStmtIds?: number[] } = await this.writes.update(
         group.ns,
-        { updates: [{ q: op.filter, u: op.updateMods, multi: op.multi, upsert: op.upsert }], ordered: true, ...session } as never,
+        {
+          updates: [
+            {
+              q: op.filter,
+              u: op.updateMods,
+              multi: op.multi,
+              upsert: op.upsert,
+              ...(op.arrayFilters ? { arrayFilters: op.arrayFilters } : {}),
+            },
+          ],
+          ordered: true,
+          ...session,
+        } as never,
         group.first,
       );
       const error = answer.writeErrors[0];

@@ -49,6 +49,8 @@ interface UpdateStatement {
   u: Value;
   multi: boolean;
   upsert: boolean;
+  /** As the client sent them (Extended JSON): the shard reads them. */
+  arrayFilters?: Array<Record<string, unknown>>;
 }
 
 /**
@@ -172,6 +174,7 @@ export class WriteService {
       u: fromWire(s.u),
       multi: s.multi,
       upsert: s.upsert,
+      ...(s.arrayFilters !== undefined ? { arrayFilters: s.arrayFilters } : {}),
     }));
     let execution: WriteExecution<UpdateCommandResult>;
     try {
@@ -237,6 +240,7 @@ export class WriteService {
                 u: toWire(s.u) as Record<string, unknown>,
                 multi: s.multi,
                 upsert: s.upsert,
+                ...(s.arrayFilters !== undefined ? { arrayFilters: s.arrayFilters } : {}),
               };
             }),
           }),
@@ -348,6 +352,7 @@ export class WriteService {
         ...(body.sort ? { sort: body.sort } : {}),
         ...(body.fields ? { fields: body.fields } : {}),
         ...(update !== undefined ? { update: toWire(update) as Record<string, unknown> } : {}),
+        ...(body.arrayFilters !== undefined ? { arrayFilters: body.arrayFilters } : {}),
       });
       if (result.retriedStmtIds !== undefined) this.sessions.noteRetried(result.retriedStmtIds.length);
       await this.failpoints.pauseAt('router.write.beforeReply', ns);

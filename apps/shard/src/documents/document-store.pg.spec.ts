@@ -102,10 +102,20 @@ describe('inserting documents', () => {
 
   it('goes on past errors in an unordered batch, one error per bad statement', async () => {
     const handle = await collection({ x: 1 });
-    const result = await store.insert(handle, [{ _id: 1, x: 1 }, { _id: 1, x: 1 }, { _id: [3], x: 3 }, { _id: 4, x: [1, 2] }, { _id: 5, x: 5 }], {
-      ordered: false,
-      generateId,
-    });
+    const result = await store.insert(
+      handle,
+      [
+        { _id: 1, x: 1 },
+        { _id: 1, x: 1 },
+        { _id: [3], x: 3 },
+        { _id: 4, x: [1, 2] },
+        { _id: 5, x: 5 },
+      ],
+      {
+        ordered: false,
+        generateId,
+      },
+    );
     expect(result.inserted).toEqual([0, 4]);
     expect(result.writeErrors.map((e) => [e.index, e.error.code])).toEqual([
       [1, 'DUPLICATE_KEY'],

@@ -31,6 +31,8 @@ export interface UpdateStatement {
   u: unknown;
   multi: boolean;
   upsert: boolean;
+  /** For `$[<identifier>]` paths of `u`. */
+  arrayFilters?: readonly ValueObject[];
 }
 
 export interface DeleteStatement {
@@ -42,6 +44,8 @@ export interface FindAndModifyRequest {
   query: ValueObject;
   sort?: ValueObject;
   update?: unknown;
+  /** For `$[<identifier>]` paths of `update`. */
+  arrayFilters?: readonly ValueObject[];
   remove: boolean;
   new: boolean;
   upsert: boolean;
@@ -188,7 +192,7 @@ export class DocumentWrites {
     const target = matches[0];
     if (target === undefined) {
       if (!request.upsert) return { returned: undefined, lastErrorObject: { n: 0, updatedExisting: false }, shardKey: undefined };
-      const inserted = await this.upsert(manager, handle, request.query, request.update, 0);
+      const inserted = await this.upsert(manager, handle, request.query, request.update, 0, request.arrayFilters);
       return {
         returned: request.new ? inserted.document : undefined,
         lastErrorObject: { n: 1, updatedExisting: false, upserted: toExtendedJsonObject(inserted.document['_id'] as Value) },
@@ -199,7 +203,7 @@ export class DocumentWrites {
       await this.remove(manager, handle, [target]);
       return { returned: target.document, lastErrorObject: { n: 1, updatedExisting: false }, shardKey: target.shardKey };
     }
-    const after = await this.rewrite(manager, handle, target, request.update, 'refuse');
+    const after = await this.rewrite(manager, handle, target, request.update, 'refuse', request.arrayFilters);
     return { returned: request.new ? after : target.document, lastErrorObject: { n: 1, updatedExisting: true }, shardKey: target.shardKey };
   }
 
@@ -215,7 +219,7 @@ export class DocumentWrites {
     });
     if (matches.length === 0) {
       if (!statement.upsert) return { op: 'update', n: 0, nModified: 0, shardKey: undefined };
-      const inserted = await this.upsert(manager, handle, statement.q, statement.u, index);
+      const inserted = await this.upsert(manager, handle, statement.q, statement.u, index, statement.arrayFilters);
       return {
         op: 'update',
         n: 0,
@@ -227,7 +231,7 @@ export class DocumentWrites {
     let modified = 0;
     for (const match of matches) {
       const before = JSON.stringify(toExtendedJsonObject(match.document));
-      const after = await this.rewrite(manager, handle, match, statement.u, statement.multi ? 'refuse' : 'move');
+      const after = await this.rewrite(manager, handle, match, statement.u, statement.multi ? 'refuse' : 'move', statement.arrayFilters);
       if (JSON.stringify(toExtendedJsonObject(after)) !== before) modified++;
     }
     // A multi-document update is never retryable, so one shard key names the document written.
@@ -247,8 +251,12 @@ export class DocumentWrites {
     stored: StoredDocument,
     update: unknown,
     keyChange: 'move' | 'refuse',
+    arrayFilters?: readonly ValueObject[],
   ): Promise<ValueObject> {
-    const { doc: after, modified } = applyUpdate(stored.document, update, { now: this.clock.now() });
+    const { doc: after, modified } = applyUpdate(stored.document, update, {
+      now: this.clock.now(),
+      ...(arrayFilters ? { arrayFilters } : {}),
+    });
     if (!modified) return stored.document;
     if (!valuesEqual(stored.document['_id'] as Value, after['_id'] as Value)) {
       throw new TesseraError('IMMUTABLE_FIELD', "an update cannot change a document's _id");
@@ -295,8 +303,9 @@ export class DocumentWrites {
     query: ValueObject,
     update: unknown,
     index: number,
+    arrayFilters?: readonly ValueObject[],
   ): Promise<{ document: ValueObject; shardKey: Uint8Array }> {
-    const seeded = upsertDocument(query, update, this.clock.now());
+    const seeded = upsertDocument(query, update, this.clock.now(), arrayFilters);
     const { document, size } = prepareInsert(seeded, { generateId: () => this.clock.generateId() }, index);
     const key = encodeKey(extractShardKey(handle.pattern, document));
     if (!handle.owns(key)) {

@@ -7,6 +7,7 @@ import {
   type ClusterTimestamp,
   IGNORED_VERSION,
   TesseraError,
+  type ValueObject,
   clusterTimestampToString,
   compareClusterTimestamps,
 } from '@tessera/core';
@@ -178,6 +179,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       u: Array.isArray(u.u) ? u.u.map((stage) => fromWire(stage)) : fromWire(u.u),
       multi: u.multi,
       upsert: u.upsert,
+      ...(u.arrayFilters !== undefined ? { arrayFilters: u.arrayFilters.map((f) => fromWire(f) as ValueObject) } : {}),
     }));
     const noneUpdated = (): UpdateCommandResult => ({ matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] });
     if (command.transaction !== undefined) {
@@ -224,6 +226,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       ...(command.update !== undefined
         ? { update: Array.isArray(command.update) ? command.update.map((stage) => fromWire(stage)) : fromWire(command.update) }
         : {}),
+      ...(command.arrayFilters !== undefined ? { arrayFilters: command.arrayFilters.map((f) => fromWire(f) as ValueObject) } : {}),
       ...(command.fields ? { fields: fromWire(command.fields) } : {}),
       remove: command.remove,
       new: command.new,

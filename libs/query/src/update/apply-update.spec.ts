@@ -12,7 +12,6 @@ const base: ValueObject = { _id: id, a: 1, s: 'x', arr: [1, 2, 3], sub: { b: 2 }
 
 const run = (update: unknown, doc: ValueObject = base) => applyUpdate(doc, update, { now });
 
-
 describe('applyUpdate operators', () => {
   it.each<[string, unknown, ValueObject]>([
     ['$set a new nested field', { $set: { 'x.y': 5 } }, { ...base, x: { y: 5 } }],

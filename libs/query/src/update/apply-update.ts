@@ -11,6 +11,7 @@ import { checkDocumentSize } from '../insert/prepare-insert.js';
 import { compileSort } from '../sort/sort.js';
 import { display, isDocument, isOperatorName, isRegex, typeNameOf } from '../values.js';
 import { applyArithmetic, zeroLike } from './arithmetic.js';
+import { checkArrayFiltersUsed, compileArrayFilters, expandArrayPositional, hasArrayPositional } from './array-filters.js';
 import { applyUpdatePipeline } from './pipeline-update.js';
 import { checkPathConflicts, cloneValue, describeDocument, getPath, parseUpdatePath, setPath, unsetPath } from './update-paths.js';
 import type { MutableDocument } from './update-paths.js';
@@ -21,6 +22,8 @@ export interface ApplyUpdateOptions {
   readonly now: Date;
   /** True when the update runs on the document an upsert inserts: `$setOnInsert` applies. */
   readonly isUpsertInsert?: boolean;
+  /** The update's `arrayFilters`, for its `$[<identifier>]` paths (see array-filters.ts). */
+  readonly arrayFilters?: readonly unknown[];
 }
 
 /** The updated document and whether it differs from the original. */
@@ -68,6 +71,15 @@ export function isOperatorUpdate(update: unknown): boolean {
  * `DOCUMENT_TOO_LARGE` when the result exceeds 16 MiB.
  */
 export function applyUpdate(document: ValueObject, update: unknown, options: ApplyUpdateOptions): UpdateResult {
+  if (options.arrayFilters !== undefined && !(isDocument(update) && isOperatorUpdate(update))) {
+    throw new TesseraError(
+      'FAILED_TO_PARSE',
+      'arrayFilters may only be given with an update of operators, not a replacement or a pipeline.',
+      {
+        details: { field: 'arrayFilters' },
+      },
+    );
+  }
   const result = Array.isArray(update)
     ? applyUpdatePipeline(document, update, options.now)
     : isOperatorUpdate(update)
@@ -115,6 +127,7 @@ interface Step {
 function applyOperators(document: ValueObject, update: ValueObject, options: ApplyUpdateOptions): ValueObject {
   const steps: Step[] = [];
   const paths: string[] = [];
+  const filters = compileArrayFilters(options.arrayFilters);
   for (const [operator, fields] of Object.entries(update)) {
     if (!OPERATORS.has(operator)) {
       throw new TesseraError('FAILED_TO_PARSE', `Unknown modifier: ${operator}. Expected one of ${[...OPERATORS].join(', ')}.`, {
@@ -127,6 +140,14 @@ function applyOperators(document: ValueObject, update: ValueObject, options: App
       });
     }
     for (const [path, operand] of Object.entries(fields)) {
+      if (operator !== '$rename' && hasArrayPositional(path)) {
+        // `$[]` and `$[x]` name elements of the document as it was before the update.
+        for (const concrete of expandArrayPositional(document, path, operator, filters)) {
+          steps.push({ operator, path: concrete, segments: parseUpdatePath(concrete, operator), operand });
+          paths.push(concrete);
+        }
+        continue;
+      }
       steps.push({ operator, path, segments: parseUpdatePath(path, operator), operand });
       paths.push(path);
       if (operator === '$rename') {
@@ -137,6 +158,7 @@ function applyOperators(document: ValueObject, update: ValueObject, options: App
       }
     }
   }
+  checkArrayFiltersUsed(filters);
   checkPathConflicts(paths);
   const working = cloneValue(document) as MutableDocument;
   for (const step of steps) applyStep(working, step, options, document);

@@ -19,8 +19,9 @@ export function cloneValue<T extends Value>(value: T): T {
 
 /**
  * Splits and checks an update path. Throws `BAD_VALUE` naming the path and operator for an
- * empty segment, a positional operator (`$`, `$[]`, `$[id]`: not supported) or another
- * `$`-prefixed segment (not valid for storage).
+ * empty segment, a positional operator left in it (`$`, which is not supported; `$[]` and
+ * `$[id]` are expanded before, see array-filters.ts) or another `$`-prefixed segment (not
+ * valid for storage).
  */
 export function parseUpdatePath(path: string, operator: string): string[] {
   const segments = path.split('.');

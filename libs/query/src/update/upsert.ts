@@ -15,7 +15,7 @@ import type { MutableDocument } from './update-paths.js';
  * no `_id` when neither the filter nor the update gives one (`prepareInsert` then generates it).
  * Throws as `parseFilter` and `applyUpdate`.
  */
-export function upsertDocument(filter: unknown, update: unknown, now: Date): ValueObject {
+export function upsertDocument(filter: unknown, update: unknown, now: Date, arrayFilters?: readonly unknown[]): ValueObject {
   const base = equalityFields(validateFilter(filter, ''));
   // A pipeline runs on the filter's equality fields, as MongoDB builds an upserted document.
   if (Array.isArray(update)) return applyUpdate(base, update, { now }).doc;
@@ -24,7 +24,7 @@ export function upsertDocument(filter: unknown, update: unknown, now: Date): Val
     if (Object.hasOwn(replacement, '_id') || !Object.hasOwn(base, '_id')) return applyUpdate({}, replacement, { now }).doc;
     return applyUpdate({}, { _id: base['_id'] as Value, ...replacement }, { now }).doc;
   }
-  return applyUpdate(base, update, { now, isUpsertInsert: true }).doc;
+  return applyUpdate(base, update, { now, isUpsertInsert: true, ...(arrayFilters !== undefined ? { arrayFilters } : {}) }).doc;
 }
 
 /** The fields a filter pins by equality (`{a: 1}`, `{a: {$eq: 1}}`, inside `$and`), as a document, `_id` first. */
