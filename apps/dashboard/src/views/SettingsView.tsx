@@ -172,14 +172,7 @@ function CollectionSettings() {
     );
   return (
     <Card title="Collection balancing">
-      <label>
-        Collection{' '}
-        <select value={target} onChange={(e) => setNs(e.target.value)}>
-          {basics.namespaces.map((n) => (
-            <option key={n}>{n}</option>
-          ))}
-        </select>
-      </label>
+      <NamespaceSelect namespaces={basics.namespaces} value={target} onChange={setNs} />
       <form
         className="row"
         onSubmit={(e) => {
@@ -248,14 +241,7 @@ function MoveChunk() {
   return (
     <Card title="Move a chunk">
       <form onSubmit={submit} className="stack">
-        <label>
-          Collection{' '}
-          <select value={target} onChange={(e) => setNs(e.target.value)}>
-            {basics.namespaces.map((n) => (
-              <option key={n}>{n}</option>
-            ))}
-          </select>
-        </label>
+        <NamespaceSelect namespaces={basics.namespaces} value={target} onChange={setNs} />
         <label>
           A shard key in the chunk (JSON){' '}
           <input value={find} placeholder='{"customer": 42}' onChange={(e) => setFind(e.target.value)} aria-invalid={badJson} />
@@ -275,6 +261,20 @@ function MoveChunk() {
       </form>
       <Outcome error={m.error} done={m.done} />
     </Card>
+  );
+}
+
+/** The sharded collection a form acts on. */
+function NamespaceSelect({ namespaces, value, onChange }: { namespaces: string[]; value: string; onChange: (ns: string) => void }) {
+  return (
+    <label>
+      Collection{' '}
+      <select value={value} onChange={(e) => onChange(e.target.value)}>
+        {namespaces.map((n) => (
+          <option key={n}>{n}</option>
+        ))}
+      </select>
+    </label>
   );
 }
 
