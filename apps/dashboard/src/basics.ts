@@ -13,5 +13,5 @@ export function useBasics(deps: unknown[] = []) {
   const q = useQuery<Basics>('{ cluster { lastEventSeq shards { name state } databases { name collections { ns sharded } } } }', {}, deps);
   const shards = (q.data?.cluster.shards ?? []).map((s) => s.name).sort();
   const namespaces = (q.data?.cluster.databases ?? []).flatMap((d) => d.collections.filter((c) => c.sharded).map((c) => c.ns)).sort();
-  return { ...q, shards, namespaces, draining: (q.data?.cluster.shards ?? []).filter((s) => s.state === 'draining').map((s) => s.name) };
+  return { ...q, shards, namespaces };
 }

@@ -1,4 +1,5 @@
-import type { ReactNode } from 'react';
+import { Fragment, type ReactNode } from 'react';
+import { useBasics } from './basics';
 import { shardColor } from './format';
 
 export function ErrorLine({ error }: { error: Error | string | undefined }) {
@@ -45,5 +46,34 @@ export function CollectionPicker({ namespaces, ns, view }: { namespaces: string[
         ))}
       </select>
     </label>
+  );
+}
+
+/**
+ * A per-collection view: the collection named by the URL (?ns=), else the first sharded one, with
+ * the picker above it; `render` draws the view for that collection (keyed by it, so a new
+ * collection starts afresh), with the shard names in colour order.
+ */
+export function PerCollection({
+  params,
+  view,
+  render,
+}: {
+  params: URLSearchParams;
+  view: string;
+  render: (ns: string, shards: string[]) => ReactNode;
+}) {
+  const basics = useBasics();
+  const ns = params.get('ns') ?? basics.namespaces[0];
+  return (
+    <>
+      <CollectionPicker namespaces={basics.namespaces} ns={ns} view={view} />
+      <ErrorLine error={basics.error} />
+      {ns === undefined ? (
+        basics.data && <p className="muted">No sharded collection yet.</p>
+      ) : (
+        <Fragment key={ns}>{render(ns, basics.shards)}</Fragment>
+      )}
+    </>
   );
 }

@@ -1,5 +1,4 @@
-import { useBasics } from '../basics';
-import { Card, CollectionPicker, ErrorLine, ShardTag } from '../components';
+import { Card, ErrorLine, PerCollection, ShardTag } from '../components';
 import { bytes, count, shardColor } from '../format';
 import { EVENT_FIELDS, useQuery, useStream } from '../hooks';
 import { describeViolation, whyIdle } from '../why-idle';
@@ -42,14 +41,7 @@ const EVENTS = `subscription($since: Float, $ns: String) { changelog(since: $sin
 const THRESHOLD_CHUNKS = 3;
 
 export function DistributionView({ params }: { params: URLSearchParams }) {
-  const basics = useBasics();
-  const ns = params.get('ns') ?? basics.namespaces[0];
-  return (
-    <>
-      <CollectionPicker namespaces={basics.namespaces} ns={ns} view="distribution" />
-      {ns !== undefined && <CollectionDistribution key={ns} ns={ns} shards={basics.shards} />}
-    </>
-  );
+  return <PerCollection params={params} view="distribution" render={(ns, shards) => <CollectionDistribution ns={ns} shards={shards} />} />;
 }
 
 function CollectionDistribution({ ns, shards }: { ns: string; shards: string[] }) {

@@ -1,6 +1,5 @@
 import { type KeyboardEvent, type MouseEvent, useCallback, useEffect, useRef, useState } from 'react';
-import { useBasics } from '../basics';
-import { CollectionPicker, ErrorLine, ShardTag } from '../components';
+import { ErrorLine, PerCollection, ShardTag } from '../components';
 import { bound, bytes, count, shardColor } from '../format';
 import { useSigned, useStream } from '../hooks';
 import { type ChunkFields, type ChunkView, applyPlacement, chunkAtColumn, chunkView, layoutBand, zoneSpan } from '../keyspace';
@@ -40,19 +39,7 @@ const ZONE_HEIGHT = 18;
 const HIGHLIGHT_MS = 2_000;
 
 export function KeySpaceView({ params }: { params: URLSearchParams }) {
-  const basics = useBasics();
-  const ns = params.get('ns') ?? basics.namespaces[0];
-  return (
-    <>
-      <CollectionPicker namespaces={basics.namespaces} ns={ns} view="keyspace" />
-      <ErrorLine error={basics.error} />
-      {ns === undefined ? (
-        basics.data && <p className="muted">No sharded collection yet.</p>
-      ) : (
-        <Band key={ns} ns={ns} shards={basics.shards} />
-      )}
-    </>
-  );
+  return <PerCollection params={params} view="keyspace" render={(ns, shards) => <Band ns={ns} shards={shards} />} />;
 }
 
 /**
