@@ -51,6 +51,12 @@ async function changelog(ns: string): Promise<ChangelogRow[]> {
   return result.rows;
 }
 
+function countBy(values: string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
+  return counts;
+}
+
 async function insert(documents: Array<Record<string, unknown>>): Promise<void> {
   const answer = await api.call('POST', '/v1/story/events/insert', { documents });
   expect(answer.status).toBe(200);
@@ -81,15 +87,22 @@ describe('the balancer story', () => {
     }
     const inserted = Date.now();
 
+    // The last state seen goes into the failure message, so a run that does not converge says where it stuck.
+    let lastSeen = '';
     const shardsHolding = await eventually(
       async () => {
-        const shards = new Set((await config.getChunks({ ns: NS })).chunks.map((c) => c.shard));
-        if (shards.size < 3) return undefined;
-        return (await config.balancerCollectionStatus(NS)).balancerCompliant ? shards : undefined;
+        const placement = (await config.getChunks({ ns: NS })).chunks.map((c) => c.shard);
+        const status = await config.balancerCollectionStatus(NS);
+        const recent = (await changelog(NS)).slice(-8).map((r) => `${r.what}${r.shard ? `@${r.shard}` : ''}`);
+        lastSeen = `chunks per shard ${JSON.stringify(countBy(placement))}, status ${JSON.stringify(status)}, last changelog ${recent.join(' ')}`;
+        const shards = new Set(placement);
+        return shards.size === 3 && status.balancerCompliant ? shards : undefined;
       },
       'chunks on all three shards and the collection compliant',
-      45_000,
-    );
+      90_000,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; last seen: ${lastSeen}`);
+    });
     expect(shardsHolding.size).toBe(3);
     const chunks = (await config.getChunks({ ns: NS })).chunks;
     console.log(
@@ -119,5 +132,5 @@ describe('the balancer story', () => {
     expect(roundMoves.every((m) => m.reason === 'imbalance')).toBe(true);
     const story = commits.map((r) => `${r.details.donor as string}->${r.details.recipient as string}:${r.details.reason as string}`);
     console.log(`story: ${splits.length} splits, ${commits.length} migrations: ${story.join(' ')}`);
-  }, 60_000);
+  }, 120_000);
 });
