@@ -50,6 +50,10 @@ export const ERROR_CODES = {
   PREPARED_TRANSACTION_IN_PROGRESS: { code: 256, codeName: 'PreparedTransactionInProgress', retryable: false },
   TRANSACTION_EXCEEDED_LIFETIME_LIMIT: { code: 290, codeName: 'TransactionExceededLifetimeLimitSeconds', retryable: false },
   WOULD_CHANGE_OWNING_SHARD: { code: 283, codeName: 'WouldChangeOwningShard', retryable: false },
+  PIPELINE_STAGE_SHAPE: { code: 40323, codeName: 'Location40323', retryable: false },
+  UNRECOGNIZED_PIPELINE_STAGE: { code: 40324, codeName: 'Location40324', retryable: false },
+  STAGE_NOT_LAST: { code: 40601, codeName: 'Location40601', retryable: false },
+  OUT_TO_SHARDED_COLLECTION: { code: 28769, codeName: 'Location28769', retryable: false },
   INTERNAL: { code: 1, codeName: 'InternalError', retryable: false },
 } as const satisfies Record<string, { code: number; codeName: string; retryable: boolean }>;
 

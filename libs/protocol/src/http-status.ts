@@ -14,6 +14,9 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'IMMUTABLE_FIELD':
     case 'DOLLAR_PREFIXED_FIELD_NAME':
     case 'CLUSTER_TIME_FAILS_RATE_LIMITER':
+    case 'PIPELINE_STAGE_SHAPE':
+    case 'UNRECOGNIZED_PIPELINE_STAGE':
+    case 'STAGE_NOT_LAST':
       return 400;
     case 'UNAUTHORIZED':
     case 'TIME_PROOF_MISMATCH':
@@ -26,6 +29,7 @@ export function httpStatusFor(code: ErrorCode): number {
       return 404;
     case 'ILLEGAL_OPERATION':
     case 'NAMESPACE_EXISTS':
+    case 'OUT_TO_SHARDED_COLLECTION':
     case 'DUPLICATE_KEY':
     case 'CONFLICTING_OPERATION':
     case 'LOCK_BUSY':

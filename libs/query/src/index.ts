@@ -11,3 +11,5 @@ export * from './insert/prepare-insert.js';
 export * from './insert/wire-insert.js';
 export * from './projection/projection.js';
 export * from './sort/sort.js';
+export * from './aggregate/run-pipeline.js';
+export * from './aggregate/split-pipeline.js';

@@ -1,0 +1,138 @@
+/**
+ * Aggregation pipelines, checked as MongoDB checks them and run by mingo: every stage and
+ * accumulator mingo implements, with Tessera's own `$match` (the same filter semantics as find)
+ * and `$sort` (MongoDB's cross-type order, as find sorts), so that a stage means the same on a
+ * shard, on the router and in a find.
+ */
+import { Aggregator } from 'mingo/aggregator';
+import { Context, ProcessingMode } from 'mingo';
+import { type Iterator, Lazy } from 'mingo/lazy';
+import { Query } from 'mingo/query';
+import * as accumulatorOperators from 'mingo/operators/accumulator';
+import * as expressionOperators from 'mingo/operators/expression';
+import * as pipelineOperators from 'mingo/operators/pipeline';
+import * as projectionOperators from 'mingo/operators/projection';
+import * as queryOperators from 'mingo/operators/query';
+import * as windowOperators from 'mingo/operators/window';
+import { TesseraError } from '@tessera/core';
+import type { Value, ValueObject } from '@tessera/core';
+import { parseFilter } from '../filter/parse-filter.js';
+import { compileSort } from '../sort/sort.js';
+import { display, isDocument } from '../values.js';
+
+/** Stages that read or write another collection: only the router, which can reach it, runs them. */
+export const FOREIGN_COLLECTION_STAGES: ReadonlySet<string> = new Set(['$lookup', '$graphLookup', '$unionWith', '$out', '$merge']);
+
+/** Stages that must be the pipeline's last. */
+const FINAL_STAGES = new Set(['$out', '$merge']);
+
+/** mingo stages a collection's aggregate does not take (`$documents` belongs to a database-level aggregate). */
+const NOT_ON_A_COLLECTION = new Set(['$documents']);
+
+const { default: _pipelineDefault, ...mingoStages } = pipelineOperators as Record<string, unknown>;
+
+/** The stage names an aggregate accepts, in MongoDB's spelling. */
+export const PIPELINE_STAGES: ReadonlySet<string> = new Set(Object.keys(mingoStages).filter((name) => !NOT_ON_A_COLLECTION.has(name)));
+
+/**
+ * `$match` with find's semantics (type brackets, arrays, regexes as find matches them); a
+ * top-level `$expr` is evaluated by mingo's expression operators against the same document.
+ */
+function $match(collection: Iterator, filter: ValueObject, options: unknown): Iterator {
+  const { $expr, ...rest } = filter as ValueObject & { $expr?: Value };
+  const compiled = parseFilter(rest);
+  const expression = $expr === undefined ? undefined : new Query({ $expr } as never, options as never);
+  return collection.filter((document) => compiled.matches(document as ValueObject) && (expression?.test(document as never) ?? true));
+}
+
+/** `$sort` in MongoDB's cross-type order (find's comparator); stable, as the router's merge expects. */
+function $sort(collection: Iterator, spec: ValueObject): Iterator {
+  const compare = compileSort(spec);
+  return collection.transform((documents) => Lazy([...(documents as ValueObject[])].sort(compare)));
+}
+
+const CONTEXT = Context.init({
+  pipeline: { ...mingoStages, $match, $sort } as never,
+  accumulator: accumulatorOperators as never,
+  expression: expressionOperators as never,
+  projection: projectionOperators as never,
+  query: queryOperators as never,
+  window: windowOperators as never,
+});
+
+function stageError(code: 'BAD_VALUE' | 'UNRECOGNIZED_PIPELINE_STAGE' | 'STAGE_NOT_LAST', message: string, index: number) {
+  return new TesseraError(code, message, { details: { field: `pipeline.${index}` } });
+}
+
+/** `$count`'s field name: a non-empty string, not `$`-prefixed, without a dot (MongoDB's 40156, 40158, 40160). */
+function checkCountName(name: unknown, index: number): void {
+  if (typeof name !== 'string' || name.length === 0) throw stageError('BAD_VALUE', 'the count field must be a non-empty string', index);
+  if (name.startsWith('$')) throw stageError('BAD_VALUE', 'the count field cannot be a $-prefixed path', index);
+  if (name.includes('.')) throw stageError('BAD_VALUE', "the count field cannot contain '.'", index);
+}
+
+/** The name of a stage (its one field). */
+export function stageName(stage: ValueObject): string {
+  return Object.keys(stage)[0]!;
+}
+
+/**
+ * Checks a pipeline's shape before anything runs, as MongoDB's parser does. Throws
+ * `FAILED_TO_PARSE` when the pipeline is not an array of documents, `PIPELINE_STAGE_SHAPE`
+ * (40323) for a stage that is not a one-field document, `UNRECOGNIZED_PIPELINE_STAGE` (40324)
+ * for an unknown stage name, `STAGE_NOT_LAST` (40601) for `$out`/`$merge` before the end and
+ * `BAD_VALUE` for a `$count` field name MongoDB refuses.
+ */
+export function checkPipeline(pipeline: unknown): ValueObject[] {
+  if (!Array.isArray(pipeline)) {
+    throw new TesseraError('FAILED_TO_PARSE', `'pipeline' option must be specified as an array, got ${display(pipeline as Value)}`, {
+      details: { field: 'pipeline' },
+    });
+  }
+  pipeline.forEach((stage: unknown, i) => {
+    if (!isDocument(stage) || Object.keys(stage).length !== 1)
+      throw new TesseraError('PIPELINE_STAGE_SHAPE', 'A pipeline stage specification object must contain exactly one field.', {
+        details: { field: `pipeline.${i}` },
+      });
+    const name = stageName(stage);
+    if (!PIPELINE_STAGES.has(name)) throw stageError('UNRECOGNIZED_PIPELINE_STAGE', `Unrecognized pipeline stage name: '${name}'`, i);
+    if (FINAL_STAGES.has(name) && i !== pipeline.length - 1)
+      throw stageError('STAGE_NOT_LAST', `${name} can only be the final stage in the pipeline`, i);
+    if (name === '$count') checkCountName(stage['$count'], i);
+  });
+  return pipeline as ValueObject[];
+}
+
+export interface PipelineOptions {
+  /** `let`: variables the pipeline's expressions read as `$$name`. */
+  readonly variables?: ValueObject;
+  /** The documents of a collection a `$lookup`/`$graphLookup`/`$unionWith` names, by name. */
+  readonly collection?: (name: string) => ValueObject[];
+}
+
+/**
+ * Runs `stages` over `documents` (which are not modified). Throws `BAD_VALUE` with mingo's
+ * reason when a stage or expression fails (a bad operand, an unknown operator in an expression).
+ */
+export function runPipeline(
+  documents: readonly ValueObject[],
+  stages: readonly ValueObject[],
+  options: PipelineOptions = {},
+): ValueObject[] {
+  if (stages.length === 0) return [...documents];
+  try {
+    const aggregator = new Aggregator(stages as never, {
+      context: CONTEXT,
+      processingMode: ProcessingMode.CLONE_INPUT,
+      scriptEnabled: false,
+      ...(options.variables !== undefined ? { variables: options.variables } : {}),
+      ...(options.collection !== undefined ? { collectionResolver: options.collection as never } : {}),
+    });
+    return aggregator.run(documents as never) as ValueObject[];
+  } catch (error) {
+    if (error instanceof TesseraError) throw error;
+    throw new TesseraError('BAD_VALUE', `PlanExecutor error during aggregation :: caused by :: ${(error as Error).message}`, {
+      details: { field: 'pipeline' },
+    });
+  }
+}
