@@ -105,6 +105,22 @@ export const findCommandSchema = z.strictObject({
 });
 export type FindCommand = z.input<typeof findCommandSchema>;
 
+/**
+ * A shard's part of an aggregation: the documents it owns that match `filter` (the pipeline's
+ * leading `$match`), run through `pipeline` (the shards part the router split off), answered as
+ * a cursor like find's.
+ */
+export const aggregateCommandSchema = z.strictObject({
+  ...versioned,
+  ...inTransaction,
+  readConcern: shardReadConcernSchema.optional(),
+  filter: ejsonDocument.default({}),
+  pipeline: z.array(ejsonDocument).max(1_000),
+  let: ejsonDocument.optional(),
+  batchSize: z.number().int().min(0).optional(),
+});
+export type AggregateCommand = z.input<typeof aggregateCommandSchema>;
+
 export const getMoreCommandSchema = z.strictObject({ cursorId: z.string().regex(/^\d+$/), batchSize: z.number().int().min(0).optional() });
 export type GetMoreCommand = z.input<typeof getMoreCommandSchema>;
 

@@ -29,7 +29,7 @@ export function httpStatusFor(code: ErrorCode): number {
       return 404;
     case 'ILLEGAL_OPERATION':
     case 'NAMESPACE_EXISTS':
-    case 'OUT_TO_SHARDED_COLLECTION':
+    case 'OPERATION_NOT_SUPPORTED_IN_TRANSACTION':
     case 'DUPLICATE_KEY':
     case 'CONFLICTING_OPERATION':
     case 'LOCK_BUSY':

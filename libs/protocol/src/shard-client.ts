@@ -12,6 +12,7 @@ import type {
   DeleteCommand,
   DeleteCommandResult,
   DistinctCommand,
+  AggregateCommand,
   FindAndModifyCommand,
   FindAndModifyResult,
   FindCommand,
@@ -151,6 +152,10 @@ export class ShardClient {
 
   find(command: FindCommand): Promise<CursorBatch> {
     return this.http.call('POST', '/internal/data/find', command);
+  }
+
+  aggregate(command: AggregateCommand): Promise<CursorBatch> {
+    return this.http.call('POST', '/internal/data/aggregate', command);
   }
 
   getMore(command: GetMoreCommand): Promise<CursorBatch> {

@@ -175,6 +175,33 @@ export class CursorManager {
     };
   }
 
+  /**
+   * Starts an aggregation's shard part: the owned documents matching `request.filter`, read all at
+   * once in the query's ownership view, run through `run` (the shards part of the pipeline), and
+   * served in batches like a find's.
+   */
+  async aggregate(
+    handle: CollectionHandle,
+    request: { filter: ValueObject; batchSize?: number | undefined },
+    run: (documents: ValueObject[]) => ValueObject[],
+    onClose?: () => void,
+  ): Promise<FindBatch> {
+    const compiled = parseFilter(request.filter);
+    const matching = await this.matchingDocuments(handle, scanConditions(handle, compiled.filter), (row) => {
+      if (!handle.owns(row.shard_key)) return undefined;
+      const document = fromExtendedJsonObject(row.doc) as ValueObject;
+      return compiled.matches(document) ? document : undefined;
+    });
+    const results = run(matching.map(({ document }) => document)).map((document) => ({ document, size: bsonSize(document) }));
+    const cursor = this.resultsCursor(
+      results,
+      (document) => document,
+      (_document, size) => size,
+    );
+    if (onClose !== undefined) cursor.close = onClose;
+    return this.batchFrom(cursor, undefined, nonNegative(request.batchSize, 'batchSize') || DEFAULT_BATCH_SIZE);
+  }
+
   private async sortedCursor(
     handle: CollectionHandle,
     where: { sql: string; params: unknown[] },
@@ -185,17 +212,34 @@ export class CursorManager {
     project: (document: ValueObject) => ValueObject,
     sizeOf: SizeOf,
   ): Promise<Cursor> {
+    const matching = await this.matchingDocuments(handle, where, accept);
+    if (sort !== undefined) matching.sort((a, b) => sort(a.document, b.document));
+    return this.resultsCursor(matching.slice(skip, limit === undefined ? undefined : skip + limit), project, sizeOf);
+  }
+
+  /** Every row matching `where` that `accept` keeps, read at once (on the transaction's connection inside one). */
+  private async matchingDocuments(
+    handle: CollectionHandle,
+    where: { sql: string; params: unknown[] },
+    accept: (row: StoredRow) => ValueObject | undefined,
+  ): Promise<Array<{ document: ValueObject; size: number }>> {
     const text = `SELECT shard_key, doc, size FROM ${readRelation(handle)} WHERE ${where.sql}`;
     const rows: StoredRow[] =
       handle.transaction === undefined
         ? await poolQuery<StoredRow>(this.dataSource, text, where.params)
         : await handle.transaction.manager.query(`${text} ORDER BY id`, where.params);
-    const matching = rows.flatMap((row) => {
+    return rows.flatMap((row) => {
       const document = accept(row);
       return document === undefined ? [] : [{ document, size: row.size }];
     });
-    if (sort !== undefined) matching.sort((a, b) => sort(a.document, b.document));
-    const results = matching.slice(skip, limit === undefined ? undefined : skip + limit);
+  }
+
+  /** A cursor over results held in memory, batched by count and bytes. */
+  private resultsCursor(
+    results: ReadonlyArray<{ document: ValueObject; size: number }>,
+    project: (document: ValueObject) => ValueObject,
+    sizeOf: SizeOf,
+  ): Cursor {
     const { maxBatchBytes } = this;
     let position = 0;
     return {

@@ -21,6 +21,12 @@ const refreshSchema = z.strictObject({ ns: z.string() });
 export class DataController {
   constructor(private readonly data: ShardDataService) {}
 
+  @Post('aggregate')
+  @HttpCode(200)
+  aggregate(@Body() body: unknown): Promise<CursorBatch> {
+    return this.data.aggregate(body as never);
+  }
+
   @Post('getMore')
   @HttpCode(200)
   getMore(@Body() body: unknown): Promise<CursorBatch> {

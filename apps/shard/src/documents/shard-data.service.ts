@@ -13,6 +13,7 @@ import {
 } from '@tessera/core';
 import type { TransactionFields } from '@tessera/protocol';
 import {
+  type AggregateCommand,
   type CountCommand,
   type CreateIndexesCommand,
   type CreateIndexesResult,
@@ -39,12 +40,14 @@ import {
   deleteCommandSchema,
   distinctCommandSchema,
   findAndModifyCommandSchema,
+  aggregateCommandSchema,
   findCommandSchema,
   getMoreCommandSchema,
   insertCommandSchema,
   namespaceSchema,
   updateCommandSchema,
 } from '@tessera/protocol';
+import { checkPipeline, runPipeline } from '@tessera/query';
 import { Failpoints, LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
 import { SnapshotHistory } from '../history/snapshot-history.service.js';
 import { WriteTimes } from '../history/write-times.service.js';
@@ -141,22 +144,36 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       ...(command.limit !== undefined ? { limit: command.limit } : {}),
       ...(command.batchSize !== undefined ? { batchSize: command.batchSize } : {}),
     };
+    return this.openCursor(command, (handle, release) => this.cursors.find(handle, request, release));
+  }
+
+  /** Runs an aggregation's shard part, answered as a cursor like a find's. */
+  async aggregate(input: AggregateCommand): Promise<CursorBatch> {
+    const command = parseWith(aggregateCommandSchema, input, 'aggregate command');
+    const stages = checkPipeline(command.pipeline.map((stage) => fromWire(stage)));
+    const variables = command.let === undefined ? {} : { variables: fromWire(command.let) };
+    const run = (documents: ValueObject[]) => runPipeline(documents, stages, variables);
+    const request = { filter: fromWire(command.filter), batchSize: command.batchSize };
+    return this.openCursor(command, (handle, release) => this.cursors.aggregate(handle, request, run, release));
+  }
+
+  /**
+   * Opens a query's cursor with `open` (a find, an aggregation's shard part), in the command's
+   * transaction or at its read concern; a missing collection answers empty. The cursor keeps the
+   * query's ownership view (and its lease) until `release` runs at its close.
+   */
+  private async openCursor(
+    command: Versioned & { transaction?: TransactionFields | undefined; readConcern?: FindCommand['readConcern'] },
+    open: (handle: CollectionHandle, release: () => void) => Promise<CursorBatch>,
+  ): Promise<CursorBatch> {
     if (command.transaction !== undefined) {
-      return this.inTransaction(
-        command,
-        command.transaction,
-        false,
-        'read',
-        () => ({ cursorId: null, documents: [] }),
-        (handle, release) => this.cursors.find(handle, request, release),
-        false,
-      );
+      return this.inTransaction(command, command.transaction, false, 'read', () => ({ cursorId: null, documents: [] }), open, false);
     }
     const atClusterTime = await this.history.admit(command.readConcern);
     const resolved = await this.collections.resolve(command, false, 'read');
     if (resolved === undefined) return { cursorId: null, documents: [] };
     try {
-      return await this.cursors.find(asOf(resolved, atClusterTime), request, resolved.lease.release);
+      return await open(asOf(resolved, atClusterTime), resolved.lease.release);
     } catch (error) {
       resolved.lease.release();
       throw error;

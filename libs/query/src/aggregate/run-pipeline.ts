@@ -20,9 +20,6 @@ import { parseFilter } from '../filter/parse-filter.js';
 import { compileSort } from '../sort/sort.js';
 import { display, isDocument } from '../values.js';
 
-/** Stages that read or write another collection: only the router, which can reach it, runs them. */
-export const FOREIGN_COLLECTION_STAGES: ReadonlySet<string> = new Set(['$lookup', '$graphLookup', '$unionWith', '$out', '$merge']);
-
 /** Stages that must be the pipeline's last. */
 const FINAL_STAGES = new Set(['$out', '$merge']);
 

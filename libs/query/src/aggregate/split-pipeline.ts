@@ -7,10 +7,10 @@
  * `$limit`) and leaves the router the part that merges (a merge-sort of the shards' sorted
  * streams, the final `$group`, the limit again) and everything after it.
  */
-import type { Value, ValueObject } from '@tessera/core';
+import { TesseraError, type Value, type ValueObject } from '@tessera/core';
 import { validateFilter } from '../filter/parse-filter.js';
 import { isDocument } from '../values.js';
-import { FOREIGN_COLLECTION_STAGES, stageName } from './run-pipeline.js';
+import { stageName } from './run-pipeline.js';
 
 export interface SplitPipeline {
   /** The leading `$match` stages as one find filter (`{}` when none): shards are targeted and scanned by it. */
@@ -22,6 +22,9 @@ export interface SplitPipeline {
   /** Stages the router runs over the merged results. */
   readonly mergerPart: ValueObject[];
 }
+
+/** Stages that write a collection: the router, which routes writes, runs them. */
+const WRITING_STAGES = new Set(['$out', '$merge']);
 
 /** Stages that map each document to zero or more documents on their own: every shard runs them. */
 const STREAMING_STAGES = new Set([
@@ -38,13 +41,13 @@ const STREAMING_STAGES = new Set([
 
 /**
  * Splits a checked pipeline (`checkPipeline`). With `singleShard` (one shard targeted), the shard
- * runs everything up to the first stage that reads another collection, as MongoDB sends a whole
- * pipeline to the one shard it targets. Throws nothing.
+ * runs everything up to the first stage that reads or writes another collection, as MongoDB sends a whole
+ * pipeline to the one shard it targets. Throws as `collectionsRead`.
  */
 export function splitPipeline(pipeline: readonly ValueObject[], singleShard = false): SplitPipeline {
   const { filter, rest } = leadingFilter(pipeline);
   if (singleShard) {
-    const cut = rest.findIndex((stage) => FOREIGN_COLLECTION_STAGES.has(stageName(stage)));
+    const cut = rest.findIndex((stage) => WRITING_STAGES.has(stageName(stage)) || collectionsRead([stage]).size > 0);
     const end = cut === -1 ? rest.length : cut;
     return { filter, shardsPart: rest.slice(0, end), mergerPart: rest.slice(end) };
   }
@@ -184,4 +187,39 @@ function unusedName(name: string, fields: ValueObject): string {
   let candidate = name;
   while (Object.hasOwn(fields, candidate)) candidate = `_${candidate}`;
   return candidate;
+}
+
+/**
+ * The collections stages read besides their own: `from` of `$lookup` and `$graphLookup`, and
+ * `$unionWith`'s, in their nested pipelines and `$facet`'s too. Only the router can read them.
+ * Throws `INVALID_NAMESPACE` for a name that is empty or holds a `$`.
+ */
+export function collectionsRead(stages: readonly ValueObject[]): Set<string> {
+  const names = new Set<string>();
+  const visit = (pipeline: unknown): void => {
+    if (!Array.isArray(pipeline)) return;
+    for (const stage of pipeline as ValueObject[]) {
+      if (!isDocument(stage)) continue;
+      const name = stageName(stage);
+      const spec = stage[name];
+      if (name === '$unionWith') {
+        const coll = isDocument(spec) ? spec['coll'] : spec;
+        if (typeof coll === 'string') names.add(coll);
+        if (isDocument(spec)) visit(spec['pipeline']);
+      } else if ((name === '$lookup' || name === '$graphLookup') && isDocument(spec)) {
+        if (typeof spec['from'] === 'string') names.add(spec['from']);
+        visit(spec['pipeline']);
+      } else if (name === '$facet' && isDocument(spec)) {
+        for (const inner of Object.values(spec)) visit(inner);
+      }
+    }
+  };
+  visit(stages);
+  for (const name of names) {
+    if (name.length === 0 || name.includes('$'))
+      throw new TesseraError('INVALID_NAMESPACE', `invalid collection name '${name}' in a pipeline stage`, {
+        details: { field: 'pipeline' },
+      });
+  }
+  return names;
 }
