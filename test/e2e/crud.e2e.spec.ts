@@ -5,7 +5,7 @@ import { type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '
 import { compileSort, parseFilter } from '@tessera/query';
 import { type ConfigClient, ShardClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
-import { FAST_CONFIG_ENV, controlPlane, waitForLeader } from './helpers.js';
+import { FAST_CONFIG_ENV, controlPlane, spreadChunks, waitForLeader } from './helpers.js';
 import { RouterApi, storedCount } from './router-api.js';
 import { startTestCluster } from './test-cluster.js';
 
@@ -43,47 +43,12 @@ function reference(
 
 const shardCount = (shard: string, ns: string) => storedCount(cluster, shard, ns);
 
-/** Splits the ranged collection at the points and spreads its (still empty) chunks over the shards, one chunk each. */
-async function spreadChunks(ns: string, points: number[]): Promise<void> {
-  for (const point of points) {
-    const chunks = await config.getChunks({ ns });
-    const holder = chunks.chunks.find((c) => isBelow(c.range.min[0], point) && !isBelow(c.range.max[0], point + 1))!;
-    await config.commitSplit({
-      ns,
-      expectedCollectionVersion: chunks.collectionVersion,
-      shard: holder.shard,
-      range: holder.range,
-      splitPoints: [[point]],
-    });
-  }
-  const targets = ['shard0', 'shard1', 'shard2'];
-  const placed = await config.getChunks({ ns });
-  for (const [index, chunk] of placed.chunks.entries()) {
-    const target = targets[index % targets.length]!;
-    if (chunk.shard === target) continue;
-    const current = await config.getChunks({ ns });
-    await config.commitMigration({
-      ns,
-      expectedCollectionVersion: current.collectionVersion,
-      range: chunk.range,
-      donor: chunk.shard,
-      recipient: target,
-    });
-  }
-}
-
-/** True when a bound (a number, MinKey or MaxKey in Extended JSON) is below `value`. */
-function isBelow(bound: unknown, value: number): boolean {
-  if (typeof bound === 'number') return bound < value;
-  return (bound as Record<string, unknown>).$minKey !== undefined;
-}
-
 const rangedDocs = Array.from({ length: 300 }, (_, i) => ({ _id: i, x: i, even: i % 2 === 0, tag: `t${i % 5}`, y: (i * 37) % 101 }));
 
 describe('CRUD on a ranged collection spread over three shards', () => {
   beforeAll(async () => {
     await config.shardCollection({ ns: 'shop.ranged', key: { x: 1 } });
-    await spreadChunks('shop.ranged', [100, 200]);
+    await spreadChunks(config, 'shop.ranged', [100, 200]);
     const inserted = await api('POST', '/v1/shop/ranged/insert', { documents: rangedDocs });
     expect(inserted.json).toMatchObject({ insertedCount: 300, writeErrors: [] });
   });

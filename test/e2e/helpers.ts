@@ -43,3 +43,38 @@ export async function controlPlane<T>(
   if (answer.errors) throw new Error(`GraphQL errors: ${JSON.stringify(answer.errors)}`);
   return answer.data as T;
 }
+
+/** Splits a collection ranged on one numeric field at the points and spreads its (still empty) chunks over shard0..2, one chunk each. */
+export async function spreadChunks(config: ConfigClient, ns: string, points: number[]): Promise<void> {
+  for (const point of points) {
+    const chunks = await config.getChunks({ ns });
+    const holder = chunks.chunks.find((c) => isBelow(c.range.min[0], point) && !isBelow(c.range.max[0], point + 1))!;
+    await config.commitSplit({
+      ns,
+      expectedCollectionVersion: chunks.collectionVersion,
+      shard: holder.shard,
+      range: holder.range,
+      splitPoints: [[point]],
+    });
+  }
+  const targets = ['shard0', 'shard1', 'shard2'];
+  const placed = await config.getChunks({ ns });
+  for (const [index, chunk] of placed.chunks.entries()) {
+    const target = targets[index % targets.length]!;
+    if (chunk.shard === target) continue;
+    const current = await config.getChunks({ ns });
+    await config.commitMigration({
+      ns,
+      expectedCollectionVersion: current.collectionVersion,
+      range: chunk.range,
+      donor: chunk.shard,
+      recipient: target,
+    });
+  }
+}
+
+/** True when a bound (a number, MinKey or MaxKey in Extended JSON) is below `value`. */
+function isBelow(bound: unknown, value: number): boolean {
+  if (typeof bound === 'number') return bound < value;
+  return (bound as Record<string, unknown>).$minKey !== undefined;
+}

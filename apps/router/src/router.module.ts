@@ -11,6 +11,7 @@ import { OpenApiController } from './controllers/openapi.controller.js';
 import { DocumentsService } from './documents/documents.service.js';
 import { HelloController } from './hello.controller.js';
 import { IndexesService } from './indexes/indexes.service.js';
+import { AggregateService } from './reads/aggregate.service.js';
 import { QueryService } from './reads/query.service.js';
 import { RouterRegistrationService } from './router-registration.service.js';
 import { SessionsController } from './controllers/sessions.controller.js';
@@ -51,6 +52,7 @@ export class RouterModule {
         ClusterRoutingService,
         RouterSessions,
         QueryService,
+        AggregateService,
         TransactionRouter,
         WriteService,
         BulkWriteService,

@@ -153,6 +153,22 @@ export const distinctBodySchema = z.strictObject({
   filter: documentSchema.default({}),
 });
 
+export const aggregateBodySchema = z.strictObject({
+  ...readSession,
+  pipeline: z
+    .array(documentSchema)
+    .max(1_000)
+    .meta({ description: 'The stages, MongoDB\'s: `[{ "$match": ... }, { "$group": ... }]`. Leading `$match` stages target shards.' }),
+  cursor: z.strictObject({ batchSize: count.optional() }).default({}).meta({ description: "The first batch's size (default 101)." }),
+  let: documentSchema.optional().meta({ description: "Variables the pipeline's expressions read as `$$name`." }),
+  explain: z
+    .boolean()
+    .default(false)
+    .meta({ description: 'Answer how the pipeline is split and which shards it targets, instead of running it.' }),
+  allowDiskUse: z.boolean().optional().meta({ description: "Accepted for MongoDB's drivers; stages hold their documents in memory." }),
+  comment: z.unknown().optional().meta({ description: 'Any value, as drivers send it; accepted and not used.' }),
+});
+
 export const createIndexesBodySchema = z.strictObject({
   indexes: z
     .array(
@@ -178,5 +194,6 @@ export type DeleteBody = z.output<typeof deleteBodySchema>;
 export type FindAndModifyBody = z.output<typeof findAndModifyBodySchema>;
 export type CountBody = z.output<typeof countBodySchema>;
 export type DistinctBody = z.output<typeof distinctBodySchema>;
+export type AggregateBody = z.output<typeof aggregateBodySchema>;
 export type CreateIndexesBody = z.output<typeof createIndexesBodySchema>;
 export type BulkWriteBody = z.output<typeof bulkWriteBodySchema>;

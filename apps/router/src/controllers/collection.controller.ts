@@ -2,12 +2,14 @@ import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
 import { parseWith } from '@tessera/platform';
 import { namespaceOf } from '../api/namespace.js';
 import {
+  aggregateBodySchema,
   countBodySchema,
   deleteBodySchema,
   distinctBodySchema,
   findAndModifyBodySchema,
   updateBodySchema,
 } from '../api/request-schemas.js';
+import { AggregateService } from '../reads/aggregate.service.js';
 import { QueryService } from '../reads/query.service.js';
 import { WriteService } from '../writes/write.service.js';
 
@@ -21,6 +23,7 @@ export class CollectionController {
   constructor(
     private readonly writes: WriteService,
     private readonly queries: QueryService,
+    private readonly aggregates: AggregateService,
   ) {}
 
   @Post('update')
@@ -45,6 +48,12 @@ export class CollectionController {
   @HttpCode(200)
   count(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
     return this.queries.count(namespaceOf(db, coll), parseWith(countBodySchema, body ?? {}, 'count request'));
+  }
+
+  @Post('aggregate')
+  @HttpCode(200)
+  aggregate(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+    return this.aggregates.aggregate(namespaceOf(db, coll), parseWith(aggregateBodySchema, body, 'aggregate request'));
   }
 
   @Post('distinct')

@@ -1,6 +1,6 @@
 import { Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { type ClusterTimestamp, TesseraError, type Value, type ValueObject, compareValues } from '@tessera/core';
-import type { CursorBatch, FindCommand, ShardClient } from '@tessera/protocol';
+import type { CursorBatch, ShardClient } from '@tessera/protocol';
 import { type Periodic, VectorClockService, runPeriodically } from '@tessera/platform';
 import { compileProjection, compileSort, validateFilter } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
@@ -8,7 +8,7 @@ import { fromWire, toWire } from '../api/extended-json.js';
 import type { CountBody, DistinctBody, FindBody } from '../api/request-schemas.js';
 import type { SessionFieldsBody } from '../api/session-fields.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
-import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
+import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
 import { routeFilter } from '../writes/write-targeting.js';
 import { timestampToWire } from '../clock/cluster-time-wire.js';
 import { CursorRegistry } from './cursor-registry.js';
@@ -103,10 +103,9 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
       if (shards.length === 0) return empty;
       const plan = planShardFind({ ...body, filter: body.filter, batchSize: firstBatchSize }, shards.length);
       const command = readConcern === undefined ? plan.command : { ...plan.command, readConcern };
-      const batches = await this.openShardCursors(ns, routing, shards, (shard) => ({
-        ...command,
-        ...this.inTransaction(transaction, shard),
-      }));
+      const batches = await this.openShardCursors(shards, (client, shard) =>
+        client.find({ ...command, ...this.inTransaction(transaction, shard), ns, ...routing.versioningFor(shard) }),
+      );
       const cursor = new RouterCursor(
         ns,
         batches,
@@ -118,9 +117,8 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
         },
         this.cursorPort(),
       );
-      const documents = await cursor.nextBatch(firstBatchSize);
-      const id = cursor.isExhausted ? '0' : this.cursors.register(cursor, session?.lsid.id);
-      return { cursor: { id, ns, firstBatch: documents.map(toWire), ...snapshot }, ok: 1 };
+      const { id, documents } = await this.firstBatch(cursor, firstBatchSize, session);
+      return { cursor: { id, ns, firstBatch: documents, ...snapshot }, ok: 1 };
     }
   }
 
@@ -129,7 +127,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
    * says so, at its snapshot readConcern's time or this router's): a transaction reads every
    * shard at its snapshot, so its reads carry no readConcern of their own.
    */
-  private async readOf(
+  async readOf(
     body: TransactionBody & { readConcern?: ReadConcernBody | undefined },
     session: CommandSession | undefined,
   ): Promise<ResolvedRead> {
@@ -152,7 +150,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     return { readConcern: undefined, atClusterTime: transaction.atClusterTime, transaction };
   }
 
-  private inTransaction(transaction: RouterTransaction | undefined, shard: string): { transaction?: TransactionFields } {
+  inTransaction(transaction: RouterTransaction | undefined, shard: string): { transaction?: TransactionFields } {
     return transaction === undefined ? {} : { transaction: this.transactions.fieldsFor(transaction, shard, false) };
   }
 
@@ -235,26 +233,22 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
    * A read retried on stale routing, or a transaction's, which is not (its participants aborted)
    * and aborts the transaction on failure.
    */
-  private readRetrying<T>(ns: string, transaction: RouterTransaction | undefined, read: () => Promise<T>): Promise<T> {
+  readRetrying<T>(ns: string, transaction: RouterTransaction | undefined, read: () => Promise<T>): Promise<T> {
     return transaction === undefined
       ? withStaleRetries(this.cluster.cache, ns, read)
       : this.transactions.run(transaction, () => this.cluster.markingStale(ns, read));
   }
 
-  /** Opens one cursor per shard in parallel; if any fails, kills the others and throws its error (a stale one is retried). */
-  private async openShardCursors(
-    ns: string,
-    routing: CollectionRouting,
-    shards: string[],
-    commandFor: (shard: string) => Omit<FindCommand, 'ns' | 'shardVersion'>,
-  ) {
+  /**
+   * Opens one cursor per shard in parallel with `open` (a find, an aggregate); if any fails, kills
+   * the others and throws its error (a stale one is retried). A shard without the collection
+   * answers empty.
+   */
+  async openShardCursors(shards: string[], open: (client: ShardClient, shard: string) => Promise<CursorBatch>) {
     const settled = await Promise.allSettled(
       shards.map(async (shard) => {
         const client = await this.cluster.shard(shard);
-        const batch = await emptyIfMissing(client.find({ ...commandFor(shard), ns, ...routing.versioningFor(shard) }), {
-          cursorId: null,
-          documents: [],
-        });
+        const batch = await emptyIfMissing(open(client, shard), { cursorId: null, documents: [] });
         return { shard, batch: batchFromWire(batch) };
       }),
     );
@@ -268,7 +262,17 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     return opened;
   }
 
-  private cursorPort(): ShardCursorPort {
+  /** The first batch of a router cursor, registering the cursor for the session when more is left. */
+  async firstBatch(
+    cursor: RouterCursor,
+    batchSize: number,
+    session: CommandSession | undefined,
+  ): Promise<{ id: string; documents: unknown[] }> {
+    const documents = await cursor.nextBatch(batchSize);
+    return { id: cursor.isExhausted ? '0' : this.cursors.register(cursor, session?.lsid.id), documents: documents.map(toWire) };
+  }
+
+  cursorPort(): ShardCursorPort {
     const client = (shard: string): Promise<ShardClient> => this.cluster.shard(shard);
     return {
       getMore: async (shard, cursorId, batchSize) => batchFromWire(await (await client(shard)).getMore({ cursorId, batchSize })),

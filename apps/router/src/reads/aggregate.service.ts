@@ -1,0 +1,176 @@
+import { Injectable } from '@nestjs/common';
+import { TesseraError, type ValueObject } from '@tessera/core';
+import { type SplitPipeline, checkPipeline, collectionsRead, compileSort, runPipeline, splitPipeline } from '@tessera/query';
+import { errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
+import { WriteService } from '../writes/write.service.js';
+import { type MergeTarget, mergeStatement, parseMergeStage } from './merge-stage.js';
+import type { AggregateBody } from '../api/request-schemas.js';
+import { databaseOf } from '../api/namespace.js';
+import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
+import { RouterSessions } from '../sessions/router-sessions.service.js';
+import { routeFilter } from '../writes/write-targeting.js';
+import { timestampToWire } from '../clock/cluster-time-wire.js';
+import { type CursorResponse, DEFAULT_BATCH_SIZE, QueryService } from './query.service.js';
+import { RouterCursor, type ShardBatch } from './router-cursor.js';
+
+/** Documents asked of a shard per batch while the router drains the shards' results for its merge. */
+const DRAIN_BATCH_SIZE = 10_000;
+/** Results `$merge` writes per update (or insert) command. */
+const WRITE_BATCH_SIZE = 1_000;
+
+/** How a pipeline runs: the split, the shards it targets, and where the merge happens. */
+export interface AggregateExplain {
+  splitPipeline: { shardsPart: ValueObject[]; mergerPart: ValueObject[]; mergeSort?: ValueObject } | null;
+  shardsPart: ValueObject[];
+  targetedShards: string[];
+  mergeType: 'router' | 'shard' | 'none';
+}
+
+/**
+ * MongoDB's aggregate on a collection, as mongos runs it: the pipeline is split
+ * (`splitPipeline`), each targeted shard runs its part as a cursor, and the router merges their
+ * streams (merge-sorted when the split was at a `$sort`) and runs the rest. A pipeline with
+ * nothing left to merge streams through a router cursor like a find; otherwise the router holds
+ * the shards' results while it runs its part, then serves the answer as a cursor. Stages that
+ * read another collection (`$lookup`, `$graphLookup`, `$unionWith`) run on the router, over that
+ * collection read at the same concern.
+ */
+@Injectable()
+export class AggregateService {
+  constructor(
+    private readonly cluster: ClusterRoutingService,
+    private readonly sessions: RouterSessions,
+    private readonly queries: QueryService,
+    private readonly writes: WriteService,
+  ) {}
+
+  async aggregate(ns: string, body: AggregateBody): Promise<CursorResponse | { explain: AggregateExplain; ok: 1 }> {
+    const session = this.sessions.use(body);
+    const stages = checkPipeline(body.pipeline.map((stage) => fromWire(stage)));
+    const variables = body.let === undefined ? undefined : (fromWire(body.let) as ValueObject);
+    const read = await this.queries.readOf(body, session);
+    return this.queries.readRetrying(ns, read.transaction, async () => {
+      const routing = await this.cluster.routingForRead(ns);
+      const planned = splitPipeline(stages);
+      const shards = routing === undefined ? [] : routeFilter(planned.filter, routing, read.atClusterTime);
+      const split = shards.length === 1 ? splitPipeline(stages, true) : planned;
+      if (body.explain) return { explain: explainOf(split, shards), ok: 1 as const };
+      const snapshot = read.atClusterTime === undefined ? {} : { atClusterTime: timestampToWire(read.atClusterTime) };
+      const streaming = split.mergerPart.length === 0;
+      const batchSize = body.cursor.batchSize ?? DEFAULT_BATCH_SIZE;
+      const batches =
+        routing === undefined
+          ? []
+          : await this.queries.openShardCursors(shards, (client, shard) =>
+              client.aggregate({
+                ns,
+                ...routing.versioningFor(shard),
+                ...(read.readConcern && { readConcern: read.readConcern }),
+                ...this.queries.inTransaction(read.transaction, shard),
+                filter: toWire(split.filter) as Record<string, unknown>,
+                pipeline: split.shardsPart.map((stage) => toWire(stage) as Record<string, unknown>),
+                ...(body.let !== undefined ? { let: body.let } : {}),
+                batchSize: streaming ? batchSize : DRAIN_BATCH_SIZE,
+              }),
+            );
+      const merged = new RouterCursor(
+        ns,
+        batches,
+        split.mergeSort === undefined ? {} : { compare: compileSort(split.mergeSort) },
+        this.queries.cursorPort(),
+      );
+      const cursor = streaming ? merged : await this.merge(ns, merged, split.mergerPart, { variables, read });
+      const { id, documents } = await this.queries.firstBatch(cursor, batchSize, session);
+      return { cursor: { id, ns, firstBatch: documents, ...snapshot }, ok: 1 as const };
+    });
+  }
+
+  /**
+   * Runs the router's part over every document the shards' cursors give, and answers a cursor
+   * over the results; a final `$merge` writes them instead, and the cursor is empty.
+   */
+  private async merge(ns: string, shards: RouterCursor, stages: ValueObject[], context: MergeContext): Promise<RouterCursor> {
+    const last = stages.at(-1);
+    const writing = last !== undefined && ('$merge' in last || '$out' in last) ? parseMergeStage(last) : undefined;
+    if (writing !== undefined && context.read.transaction !== undefined)
+      throw new TesseraError('OPERATION_NOT_SUPPORTED_IN_TRANSACTION', '$merge cannot be used in a transaction', {
+        details: { field: 'pipeline' },
+      });
+    const input: ValueObject[] = [];
+    while (!shards.isExhausted) input.push(...(await shards.nextBatch(DRAIN_BATCH_SIZE)));
+    const running = writing === undefined ? stages : stages.slice(0, -1);
+    const foreign = new Map<string, ValueObject[]>();
+    for (const name of collectionsRead(running)) foreign.set(name, await this.readCollection(`${databaseOf(ns)}.${name}`, context));
+    const results = runPipeline(input, running, {
+      ...(context.variables !== undefined ? { variables: context.variables } : {}),
+      collection: (name) => foreign.get(name) ?? [],
+    });
+    if (writing !== undefined) await this.write(`${writing.db ?? databaseOf(ns)}.${writing.coll}`, writing, results);
+    const held: ShardBatch = { cursorId: null, documents: writing === undefined ? results : [] };
+    return new RouterCursor(ns, [{ shard: 'router', batch: held }], {}, this.queries.cursorPort());
+  }
+
+  /**
+   * `$merge`'s writes, in ordered batches through the router's write path, outside any session (as
+   * MongoDB's, they are not the client's retryable writes); the first write error fails the aggregate.
+   */
+  private async write(targetNs: string, target: MergeTarget, results: ValueObject[]): Promise<void> {
+    for (let start = 0; start < results.length; start += WRITE_BATCH_SIZE) {
+      const statements = results.slice(start, start + WRITE_BATCH_SIZE).map((document) => mergeStatement(target, document));
+      const answer =
+        target.whenMatched === 'fail'
+          ? await this.writes.insert(targetNs, {
+              documents: statements.map((s) => toWire((s as { insert: ValueObject }).insert) as Record<string, unknown>),
+              ordered: true,
+            })
+          : await this.writes.update(targetNs, {
+              updates: statements.map((s) => {
+                const { q, u, upsert } = s as { q: ValueObject; u: ValueObject; upsert: boolean };
+                return { q: toWire(q) as Record<string, unknown>, u: toWire(u) as Record<string, unknown>, upsert, multi: false };
+              }),
+              ordered: true,
+            });
+      const failed = answer.writeErrors[0];
+      if (failed !== undefined) throw errorFromPublic(failed);
+    }
+  }
+
+  /** Every document of a collection, read at the aggregate's concern (in its transaction, if any). */
+  private async readCollection(ns: string, { read }: MergeContext): Promise<ValueObject[]> {
+    const routing = await this.cluster.routingForRead(ns);
+    if (routing === undefined) return [];
+    const shards = routeFilter({}, routing, read.atClusterTime);
+    const batches = await this.queries.openShardCursors(shards, (client, shard) =>
+      client.find({
+        ns,
+        ...routing.versioningFor(shard),
+        ...(read.readConcern && { readConcern: read.readConcern }),
+        ...this.queries.inTransaction(read.transaction, shard),
+        filter: {},
+        batchSize: DRAIN_BATCH_SIZE,
+      }),
+    );
+    const cursor = new RouterCursor(ns, batches, {}, this.queries.cursorPort());
+    const documents: ValueObject[] = [];
+    while (!cursor.isExhausted) documents.push(...(await cursor.nextBatch(DRAIN_BATCH_SIZE)));
+    return documents;
+  }
+}
+
+interface MergeContext {
+  variables: ValueObject | undefined;
+  read: Awaited<ReturnType<QueryService['readOf']>>;
+}
+
+function explainOf(split: SplitPipeline, shards: string[]): AggregateExplain {
+  const matchStage = Object.keys(split.filter).length === 0 ? [] : [{ $match: split.filter }];
+  const shardsPart = [...matchStage, ...split.shardsPart].map((stage) => toWire(stage) as ValueObject);
+  const mergerPart = split.mergerPart.map((stage) => toWire(stage) as ValueObject);
+  const merging = mergerPart.length > 0 || split.mergeSort !== undefined || shards.length > 1;
+  return {
+    splitPipeline: shards.length > 1 ? { shardsPart, mergerPart, ...(split.mergeSort ? { mergeSort: split.mergeSort } : {}) } : null,
+    shardsPart,
+    targetedShards: shards,
+    mergeType: shards.length === 0 ? 'none' : merging ? 'router' : 'shard',
+  };
+}

@@ -1,0 +1,99 @@
+/**
+ * The `$out` and `$merge` stages, which end a pipeline by writing its results: parsed here into
+ * the router's update statements. `$merge` writes each result by its `on` fields (default
+ * `_id`): `whenMatched` `merge` ($set), `replace`, `keepExisting` ($setOnInsert) or `fail`
+ * (an insert, which a duplicate key refuses), and `whenNotMatched` `insert` (an upsert) or
+ * `discard`. As MongoDB's, a `$merge` that fails part way leaves what it wrote.
+ */
+import { TesseraError, type Value, type ValueObject } from '@tessera/core';
+import { isDocument } from '@tessera/query';
+
+/** A parsed `$merge`: the target and the statement each result becomes. */
+export interface MergeTarget {
+  readonly db: string | undefined;
+  readonly coll: string;
+  readonly on: readonly string[];
+  readonly whenMatched: 'merge' | 'replace' | 'keepExisting' | 'fail';
+  readonly whenNotMatched: 'insert' | 'discard';
+}
+
+const WHEN_MATCHED = new Set(['merge', 'replace', 'keepExisting', 'fail']);
+const WHEN_NOT_MATCHED = new Set(['insert', 'discard']);
+
+function badMerge(message: string): TesseraError {
+  return new TesseraError('BAD_VALUE', message, { details: { field: 'pipeline.$merge' } });
+}
+
+/**
+ * Reads a `$merge` specification. Throws `BAD_VALUE` for a malformed one, and for the modes
+ * Tessera does not run (`whenMatched` as a pipeline, `whenNotMatched: "fail"`), naming them.
+ * `$out` is refused with `ILLEGAL_OPERATION`: it replaces a collection atomically, which needs a
+ * rename Tessera's DDL does not have; `$merge` with `whenMatched: "replace"` writes the same
+ * documents without removing the others.
+ */
+export function parseMergeStage(stage: ValueObject): MergeTarget {
+  if ('$out' in stage)
+    throw new TesseraError(
+      'ILLEGAL_OPERATION',
+      '$out is not supported: it replaces a collection atomically, which needs renameCollection; use $merge with whenMatched: "replace"',
+      { details: { field: 'pipeline.$out' } },
+    );
+  const spec = stage['$merge'];
+  if (typeof spec === 'string') return { db: undefined, coll: spec, on: ['_id'], whenMatched: 'merge', whenNotMatched: 'insert' };
+  if (!isDocument(spec)) throw badMerge('$merge takes a collection name or a document with "into"');
+  const into = spec['into'];
+  const target =
+    typeof into === 'string' ? { db: undefined, coll: into } : isDocument(into) ? { db: into['db'], coll: into['coll'] } : undefined;
+  if (target === undefined || typeof target.coll !== 'string' || (target.db !== undefined && typeof target.db !== 'string'))
+    throw badMerge('$merge "into" must be a collection name or { db, coll }');
+  const on = spec['on'] === undefined ? ['_id'] : typeof spec['on'] === 'string' ? [spec['on']] : spec['on'];
+  if (!Array.isArray(on) || on.length === 0 || !on.every((field) => typeof field === 'string'))
+    throw badMerge('$merge "on" must be a field name or an array of them');
+  const whenMatched = spec['whenMatched'] ?? 'merge';
+  const whenNotMatched = spec['whenNotMatched'] ?? 'insert';
+  if (typeof whenMatched !== 'string' || !WHEN_MATCHED.has(whenMatched))
+    throw badMerge(`$merge whenMatched: Tessera runs "merge", "replace", "keepExisting" and "fail", not ${JSON.stringify(whenMatched)}`);
+  if (typeof whenNotMatched !== 'string' || !WHEN_NOT_MATCHED.has(whenNotMatched))
+    throw badMerge(`$merge whenNotMatched: Tessera runs "insert" and "discard", not ${JSON.stringify(whenNotMatched)}`);
+  return {
+    db: target.db as string | undefined,
+    coll: target.coll,
+    on: on as string[],
+    whenMatched: whenMatched as MergeTarget['whenMatched'],
+    whenNotMatched: whenNotMatched as MergeTarget['whenNotMatched'],
+  };
+}
+
+/** The update statement (core values) that writes one result; for `whenMatched: "fail"`, the document to insert. */
+export function mergeStatement(
+  target: MergeTarget,
+  document: ValueObject,
+): { q: ValueObject; u: ValueObject; upsert: boolean } | { insert: ValueObject } {
+  if (target.whenMatched === 'fail') return { insert: document };
+  const q: Record<string, Value> = {};
+  for (const field of target.on) {
+    const value = document[field];
+    if (value === undefined || Array.isArray(value))
+      throw new TesseraError(
+        'BAD_VALUE',
+        `$merge write error: the "on" field '${field}' must be present and not an array in each document`,
+        {
+          details: { field: 'pipeline.$merge', on: field },
+        },
+      );
+    q[field] = value;
+  }
+  const upsert = target.whenNotMatched === 'insert';
+  switch (target.whenMatched) {
+    case 'merge': {
+      // The `on` fields are equal in the match by construction; setting them again would be an
+      // update of `_id`, which the write path refuses.
+      const changed = Object.fromEntries(Object.entries(document).filter(([field]) => !target.on.includes(field)));
+      return { q, u: Object.keys(changed).length === 0 ? { $setOnInsert: document } : { $set: changed }, upsert };
+    }
+    case 'replace':
+      return { q, u: document, upsert };
+    case 'keepExisting':
+      return { q, u: { $setOnInsert: document }, upsert };
+  }
+}

@@ -1,0 +1,194 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
+import { checkPipeline, runPipeline } from '@tessera/query';
+import type { ConfigClient } from '@tessera/protocol';
+import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { FAST_CONFIG_ENV, spreadChunks, waitForLeader } from './helpers.js';
+import { RouterApi } from './router-api.js';
+import { startTestCluster } from './test-cluster.js';
+
+/**
+ * Aggregation on real processes: a collection ranged on `x` with one chunk on each of three
+ * shards, pipelines answered through the router and checked against the same pipeline run over
+ * all documents at once, as a single node would answer.
+ */
+
+let cluster: LocalCluster;
+let dispose: () => Promise<void>;
+let config: ConfigClient;
+let api: RouterApi;
+
+const NS = 'agg.orders';
+const orders = Array.from({ length: 600 }, (_, i) => ({
+  _id: i,
+  x: i,
+  customer: `c${i % 7}`,
+  amount: (i * 37) % 101,
+  items: ['pen', 'ink', 'pad'].slice(0, i % 4),
+  ...(i % 10 === 0 ? {} : { rating: i % 5 }),
+}));
+const customers = Array.from({ length: 7 }, (_, i) => ({ _id: `c${i}`, name: `customer ${i}`, tier: i % 2 === 0 ? 'gold' : 'basic' }));
+
+beforeAll(async () => {
+  ({ cluster, dispose } = await startTestCluster({ shards: 3, routers: 1, env: FAST_CONFIG_ENV }));
+  config = cluster.configClient();
+  api = new RouterApi(cluster.routerUrls[0]!);
+  await waitForLeader(config);
+  await config.shardCollection({ ns: NS, key: { x: 1 } });
+  await spreadChunks(config, NS, [200, 400]);
+  expect((await api.call('POST', '/v1/agg/orders/insert', { documents: orders })).json).toMatchObject({ insertedCount: 600 });
+  expect((await api.call('POST', '/v1/agg/customers/insert', { documents: customers })).json).toMatchObject({ insertedCount: 7 });
+});
+
+afterAll(async () => {
+  await dispose?.();
+  await api?.close();
+});
+
+/** Every document an aggregate answers, following its cursor. */
+async function aggregate(pipeline: unknown[], extra: Record<string, unknown> = {}): Promise<unknown[]> {
+  const first = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline, ...extra });
+  if (first.status !== 200) throw new Error(`aggregate answered ${first.status}: ${JSON.stringify(first.json)}`);
+  let { cursor } = first.json as { cursor: { id: string; firstBatch?: unknown[]; nextBatch?: unknown[] } };
+  const documents = [...(cursor.firstBatch ?? [])];
+  while (cursor.id !== '0') {
+    ({ cursor } = (await api.call('POST', `/v1/cursors/${cursor.id}/next`, { batchSize: 50 })).json as typeof first.json as {
+      cursor: typeof cursor;
+    });
+    documents.push(...(cursor.nextBatch ?? []));
+  }
+  return documents;
+}
+
+/** What one node holding every document answers. */
+function reference(pipeline: unknown[], collections: Record<string, ValueObject[]> = {}): unknown[] {
+  const all = orders.map((d) => fromExtendedJsonObject(d) as ValueObject);
+  return runPipeline(all, checkPipeline(pipeline.map((s) => fromExtendedJsonObject(s))), {
+    collection: (name) => collections[name] ?? [],
+  }).map((d) => toExtendedJsonObject(d));
+}
+
+const unordered = (documents: unknown[]) => documents.map((d) => JSON.stringify(d)).sort();
+
+describe('aggregate across three shards', () => {
+  it.each([
+    [
+      'a $group with every mergeable accumulator',
+      [
+        {
+          $group: {
+            _id: '$customer',
+            total: { $sum: '$amount' },
+            n: { $count: {} },
+            low: { $min: '$amount' },
+            high: { $max: '$amount' },
+            mean: { $avg: '$rating' },
+          },
+        },
+        { $sort: { _id: 1 } },
+      ],
+    ],
+    [
+      'a $sort with $skip and $limit (top-k on each shard)',
+      [{ $match: { amount: { $gte: 30 } } }, { $sort: { amount: -1, _id: 1 } }, { $skip: 15 }, { $limit: 40 }, { $project: { amount: 1 } }],
+    ],
+    [
+      '$unwind, then a $group on the unwound field',
+      [{ $unwind: '$items' }, { $group: { _id: '$items', n: { $sum: 1 } } }, { $sort: { _id: 1 } }],
+    ],
+    ['$count after a leading $match on the shard key', [{ $match: { x: { $gte: 150, $lt: 450 } } }, { $count: 'inRange' }]],
+    [
+      '$facet with $bucket and $sortByCount',
+      [
+        {
+          $facet: {
+            buckets: [{ $bucket: { groupBy: '$amount', boundaries: [0, 25, 50, 75, 101] } }],
+            top: [{ $sortByCount: '$customer' }, { $limit: 3 }],
+          },
+        },
+      ],
+    ],
+    [
+      '$group with $first (merged whole on the router)',
+      [{ $sort: { x: 1 } }, { $group: { _id: '$customer', first: { $first: '$x' }, all: { $push: '$x' } } }, { $sort: { _id: 1 } }],
+    ],
+  ] as Array<[string, unknown[]]>)('answers %s as a single node would', async (_, pipeline) => {
+    expect(await aggregate(pipeline, { cursor: { batchSize: 7 } })).toEqual(reference(pipeline));
+  });
+
+  it('streams a pipeline without a merge through a cursor, in batches', async () => {
+    const pipeline = [{ $match: { customer: 'c3' } }, { $set: { double: { $multiply: ['$amount', 2] } } }, { $unset: 'items' }];
+    const first = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline, cursor: { batchSize: 10 } });
+    const { cursor } = first.json as { cursor: { id: string; firstBatch: unknown[] } };
+    expect(cursor.firstBatch).toHaveLength(10);
+    expect(cursor.id).not.toBe('0');
+    expect(unordered(await aggregate(pipeline))).toEqual(unordered(reference(pipeline)));
+  });
+
+  it('explains the split: the shards part, the router part and the shards a leading $match targets', async () => {
+    const grouped = await api.call('POST', '/v1/agg/orders/aggregate', {
+      pipeline: [{ $group: { _id: '$customer', n: { $sum: 1 } } }],
+      explain: true,
+    });
+    expect(grouped.json).toMatchObject({
+      explain: {
+        splitPipeline: {
+          shardsPart: [{ $group: { _id: '$customer', n: { $sum: 1 } } }],
+          mergerPart: [{ $group: { _id: '$_id', n: { $sum: '$n' } } }],
+        },
+        targetedShards: ['shard0', 'shard1', 'shard2'],
+        mergeType: 'router',
+      },
+    });
+    const targeted = await api.call('POST', '/v1/agg/orders/aggregate', {
+      pipeline: [{ $match: { x: { $gte: 210, $lt: 300 } } }, { $group: { _id: null, n: { $sum: 1 } } }],
+      explain: true,
+    });
+    expect(targeted.json).toMatchObject({ explain: { splitPipeline: null, targetedShards: ['shard1'], mergeType: 'shard' } });
+    expect(await aggregate([{ $match: { x: { $gte: 210, $lt: 300 } } }, { $group: { _id: null, n: { $sum: 1 } } }])).toEqual([
+      { _id: null, n: 90 },
+    ]);
+  });
+
+  it('joins with $lookup from an unsharded collection and from the sharded one itself', async () => {
+    const fromCustomers = [
+      { $match: { x: { $lt: 20 } } },
+      { $lookup: { from: 'customers', localField: 'customer', foreignField: '_id', as: 'who' } },
+      { $sort: { x: 1 } },
+    ];
+    const docs = customers.map((c) => fromExtendedJsonObject(c) as ValueObject);
+    expect(await aggregate(fromCustomers)).toEqual(reference(fromCustomers, { customers: docs }));
+    const selfJoin = [
+      { $match: { x: { $in: [5, 305, 505] } } },
+      { $lookup: { from: 'orders', localField: 'amount', foreignField: 'amount', as: 'same', pipeline: [{ $project: { _id: 1 } }] } },
+      { $sort: { x: 1 } },
+    ];
+    expect(await aggregate(selfJoin)).toEqual(reference(selfJoin, { orders: orders.map((d) => fromExtendedJsonObject(d) as ValueObject) }));
+  });
+
+  it('writes the results with $merge, refuses $out, and answers the errors MongoDB answers', async () => {
+    const totals = [{ $group: { _id: '$customer', total: { $sum: '$amount' } } }, { $merge: { into: 'totals', whenMatched: 'replace' } }];
+    expect(await aggregate(totals)).toEqual([]);
+    await aggregate([{ $match: { x: 0 } }, { $project: { _id: '$customer', note: 'first order' } }, { $merge: 'totals' }]);
+    const written = await api.findAll('agg.totals', { sort: { _id: 1 } });
+    const expected = reference([{ $group: { _id: '$customer', total: { $sum: '$amount' } } }, { $sort: { _id: 1 } }]) as Array<
+      Record<string, unknown>
+    >;
+    expect(written).toEqual(expected.map((d) => (d['_id'] === 'c0' ? { ...d, note: 'first order' } : d)));
+
+    const out = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline: [{ $out: 'copy' }] });
+    expect(out.status).toBe(409);
+    expect(out.json).toMatchObject({ code: 20, codeName: 'IllegalOperation' });
+    const unknown = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline: [{ $match: {} }, { $frobnicate: 1 }] });
+    expect(unknown.status).toBe(400);
+    expect(unknown.json).toMatchObject({
+      code: 40324,
+      codeName: 'Location40324',
+      errmsg: "Unrecognized pipeline stage name: '$frobnicate'",
+    });
+    const notLast = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline: [{ $merge: 'x' }, { $match: {} }] });
+    expect(notLast.json).toMatchObject({ code: 40601 });
+    const missing = await api.call('POST', '/v1/agg/nothing/aggregate', { pipeline: [{ $group: { _id: null, n: { $sum: 1 } } }] });
+    expect(missing.json).toMatchObject({ cursor: { id: '0', firstBatch: [] } });
+  });
+});
