@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeKey, parseShardKeyPattern } from '@tessera/core';
+import { encodeKey, fromExtendedJsonObject, parseShardKeyPattern } from '@tessera/core';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
+import { parseFilter } from '@tessera/query';
 import { CursorManager } from './cursor-manager.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
 import { writeTimeNow } from '../../../../test/fakes/write-times.js';
@@ -56,6 +57,40 @@ describe('finding documents', () => {
   it('matches a range on the shard key and the rest of the filter', async () => {
     const found = await drain(await cursors.find(handle, { filter: { x: { $gte: 100, $lt: 200 }, even: true } }));
     expect(xs(found).sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => 100 + 2 * i));
+  });
+
+  it('narrows string and boolean equalities in Postgres, and finds exactly what the filter matches', async () => {
+    const uuid = randomUUID();
+    await new CollectionStorageService(db.dataSource).createCollection(uuid, { ns: 'db.kinds', keyPattern: { x: 1 }, unique: false });
+    const kinds = {
+      ns: 'db.kinds',
+      table: tableName(uuid),
+      pattern: parseShardKeyPattern({ x: 1 }),
+      owns: () => true,
+      writeTime: writeTimeNow(),
+    };
+    const values = ['A', 'a', ['B', 'A'], [['A']], true, 'true', false, null, { f: 'A' }, 1, { $numberDecimal: '1' }, 'it\'s "A"'];
+    const documents = [...values.map((f, x) => ({ x, f })), { x: values.length }];
+    await new DocumentStore(db.dataSource).insert(kinds, documents, { ordered: true, generateId: () => new ObjectId() });
+    const found = async (filter: Record<string, unknown>) =>
+      xs(await drain(await cursors.find(kinds, { filter: fromExtendedJsonObject(filter) as never }))).sort((a, b) => a - b);
+    // What the filter alone matches over every document: the narrowing must lose none of them.
+    const matching = (filter: Record<string, unknown>) => {
+      const { matches } = parseFilter(fromExtendedJsonObject(filter));
+      return documents.filter((d) => matches(fromExtendedJsonObject(d) as never)).map((d) => d.x);
+    };
+    const filters = [
+      { f: 'A' },
+      { f: true },
+      { f: 'true' },
+      { f: { $in: ['a', false] } },
+      { $and: [{ f: { $eq: 'B' } }, { x: { $lt: 5 } }] },
+      { f: 'it\'s "A"' },
+      { f: 1 },
+    ];
+    for (const filter of filters) expect(await found(filter), JSON.stringify(filter)).toEqual(matching(filter));
+    expect(await found({ f: 'A' })).toEqual([0, 2]);
+    expect(await found({ f: { $in: ['a', false] } })).toEqual([1, 6]);
   });
 
   it('sorts, skips and limits, and projects', async () => {

@@ -15,7 +15,8 @@ export interface StoredDocument {
  * SQL conditions that narrow a scan to what a filter can match: the shard key ranges it implies
  * (btree on `shard_key`; a single key is an equality, since stored keys have the pattern's
  * arity), an `_id` equality (primary key) and, when the handle lists secondary indexes, the key
- * ranges of one of them (a semi-join on its side table). Parameters start at $1. `pointQuery`
+ * ranges of one of them (a semi-join on its side table), and a test of the stored document's
+ * field for each top-level string or boolean equality (`equalFields`). Parameters start at $1. `pointQuery`
  * says the conditions are that one shard key equality and nothing else: the point query, whose
  * statement text is the same for every key. `filter` is best the normalised one of a
  * `CompiledFilter`, which is not validated again.
@@ -41,6 +42,11 @@ export function scanConditions(handle: CollectionHandle, filter: ValueObject): {
     });
     parts.push(`(${rangeSql.join(' OR ')})`);
   }
+  for (const { field, values } of equalFields(filter)) {
+    params.push(field, values);
+    const [name, texts] = [`$${params.length - 1}`, `$${params.length}`];
+    parts.push(`(doc->>${name}::text = ANY(${texts}::text[]) OR json_typeof(doc->${name}::text) = 'array')`);
+  }
   const index = bestIndex(handle, filter);
   if (index !== undefined) {
     const keySql = index.ranges.map((range) => {
@@ -50,6 +56,38 @@ export function scanConditions(handle: CollectionHandle, filter: ValueObject): {
     parts.push(`id IN (SELECT id FROM ${index.table} WHERE ${keySql.length === 0 ? 'false' : keySql.join(' OR ')})`);
   }
   return { sql: parts.join(' AND '), params, pointQuery: point !== undefined && parts.length === 1 };
+}
+
+/**
+ * For each top-level field the filter (or a top-level `$and`) compares by equality, or `$in`,
+ * with strings or booleans only: the texts one of which the stored field must read as, unless it
+ * is an array (whose elements the filter then checks). Strings and booleans have one stored
+ * form in Extended JSON; numbers do not (a Decimal128 1 is stored wrapped), so they are left
+ * out. The filter still checks every row; this only keeps rows that cannot match in Postgres.
+ * Under a collation other than simple, equal strings may differ, and this must not be used.
+ */
+function equalFields(filter: ValueObject): Array<{ field: string; values: string[] }> {
+  const conditions: Array<{ field: string; values: string[] }> = [];
+  const scalar = (value: unknown): value is string | boolean => typeof value === 'string' || typeof value === 'boolean';
+  for (const [field, condition] of Object.entries(filter)) {
+    if (field === '$and' && Array.isArray(condition)) {
+      for (const part of condition as ValueObject[]) conditions.push(...equalFields(part));
+      continue;
+    }
+    if (field.startsWith('$') || field.includes('.')) continue;
+    if (scalar(condition)) {
+      conditions.push({ field, values: [String(condition)] });
+      continue;
+    }
+    if (condition === null || typeof condition !== 'object' || Array.isArray(condition) || (condition as { _bsontype?: unknown })._bsontype)
+      continue;
+    const operators = condition as ValueObject;
+    if (Object.keys(operators).length !== 1) continue;
+    if (scalar(operators['$eq'])) conditions.push({ field, values: [String(operators['$eq'])] });
+    const among = operators['$in'];
+    if (Array.isArray(among) && among.length > 0 && among.every(scalar)) conditions.push({ field, values: among.map(String) });
+  }
+  return conditions;
 }
 
 /**

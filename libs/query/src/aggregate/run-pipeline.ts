@@ -48,8 +48,35 @@ function $sort(collection: Iterator, spec: ValueObject): Iterator {
   return collection.transform((documents) => Lazy([...(documents as ValueObject[])].sort(compare)));
 }
 
+/** A document's own copy: plain objects and arrays copied, BSON values (immutable) shared. */
+function copied<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(copied) as T;
+  if (isDocument(value)) return Object.fromEntries(Object.entries(value).map(([key, field]) => [key, copied(field)])) as T;
+  return value;
+}
+
+type Stage = (collection: Iterator, spec: unknown, options: unknown) => Iterator;
+
+/**
+ * A stage that joins documents of another collection, each output its own copy: mingo embeds
+ * the same foreign document in every output that joins it, and a later stage changing one
+ * output's copy would change them all.
+ */
+function copyingOutputs(stage: Stage): Stage {
+  return (collection, spec, options) => stage(collection, spec, options).map(copied);
+}
+
+const joins = mingoStages as Record<'$lookup' | '$graphLookup' | '$unionWith', Stage>;
+
 const CONTEXT = Context.init({
-  pipeline: { ...mingoStages, $match, $sort } as never,
+  pipeline: {
+    ...mingoStages,
+    $match,
+    $sort,
+    $lookup: copyingOutputs(joins.$lookup),
+    $graphLookup: copyingOutputs(joins.$graphLookup),
+    $unionWith: copyingOutputs(joins.$unionWith),
+  } as never,
   accumulator: accumulatorOperators as never,
   expression: expressionOperators as never,
   projection: projectionOperators as never,

@@ -195,6 +195,24 @@ describe('pipeline checks', () => {
     expect(thrownBy(() => runPipeline([{ _id: 1 }], [{ $project: { a: { $nosuch: 1 } } }]))).toMatchObject({ code: 'BAD_VALUE' });
   });
 
+  it('gives each output of a join its own copy of the joined document', () => {
+    const customers = [{ _id: 'c', name: 'n' }];
+    const joined = runPipeline(
+      [
+        { _id: 1, c: 'c' },
+        { _id: 2, c: 'c' },
+      ],
+      [
+        { $lookup: { from: 'customers', localField: 'c', foreignField: '_id', as: 'who' } },
+        { $unwind: '$who' },
+        { $set: { 'who.name': { $concat: ['$who.name', '-', { $toString: '$_id' }] } } },
+      ],
+      { collection: () => customers },
+    );
+    expect(joined.map((d) => (d['who'] as ValueObject)['name'])).toEqual(['n-1', 'n-2']);
+    expect(customers).toEqual([{ _id: 'c', name: 'n' }]);
+  });
+
   it('matches and sorts as find does (type brackets, not JavaScript order)', () => {
     const mixed: ValueObject[] = [{ _id: 1, v: 'b' }, { _id: 2, v: 10 }, { _id: 3, v: null }, { _id: 4, v: [5, 20] }, { _id: 5 }];
     expect(runPipeline(mixed, [{ $sort: { v: 1, _id: 1 } }]).map((d) => d['_id'])).toEqual([3, 5, 4, 2, 1]);
