@@ -30,6 +30,7 @@ function metadata(major: number): FilteringMetadata {
     shardVersion: moved.version,
     owns: () => true,
     ownsAt: () => true,
+    ownedRanges: () => 'all',
   };
 }
 

@@ -104,7 +104,7 @@ export class CollectionResolver {
       // re-key it is already the new one while the cluster's metadata may still name the old one.
       // Old chunk bounds hold the same keys as the refined ones (the added fields start at MinKey).
       const pattern = exists ? local.pattern : info.keyPattern;
-      const handle = { ns, table: tableName(info.uuid), pattern, owns: metadata.owns, onWrite };
+      const handle = { ns, table: tableName(info.uuid), pattern, owns: metadata.owns, ownedRanges: metadata.ownedRanges, onWrite };
       return this.withIndexes(handle, info.uuid, true, !exists, exists ? local.historySince : null);
     }
     let local = await this.storage.localCollection(ns);
@@ -114,7 +114,7 @@ export class CollectionResolver {
       await this.storage.createCollection(randomUUID(), { ns, keyPattern: { _id: 1 } });
       local = (await this.storage.localCollection(ns))!;
     }
-    const handle = { ns, table: tableName(local.uuid), pattern: local.pattern, owns: metadata.owns };
+    const handle = { ns, table: tableName(local.uuid), pattern: local.pattern, owns: metadata.owns, ownedRanges: metadata.ownedRanges };
     return this.withIndexes(handle, local.uuid, false, created, local.historySince);
   }
 

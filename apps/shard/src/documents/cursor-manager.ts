@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
 import { poolQuery, poolStatement } from '@tessera/platform';
-import { MAX_BATCH_BYTES, bsonSize, compileProjection, compileSort, parseFilter } from '@tessera/query';
+import { MAX_BATCH_BYTES, type PipelineOptions, bsonSize, compileProjection, compileSort, parseFilter, runPipeline } from '@tessera/query';
+import { planSqlGroup } from './sql-group.js';
 import { readRelation, scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
 
@@ -177,22 +178,33 @@ export class CursorManager {
 
   /**
    * Starts an aggregation's shard part: the owned documents matching `request.filter`, read all at
-   * once in the query's ownership view, run through `run` (the shards part of the pipeline), and
-   * served in batches like a find's.
+   * once in the query's ownership view, run through `stages` (the shards part of the pipeline),
+   * and served in batches like a find's. A leading `$group` Postgres can compute exactly
+   * (`planSqlGroup`) runs there, and only its groups come back.
    */
   async aggregate(
     handle: CollectionHandle,
     request: { filter: ValueObject; batchSize?: number | undefined },
-    run: (documents: ValueObject[]) => ValueObject[],
+    stages: readonly ValueObject[],
+    options: PipelineOptions,
     onClose?: () => void,
   ): Promise<FindBatch> {
     const compiled = parseFilter(request.filter);
-    const matching = await this.matchingDocuments(handle, scanConditions(handle, compiled.filter), (row) => {
-      if (!handle.owns(row.shard_key)) return undefined;
-      const document = fromExtendedJsonObject(row.doc) as ValueObject;
-      return compiled.matches(document) ? document : undefined;
-    });
-    const results = run(matching.map(({ document }) => document)).map((document) => ({ document, size: bsonSize(document) }));
+    const where = scanConditions(handle, compiled.filter);
+    const grouped = await this.groupInPostgres(handle, compiled.filter, stages[0]);
+    const input =
+      grouped ??
+      (
+        await this.matchingDocuments(handle, where, (row) => {
+          if (!handle.owns(row.shard_key)) return undefined;
+          const document = fromExtendedJsonObject(row.doc) as ValueObject;
+          return compiled.matches(document) ? document : undefined;
+        })
+      ).map(({ document }) => document);
+    const results = runPipeline(input, grouped === undefined ? stages : stages.slice(1), options).map((document) => ({
+      document,
+      size: bsonSize(document),
+    }));
     const cursor = this.resultsCursor(
       results,
       (document) => document,
@@ -200,6 +212,21 @@ export class CursorManager {
     );
     if (onClose !== undefined) cursor.close = onClose;
     return this.batchFrom(cursor, undefined, nonNegative(request.batchSize, 'batchSize') || DEFAULT_BATCH_SIZE);
+  }
+
+  /** The groups of a leading `$group` as Postgres computes them; undefined when it cannot give MongoDB's answer. */
+  private async groupInPostgres(
+    handle: CollectionHandle,
+    filter: ValueObject,
+    first: ValueObject | undefined,
+  ): Promise<ValueObject[] | undefined> {
+    if (first === undefined || !('$group' in first) || handle.snapshot !== undefined || handle.transaction !== undefined) return undefined;
+    const owned = handle.ownedRanges?.();
+    if (owned === undefined) return undefined;
+    // Its own conditions, without the scan's narrowing by equalities: the plan tests those exactly.
+    const plan = planSqlGroup(readRelation(handle), scanConditions(handle, filter, false), filter, first['$group']!, handle.pattern, owned);
+    if (plan === undefined) return undefined;
+    return plan.documents(await poolQuery<Record<string, unknown>>(this.dataSource, plan.sql, plan.params));
   }
 
   private async sortedCursor(

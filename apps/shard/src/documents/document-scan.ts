@@ -16,12 +16,17 @@ export interface StoredDocument {
  * (btree on `shard_key`; a single key is an equality, since stored keys have the pattern's
  * arity), an `_id` equality (primary key) and, when the handle lists secondary indexes, the key
  * ranges of one of them (a semi-join on its side table), and a test of the stored document's
- * field for each top-level string or boolean equality (`equalFields`). Parameters start at $1. `pointQuery`
+ * field for each top-level string or boolean equality (`equalFields`) unless `narrowEqualities`
+ * is false. Parameters start at $1. `pointQuery`
  * says the conditions are that one shard key equality and nothing else: the point query, whose
  * statement text is the same for every key. `filter` is best the normalised one of a
  * `CompiledFilter`, which is not validated again.
  */
-export function scanConditions(handle: CollectionHandle, filter: ValueObject): { sql: string; params: unknown[]; pointQuery: boolean } {
+export function scanConditions(
+  handle: CollectionHandle,
+  filter: ValueObject,
+  narrowEqualities = true,
+): { sql: string; params: unknown[]; pointQuery: boolean } {
   const params: unknown[] = [];
   const parts: string[] = [];
   const id = idEqualityFromFilter(filter);
@@ -42,7 +47,10 @@ export function scanConditions(handle: CollectionHandle, filter: ValueObject): {
     });
     parts.push(`(${rangeSql.join(' OR ')})`);
   }
-  for (const { field, values } of equalFields(filter)) {
+  // `_id` and shard key fields are narrowed by their btrees already (and a point query keeps its
+  // one prepared statement).
+  const keyed = new Set(['_id', ...handle.pattern.fields.map((f) => f.path)]);
+  for (const { field, values } of narrowEqualities ? equalFields(filter).filter((e) => !keyed.has(e.field)) : []) {
     params.push(field, values);
     const [name, texts] = [`$${params.length - 1}`, `$${params.length}`];
     parts.push(`(doc->>${name}::text = ANY(${texts}::text[]) OR json_typeof(doc->${name}::text) = 'array')`);

@@ -1,6 +1,6 @@
 import type { ObjectId } from 'bson';
 import type { DataSource, EntityManager } from 'typeorm';
-import { type ShardKeyPattern, TesseraError } from '@tessera/core';
+import { type ChunkRange, type ShardKeyPattern, TesseraError } from '@tessera/core';
 import { poolStatement } from '@tessera/platform';
 import { type PreparedRow, ROWS_FROM, insertUnindexedSql, prepareRow, recordedInserts, rowParameters } from './prepared-rows.js';
 import type { StatementHistory } from './statement-history.js';
@@ -20,6 +20,8 @@ export interface CollectionHandle {
   pattern: ShardKeyPattern;
   /** True when this shard owns the encoded shard key (false for orphans). */
   owns(encodedKey: Uint8Array): boolean;
+  /** The key ranges `owns` is true for (absent on a snapshot read, whose ownership is historical). */
+  ownedRanges?: () => 'all' | 'none' | readonly ChunkRange[];
   /** The secondary indexes a scan may use (their side tables); none when absent. */
   indexes?: ReadonlyArray<{ pattern: ShardKeyPattern; table: string }>;
   /** Told of each document a write stores (its encoded shard key and size): the auto-splitter's tracker. */

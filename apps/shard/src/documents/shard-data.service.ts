@@ -47,7 +47,7 @@ import {
   namespaceSchema,
   updateCommandSchema,
 } from '@tessera/protocol';
-import { checkPipeline, runPipeline } from '@tessera/query';
+import { checkPipeline } from '@tessera/query';
 import { Failpoints, LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
 import { SnapshotHistory } from '../history/snapshot-history.service.js';
 import { WriteTimes } from '../history/write-times.service.js';
@@ -151,10 +151,9 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   async aggregate(input: AggregateCommand): Promise<CursorBatch> {
     const command = parseWith(aggregateCommandSchema, input, 'aggregate command');
     const stages = checkPipeline(command.pipeline.map((stage) => fromWire(stage)));
-    const variables = command.let === undefined ? {} : { variables: fromWire(command.let) };
-    const run = (documents: ValueObject[]) => runPipeline(documents, stages, variables);
+    const options = command.let === undefined ? {} : { variables: fromWire(command.let) as ValueObject };
     const request = { filter: fromWire(command.filter), batchSize: command.batchSize };
-    return this.openCursor(command, (handle, release) => this.cursors.aggregate(handle, request, run, release));
+    return this.openCursor(command, (handle, release) => this.cursors.aggregate(handle, request, stages, options, release));
   }
 
   /**
@@ -446,8 +445,9 @@ function asOf(resolved: ResolvedCollection, atClusterTime: ClusterTimestamp | un
     );
   }
   const { metadata } = resolved.lease;
+  const { ownedRanges: _current, ...handle } = resolved.handle;
   return {
-    ...resolved.handle,
+    ...handle,
     indexes: [],
     owns: (encodedKey) => metadata.ownsAt(encodedKey, atClusterTime),
     snapshot: { collectionUuid: resolved.collection.uuid, time: clusterTimeToSql(atClusterTime) },

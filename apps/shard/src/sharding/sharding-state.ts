@@ -1,4 +1,5 @@
 import {
+  type ChunkRange,
   type ChunkVersion,
   type ClusterTimestamp,
   type DatabaseVersion,
@@ -23,6 +24,8 @@ export interface FilteringMetadata {
    * filter). Throws `STALE_CHUNK_HISTORY` when the chunk's history does not reach back that far.
    */
   ownsAt(encodedKey: Uint8Array, atClusterTime: ClusterTimestamp): boolean;
+  /** The key ranges `owns` is true for, now: every key ('all'), none, or these chunks' ranges. */
+  ownedRanges(): 'all' | 'none' | readonly ChunkRange[];
 }
 
 /**
@@ -102,7 +105,13 @@ export class ShardingState {
     const info = await this.cache.getCollectionRoutingInfo(ns);
     if (info.kind === 'unsharded') {
       const isPrimary = info.database.primaryShard === this.shardName;
-      return { info, shardVersion: UNSHARDED_VERSION, owns: () => isPrimary, ownsAt: () => isPrimary };
+      return {
+        info,
+        shardVersion: UNSHARDED_VERSION,
+        owns: () => isPrimary,
+        ownsAt: () => isPrimary,
+        ownedRanges: () => (isPrimary ? 'all' : 'none'),
+      };
     }
     const table = info.table;
     const shard = this.shardName;
@@ -111,6 +120,7 @@ export class ShardingState {
       shardVersion: table.shardVersion(shard),
       owns: (encodedKey) => table.chunkFor(encodedKey).shard === shard,
       ownsAt: (encodedKey, atClusterTime) => table.chunkFor(encodedKey, atClusterTime).shard === shard,
+      ownedRanges: () => table.chunksOnShard(shard).map((chunk) => chunk.range),
     };
   }
 }
