@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
 import { checkPipeline, runPipeline } from '@tessera/query';
@@ -37,6 +38,10 @@ beforeAll(async () => {
   await config.shardCollection({ ns: NS, key: { x: 1 } });
   await spreadChunks(config, NS, [200, 400]);
   expect((await api.call('POST', '/v1/agg/orders/insert', { documents: orders })).json).toMatchObject({ insertedCount: 600 });
+  // The same documents hashed on _id over every shard, and unsharded on the primary shard.
+  await config.shardCollection({ ns: 'agg.hashed', key: { _id: 'hashed' } });
+  expect((await api.call('POST', '/v1/agg/hashed/insert', { documents: orders })).json).toMatchObject({ insertedCount: 600 });
+  expect((await api.call('POST', '/v1/agg/plain/insert', { documents: orders })).json).toMatchObject({ insertedCount: 600 });
   expect((await api.call('POST', '/v1/agg/customers/insert', { documents: customers })).json).toMatchObject({ insertedCount: 7 });
 });
 
@@ -45,9 +50,9 @@ afterAll(async () => {
   await api?.close();
 });
 
-/** Every document an aggregate answers, following its cursor. */
-async function aggregate(pipeline: unknown[], extra: Record<string, unknown> = {}): Promise<unknown[]> {
-  const first = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline, ...extra });
+/** Every document an aggregate on `agg.<coll>` answers, following its cursor. */
+async function aggregate(pipeline: unknown[], extra: Record<string, unknown> = {}, coll = 'orders'): Promise<unknown[]> {
+  const first = await api.call('POST', `/v1/agg/${coll}/aggregate`, { pipeline, ...extra });
   if (first.status !== 200) throw new Error(`aggregate answered ${first.status}: ${JSON.stringify(first.json)}`);
   let { cursor } = first.json as { cursor: { id: string; firstBatch?: unknown[]; nextBatch?: unknown[] } };
   const documents = [...(cursor.firstBatch ?? [])];
@@ -103,7 +108,7 @@ describe('aggregate across three shards', () => {
         {
           $facet: {
             buckets: [{ $bucket: { groupBy: '$amount', boundaries: [0, 25, 50, 75, 101] } }],
-            top: [{ $sortByCount: '$customer' }, { $limit: 3 }],
+            top: [{ $sortByCount: '$customer' }, { $sort: { count: -1, _id: 1 } }, { $limit: 3 }],
           },
         },
       ],
@@ -112,8 +117,10 @@ describe('aggregate across three shards', () => {
       '$group with $first (merged whole on the router)',
       [{ $sort: { x: 1 } }, { $group: { _id: '$customer', first: { $first: '$x' }, all: { $push: '$x' } } }, { $sort: { _id: 1 } }],
     ],
-  ] as Array<[string, unknown[]]>)('answers %s as a single node would', async (_, pipeline) => {
-    expect(await aggregate(pipeline, { cursor: { batchSize: 7 } })).toEqual(reference(pipeline));
+  ] as Array<[string, unknown[]]>)('answers %s as a single node would, ranged, hashed and unsharded', async (_, pipeline) => {
+    const expected = reference(pipeline);
+    for (const coll of ['orders', 'hashed', 'plain'])
+      expect(await aggregate(pipeline, { cursor: { batchSize: 7 } }, coll), coll).toEqual(expected);
   });
 
   it('streams a pipeline without a merge through a cursor, in batches', async () => {
@@ -123,6 +130,56 @@ describe('aggregate across three shards', () => {
     expect(cursor.firstBatch).toHaveLength(10);
     expect(cursor.id).not.toBe('0');
     expect(unordered(await aggregate(pipeline))).toEqual(unordered(reference(pipeline)));
+  });
+
+  it('answers exactly once per document while chunks move, orphans left behind included', async () => {
+    const moving = 'agg.moving';
+    await config.shardCollection({ ns: moving, key: { x: 1 } });
+    await spreadChunks(config, moving, [1000, 2000]);
+    const documents = Array.from({ length: 3000 }, (_, x) => ({ _id: x, x, tag: x % 2 === 0 ? 'even' : 'odd' }));
+    expect((await api.call('POST', '/v1/agg/moving/insert', { documents })).json).toMatchObject({ insertedCount: 3000 });
+    const sum = (3000 * 2999) / 2;
+    const pipelines: Array<[unknown[], unknown[]]> = [
+      [[{ $group: { _id: null, n: { $sum: 1 }, s: { $sum: '$x' } } }], [{ _id: null, n: 3000, s: sum }]],
+      [[{ $match: { tag: 'even' } }, { $group: { _id: '$tag', n: { $count: {} } } }], [{ _id: 'even', n: 1500 }]],
+      [[{ $project: { x: 1 } }, { $count: 'n' }], [{ n: 3000 }]],
+    ];
+    // Moves without waiting for range deletion: donors keep orphans for a while, which every
+    // answer must leave out.
+    let done = false;
+    const mover = (async () => {
+      try {
+        for (const to of ['shard0', 'shard2', 'shard1', 'shard0']) await config.moveChunk({ ns: moving, find: { x: 1500 }, to });
+      } finally {
+        done = true;
+      }
+    })();
+    const answers: Array<{ pipeline: number; answer: unknown[] }> = [];
+    while (!done) {
+      for (const [i, [pipeline]] of pipelines.entries()) answers.push({ pipeline: i, answer: await aggregate(pipeline, {}, 'moving') });
+    }
+    await mover;
+    expect(answers.length).toBeGreaterThan(3);
+    for (const { pipeline, answer } of answers) expect(answer, JSON.stringify(pipelines[pipeline]![0])).toEqual(pipelines[pipeline]![1]);
+  });
+
+  it('reads its own writes inside a transaction, at the snapshot, and refuses $merge there', async () => {
+    const lsid = { id: { $uuid: randomUUID() } };
+    const txn = { lsid, txnNumber: 1, autocommit: false };
+    const count = [{ $match: { customer: 'c1' } }, { $count: 'n' }];
+    const before = (await aggregate(count, {}, 'hashed')) as Array<{ n: number }>;
+    const inserted = await api.call('POST', '/v1/agg/hashed/insert', {
+      documents: [{ _id: 10_000, x: 10_000, customer: 'c1' }],
+      ...txn,
+      startTransaction: true,
+    });
+    expect(inserted.status, JSON.stringify(inserted.json)).toBe(200);
+    const inside = await api.call('POST', '/v1/agg/hashed/aggregate', { pipeline: count, ...txn });
+    expect(inside.json).toMatchObject({ cursor: { firstBatch: [{ n: before[0]!.n + 1 }] } });
+    const merge = await api.call('POST', '/v1/agg/hashed/aggregate', { pipeline: [{ $merge: 'elsewhere' }], ...txn });
+    expect(merge.json).toMatchObject({ code: 263, codeName: 'OperationNotSupportedInTransaction' });
+    await api.call('POST', '/v1/admin/abortTransaction', txn);
+    expect(await aggregate(count, {}, 'hashed')).toEqual(before);
   });
 
   it('explains the split: the shards part, the router part and the shards a leading $match targets', async () => {
