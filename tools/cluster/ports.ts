@@ -19,15 +19,29 @@ export async function assertPortFree(port: number, name: string): Promise<void> 
   });
 }
 
-/** A port the OS says is free now (for tests that run beside other clusters). */
+/** Where `freePort` picks: below Linux's default ephemeral range (32768-60999), above the well-known services. */
+const PICK_FROM = 20_000;
+const PICK_TO = 32_000;
+/** Ports this process handed out, never handed out twice. */
+const handedOut = new Set<number>();
+
+/**
+ * A port that is free now (for tests that run beside other clusters): a random one between
+ * `PICK_FROM` and `PICK_TO` that can be listened on. Not an OS-assigned ephemeral one: every
+ * outgoing connection (to Postgres, between nodes) also takes a port from that range, and one
+ * could take it between this check and the node's listen.
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolvePort(port));
+  for (;;) {
+    const port = PICK_FROM + Math.floor(Math.random() * (PICK_TO - PICK_FROM));
+    if (handedOut.has(port)) continue;
+    const free = await new Promise<boolean>((resolvePort) => {
+      const server = createServer();
+      server.once('error', () => resolvePort(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolvePort(true)));
     });
-  });
+    if (!free) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
