@@ -221,6 +221,21 @@ describe('aggregate across three shards', () => {
       { $sort: { x: 1 } },
     ];
     expect(await aggregate(selfJoin)).toEqual(reference(selfJoin, { orders: orders.map((d) => fromExtendedJsonObject(d) as ValueObject) }));
+    // Arrays, empty arrays, missing and null local values against null and missing foreign ones:
+    // the router reads only the products an $in of the local values reaches, and must join what a
+    // read of the whole collection joins.
+    const products = [{ _id: 1, sku: 'pen' }, { _id: 2, sku: 'ink' }, { _id: 3, sku: null }, { _id: 4 }, { _id: 5, sku: ['pad', 'pen'] }];
+    expect((await api.call('POST', '/v1/agg/products/insert', { documents: products })).json).toMatchObject({ insertedCount: 5 });
+    const byItems = [
+      { $match: { x: { $lt: 12 } } },
+      { $set: { first: { $arrayElemAt: ['$items', 0] } } },
+      { $lookup: { from: 'products', localField: 'items', foreignField: 'sku', as: 'products' } },
+      { $lookup: { from: 'products', localField: 'first', foreignField: 'sku', as: 'firstProduct' } },
+      { $sort: { x: 1 } },
+    ];
+    expect(await aggregate(byItems)).toEqual(
+      reference(byItems, { products: products.map((d) => fromExtendedJsonObject(d) as ValueObject) }),
+    );
   });
 
   it('writes the results with $merge, refuses $out, and answers the errors MongoDB answers', async () => {

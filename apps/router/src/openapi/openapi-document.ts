@@ -158,7 +158,7 @@ const OPERATIONS: readonly Operation[] = [
     path: `${ns}/aggregate`,
     summary: 'aggregate; answers the first batch and a cursor id, as find (explain: true answers the plan)',
     description:
-      "MongoDB's pipeline stages and accumulators (mingo's set, with find's $match and $sort semantics). The leading $match stages target shards as find's filter does; per-document stages, a partial $group, $sort with its $limit, and $limit run on each shard; the router merges and runs the rest. $lookup, $graphLookup and $unionWith read their collection whole at the router. A final $merge writes the results (whenMatched merge, replace, keepExisting or fail; whenNotMatched insert or discard); $out is refused.",
+      "MongoDB's pipeline stages and accumulators (mingo's set, with find's $match and $sort semantics). The leading $match stages target shards as find's filter does; per-document stages, a partial $group, $sort with its $limit, and $limit run on each shard; the router merges and runs the rest. $lookup, $graphLookup and $unionWith run on the router; a $lookup by localField/foreignField reads only the documents an $in of its local values reaches, the others read their collection whole. A final $merge writes the results (whenMatched merge, replace, keepExisting or fail; whenNotMatched insert or discard); $out is refused.",
     body: aggregateBodySchema,
     response: ref('CursorResponse'),
   },

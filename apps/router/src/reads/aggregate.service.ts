@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { TesseraError, type ValueObject } from '@tessera/core';
-import { type SplitPipeline, checkPipeline, collectionsRead, compileSort, runPipeline, splitPipeline } from '@tessera/query';
+import { TesseraError, type Value, type ValueObject } from '@tessera/core';
+import { type SplitPipeline, checkPipeline, collectionsRead, compileSort, isDocument, runPipeline, splitPipeline } from '@tessera/query';
 import { errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
 import { WriteService } from '../writes/write.service.js';
 import { type MergeTarget, mergeStatement, parseMergeStage } from './merge-stage.js';
@@ -10,7 +10,7 @@ import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { routeFilter } from '../writes/write-targeting.js';
 import { timestampToWire } from '../clock/cluster-time-wire.js';
-import { type CursorResponse, DEFAULT_BATCH_SIZE, QueryService } from './query.service.js';
+import { type CursorResponse, DEFAULT_BATCH_SIZE, QueryService, unionOfValues } from './query.service.js';
 import { RouterCursor, type ShardBatch } from './router-cursor.js';
 
 /** Documents asked of a shard per batch while the router drains the shards' results for its merge. */
@@ -33,7 +33,7 @@ export interface AggregateExplain {
  * nothing left to merge streams through a router cursor like a find; otherwise the router holds
  * the shards' results while it runs its part, then serves the answer as a cursor. Stages that
  * read another collection (`$lookup`, `$graphLookup`, `$unionWith`) run on the router, over that
- * collection read at the same concern.
+ * collection read at the same concern (for an equality `$lookup`, only what can match).
  */
 @Injectable()
 export class AggregateService {
@@ -99,12 +99,7 @@ export class AggregateService {
     const input: ValueObject[] = [];
     while (!shards.isExhausted) input.push(...(await shards.nextBatch(DRAIN_BATCH_SIZE)));
     const running = writing === undefined ? stages : stages.slice(0, -1);
-    const foreign = new Map<string, ValueObject[]>();
-    for (const name of collectionsRead(running)) foreign.set(name, await this.readCollection(`${databaseOf(ns)}.${name}`, context));
-    const results = runPipeline(input, running, {
-      ...(context.variables !== undefined ? { variables: context.variables } : {}),
-      collection: (name) => foreign.get(name) ?? [],
-    });
+    const results = await this.runStages(ns, input, running, context);
     if (writing !== undefined) await this.write(`${writing.db ?? databaseOf(ns)}.${writing.coll}`, writing, results);
     const held: ShardBatch = { cursorId: null, documents: writing === undefined ? results : [] };
     return new RouterCursor(ns, [{ shard: 'router', batch: held }], {}, this.queries.cursorPort());
@@ -135,18 +130,60 @@ export class AggregateService {
     }
   }
 
-  /** Every document of a collection, read at the aggregate's concern (in its transaction, if any). */
-  private async readCollection(ns: string, { read }: MergeContext): Promise<ValueObject[]> {
+  /**
+   * Runs the router's stages. A top-level `$lookup` by `localField`/`foreignField` reads only the
+   * foreign documents its local values can match (an `$in` on `foreignField`, targeted as a find
+   * is); any other stage reading a collection reads it whole.
+   */
+  private async runStages(ns: string, input: ValueObject[], stages: ValueObject[], context: MergeContext): Promise<ValueObject[]> {
+    let documents = input;
+    let start = 0;
+    for (const [i, stage] of stages.entries()) {
+      const join = equalityLookup(stage);
+      if (join === undefined) continue;
+      documents = await this.runReadingWhole(ns, documents, stages.slice(start, i), context);
+      const values = localValues(documents, join.localField);
+      const joined = await this.readCollection(
+        `${databaseOf(ns)}.${join.from}`,
+        context,
+        values === undefined ? {} : { [join.foreignField]: { $in: values } },
+      );
+      documents = await this.runReadingWhole(ns, documents, [stage], context, new Map([[join.from, joined]]));
+      start = i + 1;
+    }
+    return this.runReadingWhole(ns, documents, stages.slice(start), context);
+  }
+
+  /** Runs stages with every collection they read (but those `known`) read whole. */
+  private async runReadingWhole(
+    ns: string,
+    documents: ValueObject[],
+    stages: ValueObject[],
+    context: MergeContext,
+    known = new Map<string, ValueObject[]>(),
+  ): Promise<ValueObject[]> {
+    const collections = new Map(known);
+    for (const name of collectionsRead(stages)) {
+      if (!collections.has(name)) collections.set(name, await this.readCollection(`${databaseOf(ns)}.${name}`, context));
+    }
+    return runPipeline(documents, stages, {
+      ...(context.variables !== undefined ? { variables: context.variables } : {}),
+      collection: (name) => collections.get(name) ?? [],
+    });
+  }
+
+  /** The documents of a collection matching `filter`, read at the aggregate's concern (in its transaction, if any). */
+  private async readCollection(ns: string, { read }: MergeContext, filter: ValueObject = {}): Promise<ValueObject[]> {
     const routing = await this.cluster.routingForRead(ns);
     if (routing === undefined) return [];
-    const shards = routeFilter({}, routing, read.atClusterTime);
+    const shards = routeFilter(filter, routing, read.atClusterTime);
     const batches = await this.queries.openShardCursors(shards, (client, shard) =>
       client.find({
         ns,
         ...routing.versioningFor(shard),
         ...(read.readConcern && { readConcern: read.readConcern }),
         ...this.queries.inTransaction(read.transaction, shard),
-        filter: {},
+        filter: toWire(filter) as Record<string, unknown>,
         batchSize: DRAIN_BATCH_SIZE,
       }),
     );
@@ -173,4 +210,43 @@ function explainOf(split: SplitPipeline, shards: string[]): AggregateExplain {
     targetedShards: shards,
     mergeType: shards.length === 0 ? 'none' : merging ? 'router' : 'shard',
   };
+}
+
+/** Local values past which a join reads its foreign collection whole rather than by an `$in`. */
+const MAX_JOIN_VALUES = 50_000;
+
+/** A `$lookup` matching `localField` to `foreignField`, with or without a pipeline; undefined for any other stage. */
+function equalityLookup(stage: ValueObject): { from: string; localField: string; foreignField: string } | undefined {
+  const spec = stage['$lookup'];
+  if (!isDocument(spec)) return undefined;
+  const { from, localField, foreignField } = spec;
+  return typeof from === 'string' && typeof localField === 'string' && typeof foreignField === 'string'
+    ? { from, localField, foreignField }
+    : undefined;
+}
+
+/**
+ * The values a join's `localField` holds across `documents`, as `$lookup` matches them: through
+ * arrays element by element, a missing field as null. Undefined (read the collection whole) when
+ * one is a regex, which an `$in` would match as a pattern, or when there are too many.
+ */
+function localValues(documents: readonly ValueObject[], path: string): Value[] | undefined {
+  const values: Value[] = [];
+  const walk = (value: Value | undefined, segments: readonly string[]): void => {
+    if (segments.length === 0) {
+      if (Array.isArray(value)) values.push(...(value as Value[]));
+      else values.push(value === undefined ? null : value);
+      return;
+    }
+    if (Array.isArray(value)) {
+      for (const element of value as Value[]) walk(element, segments);
+      return;
+    }
+    walk(isDocument(value) ? value[segments[0]!] : undefined, segments.slice(1));
+  };
+  for (const document of documents) walk(document, path.split('.'));
+  if (values.some((value) => value instanceof RegExp || (value as { _bsontype?: string } | null)?._bsontype === 'BSONRegExp'))
+    return undefined;
+  const distinct = unionOfValues([values]);
+  return distinct.length > MAX_JOIN_VALUES ? undefined : distinct;
 }

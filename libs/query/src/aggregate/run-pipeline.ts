@@ -68,12 +68,52 @@ function copyingOutputs(stage: Stage): Stage {
 
 const joins = mingoStages as Record<'$lookup' | '$graphLookup' | '$unionWith', Stage>;
 
+/** A field name no document of the pipeline uses, to hold a join's matches for a moment. */
+const MATCHED = '__tessera_lookup_matched';
+
+/**
+ * `$lookup` with `localField`/`foreignField` and a `pipeline` (MongoDB 5.0's concise form), as
+ * MongoDB runs it: the pipeline runs over the documents the equality matched, with the `let`
+ * variables of each input document. (mingo runs it over the whole foreign collection as soon as
+ * one matches.) Every other form is mingo's.
+ */
+function $lookup(collection: Iterator, spec: ValueObject, options: unknown): Iterator {
+  const pipeline = spec['pipeline'];
+  if (
+    !Array.isArray(pipeline) ||
+    pipeline.length === 0 ||
+    typeof spec['localField'] !== 'string' ||
+    typeof spec['foreignField'] !== 'string'
+  )
+    return joins.$lookup(collection, spec, options);
+  const { pipeline: _pipeline, let: letSpec, as, ...equality } = spec;
+  const outer = options as { variables?: ValueObject; collectionResolver?: unknown };
+  return joins.$lookup(collection, { ...equality, as: MATCHED }, options).map((joined) => {
+    const { [MATCHED]: matched, ...document } = joined as ValueObject;
+    const variables = isDocument(letSpec) ? evaluateLet(document, letSpec) : {};
+    const inner = new Aggregator(pipeline as never, {
+      context: CONTEXT,
+      processingMode: ProcessingMode.CLONE_INPUT,
+      scriptEnabled: false,
+      variables: { ...outer.variables, ...variables },
+      ...(outer.collectionResolver !== undefined ? { collectionResolver: outer.collectionResolver as never } : {}),
+    });
+    return { ...document, [as as string]: inner.run(matched as never) };
+  });
+}
+
+/** The values of a `$lookup`'s `let` for one input document: each an expression over it. */
+function evaluateLet(document: ValueObject, letSpec: ValueObject): ValueObject {
+  const [values] = new Aggregator([{ $replaceWith: letSpec }], { context: CONTEXT, scriptEnabled: false }).run([document]) as ValueObject[];
+  return values ?? {};
+}
+
 const CONTEXT = Context.init({
   pipeline: {
     ...mingoStages,
     $match,
     $sort,
-    $lookup: copyingOutputs(joins.$lookup),
+    $lookup: copyingOutputs($lookup as Stage),
     $graphLookup: copyingOutputs(joins.$graphLookup),
     $unionWith: copyingOutputs(joins.$unionWith),
   } as never,

@@ -213,6 +213,36 @@ describe('pipeline checks', () => {
     expect(customers).toEqual([{ _id: 'c', name: 'n' }]);
   });
 
+  it("runs a $lookup's pipeline over the documents its localField/foreignField matched, with its let, as MongoDB 5.0", () => {
+    const orders: ValueObject[] = [
+      { _id: 1, sku: 'pen', qty: 2 },
+      { _id: 2, sku: 'ink', qty: 9 },
+    ];
+    const stock: ValueObject[] = [
+      { _id: 'a', sku: 'pen', left: 1 },
+      { _id: 'b', sku: 'pen', left: 5 },
+      { _id: 'c', sku: 'ink', left: 20 },
+      { _id: 'd', sku: 'pad', left: 50 },
+    ];
+    const joined = runPipeline(
+      orders,
+      [
+        {
+          $lookup: {
+            from: 'stock',
+            localField: 'sku',
+            foreignField: 'sku',
+            let: { need: '$qty' },
+            pipeline: [{ $match: { $expr: { $gte: ['$left', '$$need'] } } }, { $project: { _id: 1 } }],
+            as: 'enough',
+          },
+        },
+      ],
+      { collection: () => stock },
+    );
+    expect(joined.map((d) => d['enough'])).toEqual([[{ _id: 'b' }], [{ _id: 'c' }]]);
+  });
+
   it('matches and sorts as find does (type brackets, not JavaScript order)', () => {
     const mixed: ValueObject[] = [{ _id: 1, v: 'b' }, { _id: 2, v: 10 }, { _id: 3, v: null }, { _id: 4, v: [5, 20] }, { _id: 5 }];
     expect(runPipeline(mixed, [{ $sort: { v: 1, _id: 1 } }]).map((d) => d['_id'])).toEqual([3, 5, 4, 2, 1]);
