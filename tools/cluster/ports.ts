@@ -10,12 +10,15 @@ export function portAt(spec: number | number[], index: number): number {
 
 /** Fails, naming the node, when `port` is taken. */
 export async function assertPortFree(port: number, name: string): Promise<void> {
-  await new Promise<void>((resolvePort, reject) => {
+  if (!(await canListen(port))) throw new Error(`port ${port} for ${name} is already in use; stop whatever holds it or choose other ports`);
+}
+
+/** True when a listener on `port` at 127.0.0.1 can be opened now (it is closed again). */
+function canListen(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolvePort) => {
     const server = createServer();
-    server.once('error', () =>
-      reject(new Error(`port ${port} for ${name} is already in use; stop whatever holds it or choose other ports`)),
-    );
-    server.listen(port, '127.0.0.1', () => server.close(() => resolvePort()));
+    server.once('error', () => resolvePort(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolvePort(true)));
   });
 }
 
@@ -34,13 +37,7 @@ const handedOut = new Set<number>();
 export async function freePort(): Promise<number> {
   for (;;) {
     const port = PICK_FROM + Math.floor(Math.random() * (PICK_TO - PICK_FROM));
-    if (handedOut.has(port)) continue;
-    const free = await new Promise<boolean>((resolvePort) => {
-      const server = createServer();
-      server.once('error', () => resolvePort(false));
-      server.listen(port, '127.0.0.1', () => server.close(() => resolvePort(true)));
-    });
-    if (!free) continue;
+    if (handedOut.has(port) || !(await canListen(port))) continue;
     handedOut.add(port);
     return port;
   }

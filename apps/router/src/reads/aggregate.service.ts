@@ -96,8 +96,7 @@ export class AggregateService {
       throw new TesseraError('OPERATION_NOT_SUPPORTED_IN_TRANSACTION', '$merge cannot be used in a transaction', {
         details: { field: 'pipeline' },
       });
-    const input: ValueObject[] = [];
-    while (!shards.isExhausted) input.push(...(await shards.nextBatch(DRAIN_BATCH_SIZE)));
+    const input = await drain(shards);
     const running = writing === undefined ? stages : stages.slice(0, -1);
     const results = await this.runStages(ns, input, running, context);
     if (writing !== undefined) await this.write(`${writing.db ?? databaseOf(ns)}.${writing.coll}`, writing, results);
@@ -187,11 +186,15 @@ export class AggregateService {
         batchSize: DRAIN_BATCH_SIZE,
       }),
     );
-    const cursor = new RouterCursor(ns, batches, {}, this.queries.cursorPort());
-    const documents: ValueObject[] = [];
-    while (!cursor.isExhausted) documents.push(...(await cursor.nextBatch(DRAIN_BATCH_SIZE)));
-    return documents;
+    return drain(new RouterCursor(ns, batches, {}, this.queries.cursorPort()));
   }
+}
+
+/** Every document a router cursor has left, read in large batches. */
+async function drain(cursor: RouterCursor): Promise<ValueObject[]> {
+  const documents: ValueObject[] = [];
+  while (!cursor.isExhausted) documents.push(...(await cursor.nextBatch(DRAIN_BATCH_SIZE)));
+  return documents;
 }
 
 interface MergeContext {

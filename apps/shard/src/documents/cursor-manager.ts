@@ -2,7 +2,16 @@ import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
 import { poolQuery, poolStatement } from '@tessera/platform';
-import { MAX_BATCH_BYTES, type PipelineOptions, bsonSize, compileProjection, compileSort, parseFilter, runPipeline } from '@tessera/query';
+import {
+  type CompiledFilter,
+  MAX_BATCH_BYTES,
+  type PipelineOptions,
+  bsonSize,
+  compileProjection,
+  compileSort,
+  parseFilter,
+  runPipeline,
+} from '@tessera/query';
 import { planSqlGroup } from './sql-group.js';
 import { readRelation, scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
@@ -70,11 +79,7 @@ export class CursorManager {
     const skip = nonNegative(request.skip, 'skip') ?? 0;
     const limit = nonNegative(request.limit, 'limit') || undefined;
     const where = scanConditions(handle, compiled.filter);
-    const accept = (row: StoredRow): ValueObject | undefined => {
-      if (!handle.owns(row.shard_key)) return undefined;
-      const document = fromExtendedJsonObject(row.doc) as ValueObject;
-      return compiled.matches(document) ? document : undefined;
-    };
+    const accept = ownedMatching(handle, compiled);
     // A batch is sized by its documents as stored, or as projected when projected.
     const sizeOf: SizeOf =
       request.projection === undefined || Object.keys(request.projection).length === 0 ? (_projected, stored) => stored : bsonSize;
@@ -190,17 +195,12 @@ export class CursorManager {
     onClose?: () => void,
   ): Promise<FindBatch> {
     const compiled = parseFilter(request.filter);
-    const where = scanConditions(handle, compiled.filter);
     const grouped = await this.groupInPostgres(handle, compiled.filter, stages[0]);
     const input =
       grouped ??
-      (
-        await this.matchingDocuments(handle, where, (row) => {
-          if (!handle.owns(row.shard_key)) return undefined;
-          const document = fromExtendedJsonObject(row.doc) as ValueObject;
-          return compiled.matches(document) ? document : undefined;
-        })
-      ).map(({ document }) => document);
+      (await this.matchingDocuments(handle, scanConditions(handle, compiled.filter), ownedMatching(handle, compiled))).map(
+        ({ document }) => document,
+      );
     const results = runPipeline(input, grouped === undefined ? stages : stages.slice(1), options).map((document) => ({
       document,
       size: bsonSize(document),
@@ -286,6 +286,15 @@ export class CursorManager {
       },
     };
   }
+}
+
+/** A row's document when this shard owns it and it matches `compiled`; undefined for an orphan or a miss. */
+function ownedMatching(handle: CollectionHandle, compiled: CompiledFilter): (row: StoredRow) => ValueObject | undefined {
+  return (row) => {
+    if (!handle.owns(row.shard_key)) return undefined;
+    const document = fromExtendedJsonObject(row.doc) as ValueObject;
+    return compiled.matches(document) ? document : undefined;
+  };
 }
 
 /** The BSON size of a document returned, from the document as returned or its size as stored. */

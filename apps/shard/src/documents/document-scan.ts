@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
-import { type ChunkRange, TesseraError, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
-import { type CompiledFilter, idEqualityFromFilter, keyOfPointRange, keyRangesForFilter } from '@tessera/query';
+import { type ChunkRange, TesseraError, type Value, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
+import { type CompiledFilter, idEqualityFromFilter, isDocument, keyOfPointRange, keyRangesForFilter } from '@tessera/query';
 import type { CollectionHandle } from './document-store.js';
 import { indexRangesForFilter } from './index-keys.js';
 
@@ -76,26 +76,29 @@ export function scanConditions(
  */
 function equalFields(filter: ValueObject): Array<{ field: string; values: string[] }> {
   const conditions: Array<{ field: string; values: string[] }> = [];
-  const scalar = (value: unknown): value is string | boolean => typeof value === 'string' || typeof value === 'boolean';
   for (const [field, condition] of Object.entries(filter)) {
     if (field === '$and' && Array.isArray(condition)) {
       for (const part of condition as ValueObject[]) conditions.push(...equalFields(part));
       continue;
     }
     if (field.startsWith('$') || field.includes('.')) continue;
-    if (scalar(condition)) {
-      conditions.push({ field, values: [String(condition)] });
-      continue;
-    }
-    if (condition === null || typeof condition !== 'object' || Array.isArray(condition) || (condition as { _bsontype?: unknown })._bsontype)
-      continue;
-    const operators = condition as ValueObject;
-    if (Object.keys(operators).length !== 1) continue;
-    if (scalar(operators['$eq'])) conditions.push({ field, values: [String(operators['$eq'])] });
-    const among = operators['$in'];
-    if (Array.isArray(among) && among.length > 0 && among.every(scalar)) conditions.push({ field, values: among.map(String) });
+    const values = stringOrBooleanEquality(condition);
+    if (values !== undefined) conditions.push({ field, values: values.map(String) });
   }
   return conditions;
+}
+
+/**
+ * The values a field's condition asks it to equal, when it is a string or boolean, `$eq` of one,
+ * or `$in` of them only; undefined for any other condition.
+ */
+export function stringOrBooleanEquality(condition: Value | undefined): Array<string | boolean> | undefined {
+  const scalar = (value: unknown): value is string | boolean => typeof value === 'string' || typeof value === 'boolean';
+  if (scalar(condition)) return [condition];
+  if (!isDocument(condition) || Object.keys(condition).length !== 1) return undefined;
+  if (scalar(condition['$eq'])) return [condition['$eq']];
+  const among = condition['$in'];
+  return Array.isArray(among) && among.length > 0 && among.every(scalar) ? among : undefined;
 }
 
 /**

@@ -16,6 +16,7 @@
  */
 import { type ChunkRange, type ShardKeyPattern, type Value, type ValueObject, encodeKey, valuesEqual } from '@tessera/core';
 import { isDocument, validateFilter } from '@tessera/query';
+import { stringOrBooleanEquality } from './document-scan.js';
 
 /** A planned group: its SQL (over `relation`, after `where`), and how to read its rows into documents. */
 export interface SqlGroup {
@@ -181,7 +182,7 @@ function filterSql(filter: ValueObject, param: (value: unknown) => string): stri
       continue;
     }
     if (field.startsWith('$') || field.includes('.')) return undefined;
-    const values = equalityValues(condition);
+    const values = stringOrBooleanEquality(condition);
     if (values === undefined) return undefined;
     const strings = param(values.filter((v) => typeof v === 'string'));
     const booleans = param(values.filter((v) => typeof v === 'boolean').map(String));
@@ -194,15 +195,6 @@ function filterSql(filter: ValueObject, param: (value: unknown) => string): stri
     );
   }
   return parts.length === 0 ? 'true' : parts.join(' AND ');
-}
-
-function equalityValues(condition: Value | undefined): Array<string | boolean> | undefined {
-  const scalar = (value: unknown): value is string | boolean => typeof value === 'string' || typeof value === 'boolean';
-  if (scalar(condition)) return [condition];
-  if (!isDocument(condition) || Object.keys(condition).length !== 1) return undefined;
-  if (scalar(condition['$eq'])) return [condition['$eq']];
-  const among = condition['$in'];
-  return Array.isArray(among) && among.length > 0 && among.every(scalar) ? among : undefined;
 }
 
 /** This shard's ranges as conditions on `shard_key`, adjacent ones merged; undefined when a range is of another arity (mid-refine). */
