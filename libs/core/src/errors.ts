@@ -33,6 +33,7 @@ export const ERROR_CODES = {
   STALE_CHUNK_HISTORY: { code: 339, codeName: 'StaleChunkHistory', retryable: false },
   SHARD_KEY_NOT_FOUND: { code: 61, codeName: 'ShardKeyNotFound', retryable: false },
   IMMUTABLE_FIELD: { code: 66, codeName: 'ImmutableField', retryable: false },
+  TYPE_MISMATCH: { code: 14, codeName: 'TypeMismatch', retryable: false },
   DOLLAR_PREFIXED_FIELD_NAME: { code: 52, codeName: 'DollarPrefixedFieldName', retryable: false },
   CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
   EXCEEDED_TIME_LIMIT: { code: 262, codeName: 'ExceededTimeLimit', retryable: true },

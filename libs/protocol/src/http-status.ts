@@ -12,6 +12,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'INVALID_NAMESPACE':
     case 'SHARD_KEY_NOT_FOUND':
     case 'IMMUTABLE_FIELD':
+    case 'TYPE_MISMATCH':
     case 'DOLLAR_PREFIXED_FIELD_NAME':
     case 'CLUSTER_TIME_FAILS_RATE_LIMITER':
     case 'PIPELINE_STAGE_SHAPE':

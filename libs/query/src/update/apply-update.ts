@@ -165,8 +165,8 @@ function applyOperators(document: ValueObject, update: ValueObject, options: App
   return working;
 }
 
-function fail(operator: string, path: string, what: string): never {
-  throw new TesseraError('BAD_VALUE', `${operator} on '${path}' ${what}.`, { details: { operator, path } });
+function fail(operator: string, path: string, what: string, code: 'BAD_VALUE' | 'TYPE_MISMATCH' = 'BAD_VALUE'): never {
+  throw new TesseraError(code, `${operator} on '${path}' ${what}.`, { details: { operator, path } });
 }
 
 function isNumber(value: Value | undefined): boolean {
@@ -227,11 +227,17 @@ function incrementOrMultiply(
   { path, segments, operand }: Step,
   original: ValueObject,
 ): void {
-  if (!isNumber(operand)) fail(operator, path, `needs a numeric argument, got ${display(operand)}`);
+  // MongoDB answers TypeMismatch for arithmetic on or with a non-number.
+  if (!isNumber(operand)) fail(operator, path, `needs a numeric argument, got ${display(operand)}`, 'TYPE_MISMATCH');
   const current = getPath(working, segments);
   if (current === undefined) return setPath(working, segments, operator === '$inc' ? operand : zeroLike(operand));
   if (!isNumber(current))
-    fail(operator, path, `cannot apply to a value of non-numeric type ${typeNameOf(current)} in document ${describeDocument(original)}`);
+    fail(
+      operator,
+      path,
+      `cannot apply to a value of non-numeric type ${typeNameOf(current)} in document ${describeDocument(original)}`,
+      'TYPE_MISMATCH',
+    );
   return setPath(working, segments, applyArithmetic(operator, current as Value, operand, path));
 }
 
