@@ -50,6 +50,22 @@ export type TransactionFields = z.infer<typeof transactionFieldsSchema>;
 const inTransaction = { transaction: transactionFieldsSchema.optional() };
 
 /**
+ * A single-document write without the shard key (MongoDB 7.0's write without shard key) runs in
+ * phases, the router sending one statement per command: `probe` asks every shard whether a
+ * retryable write's statement already ran there (answered from history, nothing runs otherwise),
+ * then the router reads one matching document's `_id` and shard key, and `write` runs the
+ * statement on the shard owning it with the filter narrowed to that document. A `write` that
+ * matched nothing is not recorded in the session's history: the document changed meanwhile and
+ * the router picks another under the same stmtId.
+ */
+export const withoutShardKeyPhaseSchema = z.enum(['probe', 'write']);
+export type WithoutShardKeyPhase = z.output<typeof withoutShardKeyPhaseSchema>;
+const withoutShardKey = { withoutShardKey: withoutShardKeyPhaseSchema.optional() };
+const oneStatementPerPhase = (statements: readonly unknown[], phase: WithoutShardKeyPhase | undefined) =>
+  phase === undefined || statements.length === 1;
+const oneStatementMessage = { message: 'a write without shard key sends one statement per command' };
+
+/**
  * What makes a write command retryable (sharding-internals.md, "Retryable writes"): its session,
  * the session's `txnNumber`, and the `stmtId` of each statement, which the router assigns (the
  * statement's index in the user's command) so that a retry, however it is split, names the same
@@ -133,29 +149,36 @@ export const updateStatementSchema = z.strictObject({
   upsert: z.boolean().default(false),
   arrayFilters: z.array(ejsonDocument).optional(),
 });
-export const updateCommandSchema = z.strictObject({
-  ...versioned,
-  ...inTransaction,
-  ...retryable,
-  updates: z.array(updateStatementSchema).min(1).max(100_000),
-  ordered: z.boolean().default(true),
-});
+export const updateCommandSchema = z
+  .strictObject({
+    ...versioned,
+    ...inTransaction,
+    ...retryable,
+    ...withoutShardKey,
+    updates: z.array(updateStatementSchema).min(1).max(100_000),
+    ordered: z.boolean().default(true),
+  })
+  .refine((c) => oneStatementPerPhase(c.updates, c.withoutShardKey), oneStatementMessage);
 export type UpdateCommand = z.input<typeof updateCommandSchema>;
 
 export const deleteStatementSchema = z.strictObject({ q: ejsonDocument, limit: z.union([z.literal(0), z.literal(1)]) });
-export const deleteCommandSchema = z.strictObject({
-  ...versioned,
-  ...inTransaction,
-  ...retryable,
-  deletes: z.array(deleteStatementSchema).min(1).max(100_000),
-  ordered: z.boolean().default(true),
-});
+export const deleteCommandSchema = z
+  .strictObject({
+    ...versioned,
+    ...inTransaction,
+    ...retryable,
+    ...withoutShardKey,
+    deletes: z.array(deleteStatementSchema).min(1).max(100_000),
+    ordered: z.boolean().default(true),
+  })
+  .refine((c) => oneStatementPerPhase(c.deletes, c.withoutShardKey), oneStatementMessage);
 export type DeleteCommand = z.input<typeof deleteCommandSchema>;
 
 export const findAndModifyCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
   ...retryable,
+  ...withoutShardKey,
   query: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
   update: z.union([ejsonDocument, z.array(z.unknown())]).optional(),

@@ -54,7 +54,7 @@ import { WriteTimes } from '../history/write-times.service.js';
 import { clusterTimeToSql } from '../history/write-time.js';
 import { RetryableWriteService } from '../sessions/retryable-write.service.js';
 import { retryableInsertOf, retryableWriteOf } from '../sessions/retryable-write.js';
-import type { StatementHistory } from './statement-history.js';
+import { type StatementHistory, inPhase } from './statement-history.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { CollectionResolver, type ResolvedCollection, type Versioned } from './collection-resolver.js';
 import { CursorManager } from './cursor-manager.js';
@@ -215,7 +215,11 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       'write',
       noneUpdated,
       (handle, collectionUuid) =>
-        this.retryable.run(write, collectionUuid, (history) => this.writes.update(handle, statements, command.ordered, history)),
+        this.retryable.run(
+          write,
+          collectionUuid,
+          inPhase(command.withoutShardKey, noneUpdated, (history) => this.writes.update(handle, statements, command.ordered, history)),
+        ),
     );
   }
 
@@ -230,7 +234,11 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     }
     const write = retryableWriteOf(command, statements, (s) => (s.limit === 0 ? 'a delete with limit: 0' : undefined));
     return this.withHandle<DeleteCommandResult>(command, false, 'write', noneDeleted, (handle, collectionUuid) =>
-      this.retryable.run(write, collectionUuid, (history) => this.writes.delete(handle, statements, command.ordered, history)),
+      this.retryable.run(
+        write,
+        collectionUuid,
+        inPhase(command.withoutShardKey, noneDeleted, (history) => this.writes.delete(handle, statements, command.ordered, history)),
+      ),
     );
   }
 
@@ -256,7 +264,11 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     }
     const write = retryableWriteOf(command, [request]);
     return this.withHandle<FindAndModifyResult>(command, command.upsert, 'write', noneFound, (handle, collectionUuid) =>
-      this.retryable.run(write, collectionUuid, (history) => this.writes.findAndModify(handle, request, history)),
+      this.retryable.run(
+        write,
+        collectionUuid,
+        inPhase(command.withoutShardKey, noneFound, (history) => this.writes.findAndModify(handle, request, history)),
+      ),
     );
   }
 

@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { TesseraError } from '@tessera/core';
+import type { WithoutShardKeyPhase } from '@tessera/protocol';
 
 /**
  * A statement's answer as the session's history keeps it, enough to answer a retry without
@@ -34,6 +35,8 @@ export interface ExecutedStatement {
 export interface StatementHistory {
   /** The recorded result of the statement at `index` of this command, when it already executed. */
   executed(index: number): StatementResult | undefined;
+  /** As `executed`, without counting the statement as answered from history. */
+  ran(index: number): StatementResult | undefined;
   /** The document a retried findAndModify answers with (before projection). */
   image(): { kind: ImageKind; document: unknown } | undefined;
   /** Records executed statements (and a findAndModify's image) in the write's transaction. */
@@ -75,4 +78,49 @@ export function recordedAs<O extends StatementResult['op']>(
     );
   }
   return result as Extract<StatementResult, { op: O }>;
+}
+
+/**
+ * The write paths' `work` as a phase of a write without shard key (the command's
+ * `withoutShardKey`; see the protocol), for a command of one statement:
+ *
+ * - `probe`: a statement this shard already ran answers from history; otherwise nothing runs and
+ *   the answer is `none()`. The router probes every shard before it looks for a document, so a
+ *   retry finds where the first attempt wrote instead of writing a second document.
+ * - `write`: the statement runs on the one document the router picked; if that document no
+ *   longer matches, nothing is recorded, so the router's next pick can run under the same stmtId.
+ */
+export function inPhase<T>(
+  phase: WithoutShardKeyPhase | undefined,
+  none: () => T,
+  work: (history: StatementHistory | undefined) => Promise<T>,
+): (history: StatementHistory | undefined) => Promise<T> {
+  if (phase === undefined) return work;
+  if (phase === 'probe') return async (history) => (history?.ran(0) === undefined ? none() : work(history));
+  return (history) => work(history === undefined ? undefined : changesOnly(history));
+}
+
+/** `history` recording only the statements that changed a document. */
+function changesOnly(history: StatementHistory): StatementHistory {
+  return {
+    executed: (index) => history.executed(index),
+    ran: (index) => history.ran(index),
+    image: () => history.image(),
+    record: (manager, statements, image) => history.record(manager, statements.filter(changedSomething), image),
+    recording: (first, statements) => history.recording(first, statements.filter(changedSomething)),
+    recorded: (statements) => history.recorded(statements.filter(changedSomething)),
+  };
+}
+
+function changedSomething({ result }: ExecutedStatement): boolean {
+  switch (result.op) {
+    case 'insert':
+      return true;
+    case 'update':
+      return result.n > 0 || result.upserted !== undefined;
+    case 'delete':
+      return result.n > 0;
+    case 'findAndModify':
+      return result.lastErrorObject.n > 0;
+  }
 }

@@ -175,11 +175,19 @@ export class SessionHistory implements StatementHistory {
    * migrated history may have missed it: running it again could apply it twice.
    */
   executed(index: number): StatementResult | undefined {
+    const result = this.ran(index);
+    if (result !== undefined) {
+      const [part, stmtId] = this.locate(index);
+      this.retried[part]!.push(stmtId);
+    }
+    return result;
+  }
+
+  ran(index: number): StatementResult | undefined {
     const [part, stmtId] = this.locate(index);
     const state = this.states[part]!;
     const result = state.statements.get(stmtId);
-    if (result !== undefined) this.retried[part]!.push(stmtId);
-    else if (state.incompleteHistory) {
+    if (result === undefined && state.incompleteHistory) {
       throw new TesseraError(
         'INCOMPLETE_TRANSACTION_HISTORY',
         `Incomplete history detected for transaction ${state.txnNumber} on session ${this.parts[part]!.lsid}: statement ${stmtId} may have run before a chunk migration, which could not bring its record`,
