@@ -21,7 +21,9 @@ import { RouterSessions } from './sessions/router-sessions.service.js';
 import type { RouterSettings } from './router.settings.js';
 import { ClusterRoutingService } from './routing/cluster-routing.service.js';
 import { BulkWriteService } from './writes/bulk-write.service.js';
+import { FindAndModifyService } from './writes/find-and-modify.service.js';
 import { WriteService } from './writes/write.service.js';
+import { WriteWithoutShardKeyService } from './writes/write-without-shard-key.service.js';
 
 /**
  * Every controller of the public API. DocumentsController comes before CollectionController
@@ -55,6 +57,8 @@ export class RouterModule {
         AggregateService,
         TransactionRouter,
         WriteService,
+        WriteWithoutShardKeyService,
+        FindAndModifyService,
         BulkWriteService,
         DocumentsService,
         IndexesService,

@@ -11,6 +11,7 @@ import {
 } from '../api/request-schemas.js';
 import { AggregateService } from '../reads/aggregate.service.js';
 import { QueryService } from '../reads/query.service.js';
+import { FindAndModifyService } from '../writes/find-and-modify.service.js';
 import { WriteService } from '../writes/write.service.js';
 
 /**
@@ -22,6 +23,7 @@ import { WriteService } from '../writes/write.service.js';
 export class CollectionController {
   constructor(
     private readonly writes: WriteService,
+    private readonly findAndModifies: FindAndModifyService,
     private readonly queries: QueryService,
     private readonly aggregates: AggregateService,
   ) {}
@@ -41,7 +43,7 @@ export class CollectionController {
   @Post('findAndModify')
   @HttpCode(200)
   findAndModify(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.writes.findAndModify(namespaceOf(db, coll), parseWith(findAndModifyBodySchema, body, 'findAndModify request'));
+    return this.findAndModifies.findAndModify(namespaceOf(db, coll), parseWith(findAndModifyBodySchema, body, 'findAndModify request'));
   }
 
   @Post('count')

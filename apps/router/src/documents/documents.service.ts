@@ -1,21 +1,17 @@
 import { Injectable } from '@nestjs/common';
-import { TesseraError, type Value, type ValueObject, shardKeyFromEqualityQuery, valueAtPath } from '@tessera/core';
-import { type PublicWriteError, documentIdFromPath, errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
+import { TesseraError, type Value } from '@tessera/core';
+import { type PublicWriteError, documentIdFromPath, errorFromPublic, toWire } from '../api/extended-json.js';
 import { QueryService } from '../reads/query.service.js';
-import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
 import { WriteService } from '../writes/write.service.js';
 
 /**
  * The single-document REST convenience routes, built on the batch operations. `{id}` is read
  * by `documentIdFromPath`. On a sharded collection whose shard key is not `_id`, a write by
- * `_id` alone could not be targeted (`SHARD_KEY_NOT_FOUND`), so the router first reads the
- * document's shard key (a find by `_id`, scatter-gather) and then writes with `_id` plus the
- * full key; a shard key never changes outside a transaction, so the key it read still holds.
+ * `_id` runs as a write without shard key (`WriteWithoutShardKeyService`).
  */
 @Injectable()
 export class DocumentsService {
   constructor(
-    private readonly cluster: ClusterRoutingService,
     private readonly queries: QueryService,
     private readonly writes: WriteService,
   ) {}
@@ -56,7 +52,7 @@ export class DocumentsService {
   }
 
   async remove(ns: string, id: string): Promise<{ deletedCount: number; ok: 1 }> {
-    const q = await this.filterFor(ns, id);
+    const q = byId(id);
     const result = await this.writes.delete(ns, { deletes: [{ q, limit: 1 }], ordered: true });
     throwFirstWriteError(result.writeErrors);
     if (result.deletedCount === 0) throw notFound(ns, documentIdFromPath(id));
@@ -64,30 +60,17 @@ export class DocumentsService {
   }
 
   private async updateOne(ns: string, id: string, u: Record<string, unknown>) {
-    const q = await this.filterFor(ns, id);
+    const q = byId(id);
     const result = await this.writes.update(ns, { updates: [{ q, u, multi: false, upsert: false }], ordered: true });
     throwFirstWriteError(result.writeErrors);
     if (result.matchedCount === 0) throw notFound(ns, documentIdFromPath(id));
     return { matchedCount: result.matchedCount, modifiedCount: result.modifiedCount, ok: 1 as const };
   }
+}
 
-  /** `{_id}` when that targets one shard, else `{_id, ...shard key of the stored document}` (wire form). */
-  private async filterFor(ns: string, id: string): Promise<Record<string, unknown>> {
-    const _id = documentIdFromPath(id);
-    const byId = { _id };
-    const routing = await this.cluster.routingForRead(ns);
-    if (routing === undefined) throw notFound(ns, _id);
-    if (routing.kind === 'unsharded' || shardKeyFromEqualityQuery(routing.pattern, byId) !== undefined)
-      return toWire(byId) as Record<string, unknown>;
-    const projection = Object.fromEntries([['_id', 1], ...routing.pattern.fields.map((f) => [f.path, 1])]);
-    const found = await this.queries.find(ns, { filter: toWire(byId) as Record<string, unknown>, projection, limit: 1, batchSize: 1 });
-    const stored = found.cursor.firstBatch?.[0];
-    if (stored === undefined) throw notFound(ns, _id);
-    const document = fromWire(stored) as ValueObject;
-    const filter: Record<string, Value> = { _id };
-    for (const field of routing.pattern.fields) filter[field.path] = valueAtPath(document, field.path) ?? null;
-    return toWire(filter) as Record<string, unknown>;
-  }
+/** The filter `{_id}` of the document `{id}` names (wire form). */
+function byId(id: string): Record<string, unknown> {
+  return toWire({ _id: documentIdFromPath(id) }) as Record<string, unknown>;
 }
 
 function throwFirstWriteError(errors: readonly PublicWriteError[]): void {

@@ -95,7 +95,7 @@ const OPERATIONS: readonly Operation[] = [
     path: `${ns}/update`,
     summary: 'update (updateOne / updateMany / replaceOne)',
     description:
-      'On a sharded collection an upsert, and a multi:false update that does not reach exactly one shard, need the full shard key by equality in q (SHARD_KEY_NOT_FOUND otherwise).',
+      'On a sharded collection a multi:false update without the full shard key by equality in q updates one matching document (a write without shard key, as MongoDB 7.0+); an upsert needs the full shard key by equality in q (SHARD_KEY_NOT_FOUND otherwise).',
     body: updateBodySchema,
     response: obj(
       { matchedCount: count, modifiedCount: count, upsertedCount: count, upsertedIds: byIndex, writeErrors, retriedStmtIds, ok },
@@ -108,7 +108,7 @@ const OPERATIONS: readonly Operation[] = [
     path: `${ns}/delete`,
     summary: 'delete (deleteOne / deleteMany)',
     description:
-      'On a sharded collection a limit:1 delete that does not reach exactly one shard needs the full shard key by equality in q.',
+      'On a sharded collection a limit:1 delete without the full shard key by equality in q deletes one matching document (a write without shard key, as MongoDB 7.0+).',
     body: deleteBodySchema,
     response: obj({ deletedCount: count, writeErrors, retriedStmtIds, ok }, ['deletedCount', ...WRITE_REQUIRED]),
   },
@@ -144,7 +144,8 @@ const OPERATIONS: readonly Operation[] = [
     method: 'post',
     path: `${ns}/findAndModify`,
     summary: "findAndModify, as MongoDB's command",
-    description: 'On a sharded collection the query must reach exactly one shard (the full shard key by equality; always for an upsert).',
+    description:
+      'On a sharded collection a query without the full shard key by equality changes the first matching document by sort (a write without shard key, as MongoDB 7.0+); an upsert needs the full shard key by equality.',
     body: findAndModifyBodySchema,
     response: obj({
       value: { description: 'The document before or after (new: true) the change, or null.' },

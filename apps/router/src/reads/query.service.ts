@@ -83,7 +83,8 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     return withStaleRetries(this.cluster.cache, ns, () => this.findWith(ns, body, session, read, undefined));
   }
 
-  private async findWith(
+  /** A find at a read already resolved (`readOf`), outside or inside its transaction's `run`. */
+  async findWith(
     ns: string,
     body: FindBody,
     session: CommandSession | undefined,

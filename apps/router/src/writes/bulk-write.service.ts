@@ -3,7 +3,8 @@ import { TesseraError } from '@tessera/core';
 import type { PublicWriteError } from '../api/extended-json.js';
 import { namespaceOf } from '../api/namespace.js';
 import type { BulkWriteBody } from '../api/request-schemas.js';
-import { type DeleteResponse, type InsertResponse, type UpdateResponse, WriteService } from './write.service.js';
+import type { DeleteResponse, InsertResponse, UpdateResponse } from './write-responses.js';
+import { WriteService } from './write.service.js';
 
 type BulkOp = BulkWriteBody['ops'][number];
 

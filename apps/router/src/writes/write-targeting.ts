@@ -7,11 +7,11 @@
  * - multi update / delete with `limit: 0`: every shard `targetShards` names for the filter.
  * - single update (`multi: false`), delete with `limit: 1`, findAndModify: they must reach
  *   exactly one shard, or two shards could each change "the one" document. The full shard key
- *   by equality gives that shard; a filter whose key ranges fall on one shard also does.
- *   Otherwise `SHARD_KEY_NOT_FOUND` (MongoDB: "could not extract exact shard key"). We chose
- *   this over trying shards one at a time: it is deterministic and never changes two documents.
+ *   by equality gives that shard. Without it (`isWriteWithoutShardKey`) the router first reads
+ *   one matching document's `_id` and shard key, then writes with `targetDocumentFilter`, which
+ *   holds the full key: MongoDB 7.0's write without shard key (`WriteWithoutShardKeyService`).
  * - upsert: the full shard key by equality is required, since the inserted document takes its
- *   shard key from the filter; otherwise `SHARD_KEY_NOT_FOUND`.
+ *   shard key from the filter (MongoDB 8.0's rule); otherwise `SHARD_KEY_NOT_FOUND`.
  * - an unsharded collection: its database's primary shard, always.
  */
 import {
@@ -21,10 +21,13 @@ import {
   type RoutingTable,
   type ShardKeyPattern,
   TesseraError,
+  type Value,
+  type ValueObject,
   compareClusterTimestamps,
   extractShardKeyFromWire,
   shardKeyFromEqualityQuery,
   shardKeyPatternToObject,
+  valueAtPath,
 } from '@tessera/core';
 import { keyRangesForFilter, targetShards, validateFilter } from '@tessera/query';
 
@@ -77,20 +80,48 @@ export function routeWrite(shape: WriteShape, routing: WriteRouting): string[] {
   if (!shape.single && !shape.upsert) return targetShards(routing.table, routing.pattern, filter).shards;
   const key = shardKeyFromEqualityQuery(routing.pattern, filter);
   if (key !== undefined) return [routing.table.shardFor(key)];
-  if (!shape.upsert) {
-    const shards = targetShards(routing.table, routing.pattern, filter).shards;
-    if (shards.length <= 1) return shards;
-  }
   throw shardKeyNotFound(shape, routing);
+}
+
+/**
+ * True for a single-document write on a sharded collection whose filter does not hold the full
+ * shard key by equality, an upsert excepted (it is refused): it runs as a write without shard
+ * key. Decided by the filter alone, not by where its ranges fall today, so a chunk that splits or
+ * moves between a try and its retry cannot turn a routable write into a refused one.
+ */
+export function isWriteWithoutShardKey(shape: WriteShape, routing: WriteRouting): boolean {
+  if (routing.kind === 'unsharded' || !shape.single || shape.upsert) return false;
+  let filter: ValueObject;
+  try {
+    filter = validateFilter(shape.filter, '');
+  } catch {
+    return false; // refused by `routeWrite`, as a write error of its statement
+  }
+  return shardKeyFromEqualityQuery(routing.pattern, filter) === undefined;
+}
+
+/** What the read phase of a write without shard key projects: `_id` and the shard key's fields. */
+export function targetDocumentProjection(pattern: ShardKeyPattern): Record<string, 1> {
+  return Object.fromEntries([['_id', 1], ...pattern.fields.map((f) => [f.path, 1])]) as Record<string, 1>;
+}
+
+/**
+ * The write phase's filter: the document the read phase found, by `_id` and full shard key (a
+ * missing key field is null, as the shard key extraction reads it), and the statement's own
+ * filter, so a document changed since it was read no longer matches.
+ */
+export function targetDocumentFilter(pattern: ShardKeyPattern, target: ValueObject, filter: ValueObject): ValueObject {
+  const narrowed: Record<string, Value> = { _id: target['_id'] ?? null };
+  for (const { path } of pattern.fields) narrowed[path] = valueAtPath(target, path) ?? null;
+  return { ...narrowed, $and: [filter] };
 }
 
 function shardKeyNotFound(shape: WriteShape, routing: WriteRouting & { kind: 'sharded' }): TesseraError {
   const keyPattern = shardKeyPatternToObject(routing.pattern);
-  const what = shape.upsert ? `an upsert (${shape.operation})` : `a single-document ${shape.operation}`;
   return new TesseraError(
     'SHARD_KEY_NOT_FOUND',
-    `Failed to target ${what} on sharded collection ${routing.ns}: could not extract the exact shard key ${JSON.stringify(keyPattern)} from the filter. ` +
-      `Include every shard key field by equality${shape.upsert ? '' : ', or use a multi-document write'}.`,
+    `Failed to target an upsert (${shape.operation}) on sharded collection ${routing.ns}: could not extract the exact shard key ${JSON.stringify(keyPattern)} from the filter. ` +
+      'An upsert on a sharded collection needs every shard key field by equality.',
     { details: { namespace: routing.ns, shardKey: keyPattern } },
   );
 }

@@ -1,50 +1,31 @@
 import { Injectable } from '@nestjs/common';
 import { ObjectId } from 'bson';
 import { TesseraError, type Value, type ValueObject, valueAtPath } from '@tessera/core';
-import type { FindAndModifyResult, InsertCommandResult, UpdateCommandResult, DeleteCommandResult, SessionPart } from '@tessera/protocol';
+import type { DeleteCommandResult, InsertCommandResult, UpdateCommandResult, WithoutShardKeyPhase } from '@tessera/protocol';
 import { checkInsertFields, isOperatorUpdate } from '@tessera/query';
 import { Failpoints } from '@tessera/platform';
-import { withStaleRetries } from '@tessera/routing';
 import { type PublicWriteError, documentFromWire, fromWire, publicWriteError, toWire } from '../api/extended-json.js';
-import type { DeleteBody, FindAndModifyBody, InsertBody, UpdateBody } from '../api/request-schemas.js';
+import type { DeleteBody, InsertBody, UpdateBody } from '../api/request-schemas.js';
 import type { CommandSession } from '../api/session-fields.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { type ShardWriteReply, type StatementRouting, type WriteExecution, envelopeOf, executeWriteBatch } from './write-execution.js';
 import type { ChildBatch, RoutedStatement, RouterWriteError } from './write-plan.js';
-import { type WriteShape, checkUnmovedSince, routeInsert, routeWrite } from './write-targeting.js';
+import { checkUnmovedSince, isWriteWithoutShardKey, routeFilter, routeInsert, routeWrite } from './write-targeting.js';
+import {
+  type DeleteResponse,
+  type InsertResponse,
+  type UpdateResponse,
+  eachStatement,
+  noneDeleted,
+  noneUpdated,
+} from './write-responses.js';
+import { WriteWithoutShardKeyService, answeredByProbe } from './write-without-shard-key.service.js';
+import { isRetryableWrite, notRetryable, numbered, sessionFields, sessionPartOf, statementOf, transactionOf } from './write-sessions.js';
 import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
-import { type TransactionBody, transactionStatementOf } from '../transactions/transaction-fields.js';
 import { InsertCoalescer } from './insert-coalescer.js';
 
-export interface InsertResponse {
-  insertedCount: number;
-  /**
-   * `_id` by the user's statement index, as the drivers' insertMany result. Ascending: the keys
-   * are array indexes, which JavaScript enumerates (and JSON prints) in numeric order.
-   */
-  insertedIds: Record<string, unknown>;
-  writeErrors: PublicWriteError[];
-  ok: 1;
-}
-
-export interface UpdateResponse {
-  matchedCount: number;
-  modifiedCount: number;
-  upsertedCount: number;
-  /** By statement index, ascending as `insertedIds`. */
-  upsertedIds: Record<string, unknown>;
-  writeErrors: PublicWriteError[];
-  ok: 1;
-}
-
-export interface DeleteResponse {
-  deletedCount: number;
-  writeErrors: PublicWriteError[];
-  ok: 1;
-}
-
-interface UpdateStatement {
+export interface UpdateStatement {
   q: ValueObject;
   u: Value;
   multi: boolean;
@@ -67,6 +48,7 @@ export class WriteService {
     private readonly sessions: RouterSessions,
     private readonly failpoints: Failpoints,
     private readonly transactions: TransactionRouter,
+    private readonly withoutShardKey: WriteWithoutShardKeyService,
   ) {
     this.inserts = new InsertCoalescer((shard, command) => this.cluster.shard(shard).then((client) => client.insert(command)));
   }
@@ -81,7 +63,7 @@ export class WriteService {
    */
   async insert(ns: string, body: InsertBody, bodyBytes?: number, stmtIdBase = 0): Promise<InsertResponse> {
     const session = numbered(this.sessions.use(body), stmtIdBase);
-    const transaction = await this.transactionOf(body, session);
+    const transaction = await transactionOf(this.transactions, body, session);
     if (transaction !== undefined)
       return this.transactions.run(transaction, () => this.insertWith(ns, body, session, transaction, bodyBytes));
     return this.insertWith(ns, body, session, undefined, bodyBytes);
@@ -156,7 +138,7 @@ export class WriteService {
 
   async update(ns: string, body: UpdateBody, stmtIdBase = 0): Promise<UpdateResponse> {
     const session = numbered(this.sessions.use(body), stmtIdBase);
-    const transaction = await this.transactionOf(body, session);
+    const transaction = await transactionOf(this.transactions, body, session);
     if (transaction !== undefined) return this.transactions.run(transaction, () => this.updateWith(ns, body, session, transaction));
     return this.updateWith(ns, body, session, undefined);
   }
@@ -176,9 +158,25 @@ export class WriteService {
       upsert: s.upsert,
       ...(s.arrayFilters !== undefined ? { arrayFilters: s.arrayFilters } : {}),
     }));
-    let execution: WriteExecution<UpdateCommandResult>;
+    const routing = await this.cluster.routingForWrite(ns);
+    const shapes = statements.map((s) => ({ filter: s.q, single: !s.multi, upsert: s.upsert, operation: 'update' }));
+    const withoutShardKey = shapes.some((shape) => isWriteWithoutShardKey(shape, routing));
+    if (withoutShardKey && statements.length > 1) {
+      return eachStatement(
+        statements.length,
+        body.ordered,
+        (i) => this.updateWith(ns, { ...body, updates: [body.updates[i]!] }, statementOf(session, i), transaction),
+        noneUpdated,
+      );
+    }
     try {
-      execution = await this.executeUpdate(ns, body, statements, session, transaction);
+      if (withoutShardKey) {
+        const statement = statements[0]!;
+        const send = async (phase: WithoutShardKeyPhase, q: ValueObject) =>
+          this.updateResponse(await this.executeUpdate(ns, body, [{ ...statement, q }], session, transaction, phase));
+        return await this.runWithoutShardKey(ns, statement.q, session, transaction, send, noneUpdated);
+      }
+      return this.updateResponse(await this.executeUpdate(ns, body, statements, session, transaction));
     } catch (error) {
       if (
         transaction !== undefined &&
@@ -189,6 +187,26 @@ export class WriteService {
         return this.moveToNewOwner(ns, error, session, transaction);
       throw error;
     }
+  }
+
+  /** A single-document update or delete without the shard key, by `WriteWithoutShardKeyService`'s phases. */
+  private runWithoutShardKey<R extends UpdateResponse | DeleteResponse>(
+    ns: string,
+    filter: ValueObject,
+    session: CommandSession | undefined,
+    transaction: RouterTransaction | undefined,
+    send: (phase: WithoutShardKeyPhase, q: ValueObject) => Promise<R>,
+    none: () => R,
+  ): Promise<R> {
+    return this.withoutShardKey.run(ns, { filter }, transaction, {
+      probe: isRetryableWrite(session, transaction) ? async () => answeredByProbe(await send('probe', filter)) : undefined,
+      write: (q) => send('write', q),
+      settled: (reply) => ('deletedCount' in reply ? reply.deletedCount : reply.matchedCount) > 0 || reply.writeErrors.length > 0,
+      none,
+    });
+  }
+
+  private updateResponse(execution: WriteExecution<UpdateCommandResult>): UpdateResponse {
     let matchedCount = 0;
     let modifiedCount = 0;
     const upsertedIds: Record<string, unknown> = {};
@@ -215,6 +233,7 @@ export class WriteService {
     statements: readonly UpdateStatement[],
     session: CommandSession | undefined,
     transaction: RouterTransaction | undefined,
+    phase?: WithoutShardKeyPhase,
   ): Promise<WriteExecution<UpdateCommandResult>> {
     return this.execute<UpdateCommandResult>(
       ns,
@@ -223,6 +242,7 @@ export class WriteService {
       (index, routing) => {
         const statement = statements[index]!;
         checkUpdateShape(statement);
+        if (phase === 'probe') return routeFilter({}, routing);
         if (transaction !== undefined) checkUnmovedSince(routing, { filter: statement.q }, transaction.atClusterTime);
         return routeWrite({ filter: statement.q, single: !statement.multi, upsert: statement.upsert, operation: 'update' }, routing);
       },
@@ -231,7 +251,8 @@ export class WriteService {
           client.update({
             ns,
             ...routing.versioningFor(batch.shard),
-            ...this.sessionFields(session, transaction, batch),
+            ...sessionFields(this.transactions, session, transaction, batch),
+            ...(phase !== undefined ? { withoutShardKey: phase } : {}),
             ordered: body.ordered,
             updates: batch.indexes.map((i) => {
               const s = statements[i]!;
@@ -278,7 +299,7 @@ export class WriteService {
 
   async delete(ns: string, body: DeleteBody, stmtIdBase = 0): Promise<DeleteResponse> {
     const session = numbered(this.sessions.use(body), stmtIdBase);
-    const transaction = await this.transactionOf(body, session);
+    const transaction = await transactionOf(this.transactions, body, session);
     if (transaction !== undefined) return this.transactions.run(transaction, () => this.deleteWith(ns, body, session, transaction));
     return this.deleteWith(ns, body, session, undefined);
   }
@@ -292,12 +313,39 @@ export class WriteService {
     if (transaction === undefined && session?.txnNumber !== undefined && body.deletes.some((s) => s.limit === 0))
       throw notRetryable('a delete with limit: 0');
     const statements = body.deletes.map((s) => ({ q: documentFromWire(s.q), limit: s.limit }));
-    const execution = await this.execute<DeleteCommandResult>(
+    const routing = await this.cluster.routingForWrite(ns);
+    const shapes = statements.map((s) => ({ filter: s.q, single: s.limit === 1, upsert: false, operation: 'delete' }));
+    if (shapes.some((shape) => isWriteWithoutShardKey(shape, routing))) {
+      if (statements.length === 1) {
+        const send = async (phase: WithoutShardKeyPhase, q: ValueObject) =>
+          this.deleteResponse(await this.executeDelete(ns, body, [{ q, limit: 1 }], session, transaction, phase));
+        return this.runWithoutShardKey(ns, statements[0]!.q, session, transaction, send, noneDeleted);
+      }
+      return eachStatement(
+        statements.length,
+        body.ordered,
+        (i) => this.deleteWith(ns, { ...body, deletes: [body.deletes[i]!] }, statementOf(session, i), transaction),
+        noneDeleted,
+      );
+    }
+    return this.deleteResponse(await this.executeDelete(ns, body, statements, session, transaction));
+  }
+
+  private executeDelete(
+    ns: string,
+    body: DeleteBody,
+    statements: ReadonlyArray<{ q: ValueObject; limit: 0 | 1 }>,
+    session: CommandSession | undefined,
+    transaction: RouterTransaction | undefined,
+    phase?: WithoutShardKeyPhase,
+  ): Promise<WriteExecution<DeleteCommandResult>> {
+    return this.execute<DeleteCommandResult>(
       ns,
       statements.length,
       body.ordered,
       (index, routing) => {
         const statement = statements[index]!;
+        if (phase === 'probe') return routeFilter({}, routing);
         if (transaction !== undefined) checkUnmovedSince(routing, { filter: statement.q }, transaction.atClusterTime);
         return routeWrite({ filter: statement.q, single: statement.limit === 1, upsert: false, operation: 'delete' }, routing);
       },
@@ -306,76 +354,19 @@ export class WriteService {
           client.delete({
             ns,
             ...routing.versioningFor(batch.shard),
-            ...this.sessionFields(session, transaction, batch),
+            ...sessionFields(this.transactions, session, transaction, batch),
+            ...(phase !== undefined ? { withoutShardKey: phase } : {}),
             ordered: body.ordered,
             deletes: batch.indexes.map((i) => ({ q: toWire(statements[i]!.q) as Record<string, unknown>, limit: statements[i]!.limit })),
           }),
         ),
       transaction,
     );
+  }
+
+  private deleteResponse(execution: WriteExecution<DeleteCommandResult>): DeleteResponse {
     const deletedCount = execution.replies.reduce((sum, { reply }) => sum + reply.deletedCount, 0);
     return { deletedCount, writeErrors: publicErrors(execution), ...this.retried(execution), ok: 1 };
-  }
-
-  /** MongoDB's findAndModify on one shard: `{ lastErrorObject, value, ok: 1 }`. */
-  async findAndModify(ns: string, body: FindAndModifyBody): Promise<FindAndModifyResult & { ok: 1 }> {
-    const session = this.sessions.use(body);
-    const transaction = await this.transactionOf(body, session);
-    if (transaction !== undefined) return this.transactions.run(transaction, () => this.findAndModifyWith(ns, body, session, transaction));
-    return this.findAndModifyWith(ns, body, session, undefined);
-  }
-
-  private async findAndModifyWith(
-    ns: string,
-    body: FindAndModifyBody,
-    session: CommandSession | undefined,
-    transaction: RouterTransaction | undefined,
-  ): Promise<FindAndModifyResult & { ok: 1 }> {
-    const query = documentFromWire(body.query);
-    const update = body.update === undefined ? undefined : fromWire(body.update);
-    if (update !== undefined) checkUpdateShape({ q: query, u: update, multi: false, upsert: body.upsert });
-    const shape: WriteShape = { filter: query, single: true, upsert: body.upsert, operation: 'findAndModify' };
-    const attempt = async () => {
-      const routing = await this.cluster.routingForWrite(ns);
-      if (transaction !== undefined) checkUnmovedSince(routing, { filter: query }, transaction.atClusterTime);
-      const [shard] = routeWrite(shape, routing);
-      if (shard === undefined) return { value: null, lastErrorObject: { n: 0, updatedExisting: false }, ok: 1 as const };
-      const client = await this.cluster.shard(shard);
-      const result = await client.findAndModify({
-        ns,
-        ...routing.versioningFor(shard),
-        ...this.sessionFields(session, transaction, { indexes: [0], shard }),
-        query: body.query,
-        remove: body.remove,
-        new: body.new,
-        upsert: body.upsert,
-        ...(body.sort ? { sort: body.sort } : {}),
-        ...(body.fields ? { fields: body.fields } : {}),
-        ...(update !== undefined ? { update: toWire(update) as Record<string, unknown> } : {}),
-        ...(body.arrayFilters !== undefined ? { arrayFilters: body.arrayFilters } : {}),
-      });
-      if (result.retriedStmtIds !== undefined) this.sessions.noteRetried(result.retriedStmtIds.length);
-      await this.failpoints.pauseAt('router.write.beforeReply', ns);
-      return { ...result, ok: 1 as const };
-    };
-    // A transaction's statement is not retried on stale routing: its participant aborted.
-    return transaction === undefined ? withStaleRetries(this.cluster.cache, ns, attempt) : this.cluster.markingStale(ns, attempt);
-  }
-
-  /** The transaction a command is a statement of (started by it when it says so), or undefined. */
-  private async transactionOf(body: TransactionBody, session: CommandSession | undefined): Promise<RouterTransaction | undefined> {
-    const of = transactionStatementOf(body, session);
-    return of === undefined ? undefined : this.transactions.statement(of);
-  }
-
-  /** A command's session fields for a shard: its transaction's, or a retryable write's. */
-  private sessionFields(
-    session: CommandSession | undefined,
-    transaction: RouterTransaction | undefined,
-    batch: Pick<ChildBatch, 'indexes' | 'shard'>,
-  ) {
-    if (transaction !== undefined) return { transaction: this.transactions.fieldsFor(transaction, batch.shard, true) };
-    return retryableFields(session, batch);
   }
 
   /** The user's statements the shards answered from the session's history (MongoDB's `retriedStmtIds`), when any. */
@@ -424,7 +415,7 @@ export class WriteService {
 }
 
 /** MongoDB refuses a replacement document with `multi: true`. Throws `FAILED_TO_PARSE`; `BAD_VALUE` as `isOperatorUpdate`. */
-function checkUpdateShape(statement: UpdateStatement): void {
+export function checkUpdateShape(statement: UpdateStatement): void {
   if (Array.isArray(statement.u)) return;
   if (statement.multi && !isOperatorUpdate(statement.u)) {
     throw new TesseraError(
@@ -459,30 +450,4 @@ function wireInsert(json: Readonly<Record<string, unknown>>, index: number): Wir
   const id = fromWire(json['_id']);
   checkInsertFields(json, id, index);
   return { document: json, id: toWire(id) };
-}
-
-/**
- * The fields that make a shard's part of a command retryable: the session, its txnNumber, and
- * each statement's stmtId, its index in the user's command, so a retry however split or
- * re-routed names the same statements. None for a command outside a retryable write.
- */
-function retryableFields(session: CommandSession | undefined, batch: Pick<ChildBatch, 'indexes'>) {
-  return sessionPartOf(session, batch) ?? {};
-}
-
-/** `retryableFields` as a session part of a command, or undefined outside a retryable write. */
-function sessionPartOf(session: CommandSession | undefined, batch: Pick<ChildBatch, 'indexes'>): SessionPart | undefined {
-  if (session?.txnNumber === undefined) return undefined;
-  const base = session.stmtIdBase ?? 0;
-  return { lsid: session.lsid, txnNumber: session.txnNumber, stmtIds: batch.indexes.map((index) => base + index) };
-}
-
-/** `session` with its statements numbered from `stmtIdBase` (see `CommandSession.stmtIdBase`). */
-function numbered(session: CommandSession | undefined, stmtIdBase: number): CommandSession | undefined {
-  return session === undefined || stmtIdBase === 0 ? session : { ...session, stmtIdBase };
-}
-
-/** MongoDB runs multi-document writes once but cannot promise a retry does not apply them again. */
-function notRetryable(what: string): TesseraError {
-  return new TesseraError('INVALID_OPTIONS', `${what} cannot be a retryable write: send it without txnNumber`);
 }
