@@ -37,6 +37,7 @@ export const ERROR_CODES = {
   DOLLAR_PREFIXED_FIELD_NAME: { code: 52, codeName: 'DollarPrefixedFieldName', retryable: false },
   CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
   EXCEEDED_TIME_LIMIT: { code: 262, codeName: 'ExceededTimeLimit', retryable: true },
+  MAX_TIME_MS_EXPIRED: { code: 50, codeName: 'MaxTimeMSExpired', retryable: false },
   DUPLICATE_KEY: { code: 11000, codeName: 'DuplicateKey', retryable: false },
   DOCUMENT_TOO_LARGE: { code: 10334, codeName: 'BSONObjectTooLarge', retryable: false },
   NO_SUCH_TRANSACTION: { code: 251, codeName: 'NoSuchTransaction', retryable: false },

@@ -2,6 +2,7 @@ import { type DynamicModule, Injectable, Module, type OnModuleInit } from '@nest
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, type MigrationInterface } from 'typeorm';
 import { HealthService } from './health.js';
+import { remainingTimeMs, timeLimitExpired } from './time-limit.js';
 
 type MigrationClass = new () => MigrationInterface;
 // TypeORM takes entity classes of any constructor shape.
@@ -110,6 +111,11 @@ export async function poolQuery<T>(dataSource: DataSource, sql: string, paramete
   return (await poolStatement<T>(dataSource, { text: sql, values: parameters })).rows;
 }
 
+/** `poolQuery` as a `Queryable`, for code written against a transaction's manager that also runs outside one. */
+export function poolQueryable(dataSource: DataSource): Queryable {
+  return { query: (sql, parameters = []) => poolQuery(dataSource, sql, parameters) };
+}
+
 /**
  * `poolQuery` for a statement that may be named, answering the rows and how many rows it
  * inserted, updated or deleted. A named statement is parsed and planned once per connection and
@@ -119,11 +125,51 @@ export async function poolStatement<T>(
   dataSource: DataSource,
   statement: { name?: string; text: string; values: unknown[] },
 ): Promise<{ rows: T[]; rowCount: number }> {
-  const pool = (dataSource.driver as unknown as { master: { query(statement: object): Promise<{ rows: T[]; rowCount: number | null }> } })
-    .master;
+  const pool = (dataSource.driver as unknown as { master: Pool<T> }).master;
+  const timeoutMs = remainingTimeMs();
+  if (timeoutMs !== undefined) return timedStatement(pool, statement, timeoutMs);
   const result = await pool.query(statement);
   return { rows: result.rows, rowCount: result.rowCount ?? 0 };
 }
+
+interface QueryResult<T> {
+  rows: T[];
+  rowCount: number | null;
+}
+interface Pool<T> {
+  query(statement: object): Promise<QueryResult<T>>;
+  connect(): Promise<{ query(statement: object | string): Promise<QueryResult<T>>; release(destroy?: boolean): void }>;
+}
+
+/**
+ * A statement of an operation under `maxTimeMS` (`withTimeLimit`): Postgres cancels it when
+ * the time left runs out (`statement_timeout`, set for its own transaction only), so a shard
+ * stops the work, not only the router the waiting. A cancelled statement is `MAX_TIME_MS_EXPIRED`.
+ */
+async function timedStatement<T>(
+  pool: Pool<T>,
+  statement: { name?: string; text: string; values: unknown[] },
+  timeoutMs: number,
+): Promise<{ rows: T[]; rowCount: number }> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query('BEGIN');
+    await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.ceil(timeoutMs))}`);
+    const result = await client.query(statement);
+    await client.query('COMMIT');
+    return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => (broken = true));
+    if (databaseErrorCode(error) === QUERY_CANCELED) throw timeLimitExpired(Math.ceil(timeoutMs));
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/** SQLSTATE of a statement cancelled by `statement_timeout`. */
+const QUERY_CANCELED = '57014';
 
 /**
  * The code of a database failure: the SQLSTATE (or a Node socket error code) of the driver's

@@ -17,3 +17,4 @@ export * from './cluster-time-keys.js';
 export * from './hot-routes.js';
 export * from './logical-session-cache.js';
 export * from './session-metrics.js';
+export * from './time-limit.js';

@@ -58,6 +58,7 @@ export function httpStatusFor(code: ErrorCode): number {
       return 502;
     case 'NETWORK_TIMEOUT':
     case 'EXCEEDED_TIME_LIMIT':
+    case 'MAX_TIME_MS_EXPIRED':
       return 504;
     case 'INTERNAL':
       return 500;
