@@ -49,6 +49,16 @@ export const transactionFieldsSchema = z.strictObject({
 export type TransactionFields = z.infer<typeof transactionFieldsSchema>;
 const inTransaction = { transaction: transactionFieldsSchema.optional() };
 
+/** A read's `maxTimeMS`: the time left of the router's limit when it sent the command (0: none). */
+const timeLimited = {
+  maxTimeMS: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .optional(),
+};
+
 /**
  * A single-document write without the shard key (MongoDB 7.0's write without shard key) runs in
  * phases, the router sending one statement per command: `probe` asks every shard whether a
@@ -111,6 +121,7 @@ export type InsertCommand = z.input<typeof insertCommandSchema>;
 export const findCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
+  ...timeLimited,
   readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
@@ -129,6 +140,7 @@ export type FindCommand = z.input<typeof findCommandSchema>;
 export const aggregateCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
+  ...timeLimited,
   readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   pipeline: z.array(ejsonDocument).max(1_000),
@@ -193,6 +205,7 @@ export type FindAndModifyCommand = z.input<typeof findAndModifyCommandSchema>;
 export const countCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
+  ...timeLimited,
   readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   skip: z.number().int().min(0).optional(),
@@ -203,6 +216,7 @@ export type CountCommand = z.input<typeof countCommandSchema>;
 export const distinctCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
+  ...timeLimited,
   readConcern: shardReadConcernSchema.optional(),
   key: z.string().min(1),
   filter: ejsonDocument.default({}),

@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { type Value, type ValueObject, compareValues, toExtendedJsonObject, typeBracketOf, valuesEqual } from '@tessera/core';
+import { poolQueryable } from '@tessera/platform';
 import { parseFilter } from '@tessera/query';
 import { scanMatching } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
@@ -10,7 +11,7 @@ export class DocumentAggregates {
 
   /** How many owned documents match, after `skip` and capped by `limit` (0 = no cap). */
   async count(handle: CollectionHandle, filter: ValueObject, skip = 0, limit = 0): Promise<number> {
-    const matches = await scanMatching(handle.transaction?.manager ?? this.dataSource.manager, handle, parseFilter(filter));
+    const matches = await scanMatching(handle.transaction?.manager ?? poolQueryable(this.dataSource), handle, parseFilter(filter));
     const afterSkip = Math.max(0, matches.length - skip);
     return limit > 0 ? Math.min(afterSkip, limit) : afterSkip;
   }
@@ -20,7 +21,7 @@ export class DocumentAggregates {
    * value contributes its elements, missing fields contribute nothing; in MongoDB's value order.
    */
   async distinct(handle: CollectionHandle, key: string, filter: ValueObject): Promise<unknown[]> {
-    const matches = await scanMatching(handle.transaction?.manager ?? this.dataSource.manager, handle, parseFilter(filter));
+    const matches = await scanMatching(handle.transaction?.manager ?? poolQueryable(this.dataSource), handle, parseFilter(filter));
     const values: Value[] = [];
     for (const { document } of matches) {
       for (const element of valuesAtPath(document, key.split('.'))) {

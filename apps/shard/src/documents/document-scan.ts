@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import type { Queryable } from '@tessera/platform';
 import { type ChunkRange, TesseraError, type Value, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
 import { type CompiledFilter, idEqualityFromFilter, isDocument, keyOfPointRange, keyRangesForFilter } from '@tessera/query';
 import type { CollectionHandle } from './document-store.js';
@@ -140,17 +140,17 @@ export function readRelation(handle: CollectionHandle): string {
  * afterwards (`lockForTransaction`).
  */
 export async function scanMatching(
-  manager: EntityManager,
+  manager: Queryable,
   handle: CollectionHandle,
   compiled: CompiledFilter,
   options: { forUpdate?: boolean; limit?: number } = {},
 ): Promise<StoredDocument[]> {
   const where = scanConditions(handle, compiled.filter);
   const lockInScan = options.forUpdate === true && handle.transaction === undefined;
-  const rows: Array<{ id: Buffer; shard_key: Buffer; doc: unknown }> = await manager.query(
+  const rows = (await manager.query(
     `SELECT id, shard_key, doc FROM ${readRelation(handle)} WHERE ${where.sql} ORDER BY id${lockInScan ? ' FOR UPDATE' : ''}`,
     where.params,
-  );
+  )) as Array<{ id: Buffer; shard_key: Buffer; doc: unknown }>;
   const matches: StoredDocument[] = [];
   for (const row of rows) {
     if (!handle.owns(row.shard_key)) continue;
@@ -173,15 +173,15 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * is newer than the snapshot and not this transaction's own). Not waiting is MongoDB's rule too:
  * a transaction never queues behind another's document, so no wait cycle can form across shards.
  */
-async function lockForTransaction(manager: EntityManager, handle: CollectionHandle, matches: readonly StoredDocument[]): Promise<void> {
+async function lockForTransaction(manager: Queryable, handle: CollectionHandle, matches: readonly StoredDocument[]): Promise<void> {
   if (matches.length === 0) return;
   let rows: Array<{ id: Buffer; newer: boolean }>;
   try {
-    rows = await manager.query(
+    rows = (await manager.query(
       `SELECT id, valid_from > $2::int8 AND xmin <> pg_current_xact_id()::xid AS newer
        FROM ${handle.table} WHERE id = ANY($1::bytea[]) FOR UPDATE NOWAIT`,
       [matches.map((m) => m.id), handle.snapshot!.time],
-    );
+    )) as Array<{ id: Buffer; newer: boolean }>;
   } catch (error) {
     if ((error as { code?: string }).code === LOCK_NOT_AVAILABLE) throw writeConflict(handle, 'another transaction is writing it');
     throw error;

@@ -48,7 +48,7 @@ import {
   updateCommandSchema,
 } from '@tessera/protocol';
 import { checkPipeline } from '@tessera/query';
-import { Failpoints, LOGGER, type Periodic, parseWith, runPeriodically } from '@tessera/platform';
+import { Failpoints, LOGGER, type Periodic, parseWith, runPeriodically, withTimeLimit } from '@tessera/platform';
 import { SnapshotHistory } from '../history/snapshot-history.service.js';
 import { WriteTimes } from '../history/write-times.service.js';
 import { clusterTimeToSql } from '../history/write-time.js';
@@ -144,7 +144,9 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       ...(command.limit !== undefined ? { limit: command.limit } : {}),
       ...(command.batchSize !== undefined ? { batchSize: command.batchSize } : {}),
     };
-    return this.openCursor(command, (handle, release) => this.cursors.find(handle, request, release));
+    return withTimeLimit(command.maxTimeMS, () =>
+      this.openCursor(command, (handle, release) => this.cursors.find(handle, request, release)),
+    );
   }
 
   /** Runs an aggregation's shard part, answered as a cursor like a find's. */
@@ -153,7 +155,9 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const stages = checkPipeline(command.pipeline.map((stage) => fromWire(stage)));
     const options = command.let === undefined ? {} : { variables: fromWire(command.let) as ValueObject };
     const request = { filter: fromWire(command.filter), batchSize: command.batchSize };
-    return this.openCursor(command, (handle, release) => this.cursors.aggregate(handle, request, stages, options, release));
+    return withTimeLimit(command.maxTimeMS, () =>
+      this.openCursor(command, (handle, release) => this.cursors.aggregate(handle, request, stages, options, release)),
+    );
   }
 
   /**
@@ -172,6 +176,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
     const resolved = await this.collections.resolve(command, false, 'read');
     if (resolved === undefined) return { cursorId: null, documents: [] };
     try {
+      await this.failpoints.pauseAt('shard.read.beforeScan', command.ns);
       return await open(asOf(resolved, atClusterTime), resolved.lease.release);
     } catch (error) {
       resolved.lease.release();
@@ -274,50 +279,54 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async count(input: CountCommand): Promise<{ n: number }> {
     const command = parseWith(countCommandSchema, input, 'count command');
-    if (command.transaction !== undefined) {
-      return this.inTransaction(
+    return withTimeLimit(command.maxTimeMS, async (): Promise<{ n: number }> => {
+      if (command.transaction !== undefined) {
+        return this.inTransaction(
+          command,
+          command.transaction,
+          false,
+          'read',
+          () => ({ n: 0 }),
+          async (handle) => ({
+            n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit),
+          }),
+        );
+      }
+      const atClusterTime = await this.history.admit(command.readConcern);
+      return this.withHandle(
         command,
-        command.transaction,
         false,
-        'read',
+        { read: atClusterTime },
         () => ({ n: 0 }),
-        async (handle) => ({
-          n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit),
-        }),
+        async (handle) => ({ n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit) }),
       );
-    }
-    const atClusterTime = await this.history.admit(command.readConcern);
-    return this.withHandle(
-      command,
-      false,
-      { read: atClusterTime },
-      () => ({ n: 0 }),
-      async (handle) => ({ n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit) }),
-    );
+    });
   }
 
   async distinct(input: DistinctCommand): Promise<{ values: unknown[] }> {
     const command = parseWith(distinctCommandSchema, input, 'distinct command');
-    if (command.transaction !== undefined) {
-      return this.inTransaction(
+    return withTimeLimit(command.maxTimeMS, async (): Promise<{ values: unknown[] }> => {
+      if (command.transaction !== undefined) {
+        return this.inTransaction(
+          command,
+          command.transaction,
+          false,
+          'read',
+          () => ({ values: [] }),
+          async (handle) => ({
+            values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)),
+          }),
+        );
+      }
+      const atClusterTime = await this.history.admit(command.readConcern);
+      return this.withHandle(
         command,
-        command.transaction,
         false,
-        'read',
+        { read: atClusterTime },
         () => ({ values: [] }),
-        async (handle) => ({
-          values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)),
-        }),
+        async (handle) => ({ values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)) }),
       );
-    }
-    const atClusterTime = await this.history.admit(command.readConcern);
-    return this.withHandle(
-      command,
-      false,
-      { read: atClusterTime },
-      () => ({ values: [] }),
-      async (handle) => ({ values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)) }),
-    );
+    });
   }
 
   /**
