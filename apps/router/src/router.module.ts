@@ -22,6 +22,7 @@ import type { RouterSettings } from './router.settings.js';
 import { ClusterRoutingService } from './routing/cluster-routing.service.js';
 import { BulkWriteService } from './writes/bulk-write.service.js';
 import { FindAndModifyService } from './writes/find-and-modify.service.js';
+import { CurrentOps } from './operations/current-ops.service.js';
 import { WriteService } from './writes/write.service.js';
 import { WriteWithoutShardKeyService } from './writes/write-without-shard-key.service.js';
 
@@ -59,6 +60,7 @@ export class RouterModule {
         WriteService,
         WriteWithoutShardKeyService,
         FindAndModifyService,
+        CurrentOps,
         BulkWriteService,
         DocumentsService,
         IndexesService,

@@ -22,6 +22,8 @@ export const routerSettingsSchema = z.object({
    * 60 s suits clocks kept in sync.
    */
   TESSERA_MAX_ACCEPTABLE_LOGICAL_CLOCK_DRIFT_SECS: z.coerce.number().int().min(1).max(31_536_000).default(60),
+  /** MongoDB's slowms: an operation that took this long or longer is logged, with its comment. */
+  TESSERA_SLOW_OP_MS: z.coerce.number().int().min(0).max(3_600_000).default(100),
   ...logicalSessionSettingsShape,
 });
 

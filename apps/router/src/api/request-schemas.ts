@@ -32,6 +32,27 @@ const readSession = {
 };
 /** A write's session, and its txnNumber when the write is retryable or in a transaction. */
 const writeSession = { lsid: lsidBodySchema.optional(), txnNumber: txnNumberBodySchema.optional(), ...transactionBodyFields };
+/** Any value, kept with the operation: in `currentOp` and the slow-operation log. */
+const comment = z
+  .unknown()
+  .optional()
+  .meta({ description: 'Any value, as drivers send it: shown by currentOp and in the slow-operation log.' });
+/** An index to use, by name or key pattern; refused (BadValue) when the collection has no such index. */
+const hint = z
+  .union([z.string().min(1), documentSchema])
+  .optional()
+  .meta({
+    description:
+      'An index by name (`"a_1"`) or key pattern (`{ "a": 1 }`), or `{ "$natural": 1 }`: refused (BadValue) when the collection has no such index. Checked; the shard plans its scan as without it.',
+  });
+/** A read's time limit. */
+const maxTimeMS = count
+  .max(2 ** 31 - 1)
+  .optional()
+  .meta({
+    description:
+      'Stop the operation, on the router and every shard it reached, after this many milliseconds (MaxTimeMSExpired, 50); 0 means no limit.',
+  });
 /** MongoDB's maxWriteBatchSize. */
 const MAX_WRITE_BATCH = 100_000;
 
@@ -42,6 +63,7 @@ export const insertBodySchema = z.strictObject({
     .max(MAX_WRITE_BATCH)
     .meta({ description: 'Documents to insert; `_id` is generated (an ObjectId) when missing.' }),
   ordered: z.boolean().default(true).meta({ description: 'Stop at the first error (true) or go on with the others (false).' }),
+  comment,
   ...writeSession,
 });
 
@@ -55,6 +77,9 @@ export const findBodySchema = z.strictObject({
   batchSize: count.optional().meta({
     description: 'Documents in the first batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.',
   }),
+  hint,
+  comment,
+  maxTimeMS,
 });
 
 export const nextBodySchema = z.strictObject({
@@ -78,20 +103,24 @@ export const updateStatementBodySchema = z.strictObject({
   multi: z.boolean().default(false),
   upsert: z.boolean().default(false),
   arrayFilters: arrayFiltersSchema,
+  hint,
 });
 export const updateBodySchema = z.strictObject({
   updates: z.array(updateStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
   ordered: z.boolean().default(true),
+  comment,
   ...writeSession,
 });
 
 export const deleteStatementBodySchema = z.strictObject({
   q: documentSchema,
   limit: z.union([z.literal(0), z.literal(1)]).meta({ description: '1 deletes one matching document, 0 all of them.' }),
+  hint,
 });
 export const deleteBodySchema = z.strictObject({
   deletes: z.array(deleteStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
   ordered: z.boolean().default(true),
+  comment,
   ...writeSession,
 });
 
@@ -123,6 +152,7 @@ export const bulkWriteBodySchema = z.strictObject({
     .max(MAX_WRITE_BATCH),
   ordered: z.boolean().default(true).meta({ description: 'Stop at the first failed operation (default), or run them all.' }),
   errorsOnly: z.boolean().default(false).meta({ description: 'Answer only the failed operations in the cursor.' }),
+  comment,
   ...writeSession,
 });
 
@@ -136,6 +166,8 @@ export const findAndModifyBodySchema = z
     new: z.boolean().default(false).meta({ description: 'Return the document after the update (true) or before it (false).' }),
     upsert: z.boolean().default(false),
     fields: documentSchema.optional().meta({ description: 'A projection of the returned document.' }),
+    hint,
+    comment,
     ...writeSession,
   })
   .refine((body) => body.remove !== (body.update !== undefined), { message: 'exactly one of "remove: true" and "update" is required' });
@@ -145,12 +177,18 @@ export const countBodySchema = z.strictObject({
   filter: documentSchema.default({}),
   skip: count.optional(),
   limit: count.optional(),
+  hint,
+  comment,
+  maxTimeMS,
 });
 
 export const distinctBodySchema = z.strictObject({
   ...readSession,
   key: z.string().min(1).meta({ description: 'The field (dotted path) whose distinct values to return.' }),
   filter: documentSchema.default({}),
+  hint,
+  comment,
+  maxTimeMS,
 });
 
 export const aggregateBodySchema = z.strictObject({
@@ -166,7 +204,9 @@ export const aggregateBodySchema = z.strictObject({
     .default(false)
     .meta({ description: 'Answer how the pipeline is split and which shards it targets, instead of running it.' }),
   allowDiskUse: z.boolean().optional().meta({ description: "Accepted for MongoDB's drivers; stages hold their documents in memory." }),
-  comment: z.unknown().optional().meta({ description: 'Any value, as drivers send it; accepted and not used.' }),
+  hint,
+  comment,
+  maxTimeMS,
 });
 
 export const createIndexesBodySchema = z.strictObject({

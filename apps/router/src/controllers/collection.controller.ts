@@ -9,6 +9,7 @@ import {
   findAndModifyBodySchema,
   updateBodySchema,
 } from '../api/request-schemas.js';
+import { CurrentOps } from '../operations/current-ops.service.js';
 import { AggregateService } from '../reads/aggregate.service.js';
 import { QueryService } from '../reads/query.service.js';
 import { FindAndModifyService } from '../writes/find-and-modify.service.js';
@@ -26,41 +27,56 @@ export class CollectionController {
     private readonly findAndModifies: FindAndModifyService,
     private readonly queries: QueryService,
     private readonly aggregates: AggregateService,
+    private readonly ops: CurrentOps,
   ) {}
 
   @Post('update')
   @HttpCode(200)
   update(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.writes.update(namespaceOf(db, coll), parseWith(updateBodySchema, body, 'update request'));
+    const ns = namespaceOf(db, coll);
+    const request = parseWith(updateBodySchema, body, 'update request');
+    return this.ops.run({ op: 'update', command: 'update', ns, body: request }, () => this.writes.update(ns, request));
   }
 
   @Post('delete')
   @HttpCode(200)
   delete(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.writes.delete(namespaceOf(db, coll), parseWith(deleteBodySchema, body, 'delete request'));
+    const ns = namespaceOf(db, coll);
+    const request = parseWith(deleteBodySchema, body, 'delete request');
+    return this.ops.run({ op: 'remove', command: 'delete', ns, body: request }, () => this.writes.delete(ns, request));
   }
 
   @Post('findAndModify')
   @HttpCode(200)
   findAndModify(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.findAndModifies.findAndModify(namespaceOf(db, coll), parseWith(findAndModifyBodySchema, body, 'findAndModify request'));
+    const ns = namespaceOf(db, coll);
+    const request = parseWith(findAndModifyBodySchema, body, 'findAndModify request');
+    return this.ops.run({ op: 'command', command: 'findAndModify', ns, body: request }, () =>
+      this.findAndModifies.findAndModify(ns, request),
+    );
   }
 
   @Post('count')
   @HttpCode(200)
   count(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.queries.count(namespaceOf(db, coll), parseWith(countBodySchema, body ?? {}, 'count request'));
+    const ns = namespaceOf(db, coll);
+    const request = parseWith(countBodySchema, body ?? {}, 'count request');
+    return this.ops.run({ op: 'command', command: 'count', ns, body: request }, () => this.queries.count(ns, request));
   }
 
   @Post('aggregate')
   @HttpCode(200)
   aggregate(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.aggregates.aggregate(namespaceOf(db, coll), parseWith(aggregateBodySchema, body, 'aggregate request'));
+    const ns = namespaceOf(db, coll);
+    const request = parseWith(aggregateBodySchema, body, 'aggregate request');
+    return this.ops.run({ op: 'command', command: 'aggregate', ns, body: request }, () => this.aggregates.aggregate(ns, request));
   }
 
   @Post('distinct')
   @HttpCode(200)
   distinct(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
-    return this.queries.distinct(namespaceOf(db, coll), parseWith(distinctBodySchema, body, 'distinct request'));
+    const ns = namespaceOf(db, coll);
+    const request = parseWith(distinctBodySchema, body, 'distinct request');
+    return this.ops.run({ op: 'command', command: 'distinct', ns, body: request }, () => this.queries.distinct(ns, request));
   }
 }

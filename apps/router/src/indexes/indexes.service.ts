@@ -49,6 +49,31 @@ export class IndexesService {
     });
   }
 
+  /**
+   * The hints among `hints` that name no index of the collection (by name or key pattern, key
+   * order included), as their `JSON.stringify`. `{ $natural: 1 | -1 }` names the collection's
+   * scan; a missing collection refuses nothing (a read of it answers empty, a write creates it).
+   */
+  async missingHints(ns: string, hints: readonly unknown[]): Promise<Set<string>> {
+    const asked = hints.filter((hint) => hint !== undefined && !isNaturalHint(hint));
+    if (asked.length === 0) return new Set();
+    let indexes: ListedIndex[];
+    try {
+      indexes = (await this.listIndexes(ns)).cursor.firstBatch;
+    } catch (error) {
+      if (error instanceof TesseraError && error.code === 'NAMESPACE_NOT_FOUND') return new Set();
+      throw error;
+    }
+    const known = new Set(indexes.flatMap((index) => [JSON.stringify(index.name), JSON.stringify(index.key)]));
+    return new Set(asked.map((hint) => JSON.stringify(hint)).filter((hint) => !known.has(hint)));
+  }
+
+  /** Throws `BAD_VALUE` when `hint` names no index of the collection (see `missingHints`). */
+  async checkHint(ns: string, hint: unknown): Promise<void> {
+    if (hint === undefined) return;
+    if ((await this.missingHints(ns, [hint])).size > 0) throw badHint(hint);
+  }
+
   async dropIndexes(ns: string, name: string): Promise<{ nIndexesWas: number; ok: 1 }> {
     let droppedBefore = false;
     return withStaleRetries(this.cluster.cache, ns, async () => {
@@ -73,4 +98,18 @@ export class IndexesService {
   private async targets(routing: CollectionRouting): Promise<string[]> {
     return routing.kind === 'sharded' ? this.cluster.allShardNames() : [routing.primaryShard];
   }
+}
+
+function isNaturalHint(hint: unknown): boolean {
+  if (hint === null || typeof hint !== 'object') return false;
+  const keys = Object.keys(hint);
+  const direction = (hint as Record<string, unknown>)['$natural'];
+  return keys.length === 1 && (direction === 1 || direction === -1);
+}
+
+/** MongoDB's answer to a hint naming no index. */
+export function badHint(hint: unknown): TesseraError {
+  return new TesseraError('BAD_VALUE', `hint provided does not correspond to an existing index: ${JSON.stringify(hint)}`, {
+    details: { hint },
+  });
 }

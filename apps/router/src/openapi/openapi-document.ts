@@ -52,6 +52,15 @@ const OPERATIONS: readonly Operation[] = [
   },
   { tag: 'router', method: 'get', path: '/v1/docs', summary: 'This document as an HTML page', response: { type: 'string' } },
   {
+    tag: 'router',
+    method: 'get',
+    path: '/v1/admin/currentOp',
+    summary: "currentOp: this router's operations in progress",
+    description:
+      'One entry per operation, as MongoDB\'s inprog: opid, op (insert, update, remove, query, command), ns, command (its name, collection, $db, and the comment and maxTimeMS it was sent with), secs_running, microsecs_running, lsid. Operations that took TESSERA_SLOW_OP_MS or longer are logged ("Slow query") with the same fields.',
+    response: obj({ inprog: { type: 'array', items: { type: 'object', additionalProperties: true } }, ok }, ['inprog', 'ok']),
+  },
+  {
     tag: 'crud',
     method: 'post',
     path: `${ns}/insert`,

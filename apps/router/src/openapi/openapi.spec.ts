@@ -3,6 +3,7 @@ import { PATH_METADATA, METHOD_METADATA } from '@nestjs/common/constants.js';
 import { RequestMethod } from '@nestjs/common';
 import { describe, expect, it } from 'vitest';
 import { collectionHotRoutes } from '../controllers/collection.routes.js';
+import type { CurrentOps } from '../operations/current-ops.service.js';
 import type { QueryService } from '../reads/query.service.js';
 import { ROUTER_CONTROLLERS } from '../router.module.js';
 import type { WriteService } from '../writes/write.service.js';
@@ -11,7 +12,7 @@ import { buildOpenApiDocument, describedRoutes } from './openapi-document.js';
 
 /** `METHOD /path/{param}` for every handler of the router's controllers, read from Nest's metadata, and every hot route. */
 function registeredRoutes(): string[] {
-  const hot = collectionHotRoutes({} as WriteService, {} as QueryService);
+  const hot = collectionHotRoutes({} as WriteService, {} as QueryService, {} as CurrentOps);
   const routes = hot.map((route) => `POST ${route.url.replace(/:(\w+)/g, '{$1}')}`);
   for (const controller of ROUTER_CONTROLLERS) {
     const base = String(Reflect.getMetadata(PATH_METADATA, controller) ?? '');

@@ -1,8 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { TesseraError, type Value, type ValueObject } from '@tessera/core';
+import { timeLimitField } from '@tessera/platform';
 import { type SplitPipeline, checkPipeline, collectionsRead, compileSort, isDocument, runPipeline, splitPipeline } from '@tessera/query';
 import { errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
 import { WriteService } from '../writes/write.service.js';
+import { IndexesService } from '../indexes/indexes.service.js';
 import { type MergeTarget, mergeStatement, parseMergeStage } from './merge-stage.js';
 import type { AggregateBody } from '../api/request-schemas.js';
 import { databaseOf } from '../api/namespace.js';
@@ -42,11 +44,13 @@ export class AggregateService {
     private readonly sessions: RouterSessions,
     private readonly queries: QueryService,
     private readonly writes: WriteService,
+    private readonly indexes: IndexesService,
   ) {}
 
   async aggregate(ns: string, body: AggregateBody): Promise<CursorResponse | { explain: AggregateExplain; ok: 1 }> {
     const session = this.sessions.use(body);
     const stages = checkPipeline(body.pipeline.map((stage) => fromWire(stage)));
+    await this.indexes.checkHint(ns, body.hint);
     const variables = body.let === undefined ? undefined : (fromWire(body.let) as ValueObject);
     const read = await this.queries.readOf(body, session);
     return this.queries.readRetrying(ns, read.transaction, async () => {
@@ -71,6 +75,7 @@ export class AggregateService {
                 pipeline: split.shardsPart.map((stage) => toWire(stage) as Record<string, unknown>),
                 ...(body.let !== undefined ? { let: body.let } : {}),
                 batchSize: streaming ? batchSize : DRAIN_BATCH_SIZE,
+                ...timeLimitField(),
               }),
             );
       const merged = new RouterCursor(
@@ -184,6 +189,7 @@ export class AggregateService {
         ...this.queries.inTransaction(read.transaction, shard),
         filter: toWire(filter) as Record<string, unknown>,
         batchSize: DRAIN_BATCH_SIZE,
+        ...timeLimitField(),
       }),
     );
     return drain(new RouterCursor(ns, batches, {}, this.queries.cursorPort()));

@@ -1,7 +1,7 @@
 import { Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { type ClusterTimestamp, TesseraError, type Value, type ValueObject, compareValues } from '@tessera/core';
 import type { CursorBatch, ShardClient } from '@tessera/protocol';
-import { type Periodic, VectorClockService, runPeriodically } from '@tessera/platform';
+import { type Periodic, VectorClockService, runPeriodically, timeLimitField } from '@tessera/platform';
 import { compileProjection, compileSort, validateFilter } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { fromWire, toWire } from '../api/extended-json.js';
@@ -10,6 +10,7 @@ import type { SessionFieldsBody } from '../api/session-fields.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
 import { routeFilter } from '../writes/write-targeting.js';
+import { IndexesService } from '../indexes/indexes.service.js';
 import { timestampToWire } from '../clock/cluster-time-wire.js';
 import { CursorRegistry } from './cursor-registry.js';
 import { resolveReadConcern } from './read-concern.js';
@@ -51,6 +52,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     private readonly sessions: RouterSessions,
     private readonly clock: VectorClockService,
     private readonly transactions: TransactionRouter,
+    private readonly indexes: IndexesService,
   ) {
     sessions.attachCursors({
       openCursors: (sessionId) => this.cursors.countOfSession(sessionId),
@@ -72,6 +74,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   }
 
   async find(ns: string, body: FindBody): Promise<CursorResponse> {
+    await this.indexes.checkHint(ns, body.hint);
     const session = this.sessions.use(body);
     const read = await this.readOf(body, session);
     if (read.transaction !== undefined) {
@@ -105,7 +108,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
       const plan = planShardFind({ ...body, filter: body.filter, batchSize: firstBatchSize }, shards.length);
       const command = readConcern === undefined ? plan.command : { ...plan.command, readConcern };
       const batches = await this.openShardCursors(shards, (client, shard) =>
-        client.find({ ...command, ...this.inTransaction(transaction, shard), ns, ...routing.versioningFor(shard) }),
+        client.find({ ...command, ...this.inTransaction(transaction, shard), ns, ...routing.versioningFor(shard), ...timeLimitField() }),
       );
       const cursor = new RouterCursor(
         ns,
@@ -168,6 +171,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** MongoDB's count: shards count in parallel; with several, skip and limit apply to the sum. */
   async count(ns: string, body: CountBody): Promise<{ n: number; ok: 1 }> {
+    await this.indexes.checkHint(ns, body.hint);
     const read = await this.readOf(body, this.sessions.use(body));
     const { readConcern, atClusterTime, transaction } = read;
     const filter = validateFilter(fromWire(body.filter), '');
@@ -190,6 +194,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
               ...this.inTransaction(transaction, shard),
               filter: body.filter,
               ...window,
+              ...timeLimitField(),
             }),
             { n: 0 },
           );
@@ -204,6 +209,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** MongoDB's distinct: the union of each shard's distinct values, without duplicates (in value order). */
   async distinct(ns: string, body: DistinctBody): Promise<{ values: unknown[]; ok: 1 }> {
+    await this.indexes.checkHint(ns, body.hint);
     const { readConcern, atClusterTime, transaction } = await this.readOf(body, this.sessions.use(body));
     const filter = validateFilter(fromWire(body.filter), '');
     return this.readRetrying(ns, transaction, async () => {
@@ -220,6 +226,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
             ...this.inTransaction(transaction, shard),
             key: body.key,
             filter: body.filter,
+            ...timeLimitField(),
           };
           return emptyIfMissing(client.distinct(command), {
             values: [],

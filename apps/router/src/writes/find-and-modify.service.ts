@@ -12,6 +12,7 @@ import { type RouterTransaction, TransactionRouter } from '../transactions/trans
 import { isRetryableWrite, sessionFields, transactionOf } from './write-sessions.js';
 import { type WriteShape, checkUnmovedSince, isWriteWithoutShardKey, routeFilter, routeWrite } from './write-targeting.js';
 import { WriteWithoutShardKeyService } from './write-without-shard-key.service.js';
+import { IndexesService } from '../indexes/indexes.service.js';
 import { checkUpdateShape } from './write.service.js';
 
 /**
@@ -27,10 +28,12 @@ export class FindAndModifyService {
     private readonly failpoints: Failpoints,
     private readonly transactions: TransactionRouter,
     private readonly withoutShardKey: WriteWithoutShardKeyService,
+    private readonly indexes: IndexesService,
   ) {}
 
   /** `{ lastErrorObject, value, ok: 1 }`. */
   async findAndModify(ns: string, body: FindAndModifyBody): Promise<FindAndModifyResult & { ok: 1 }> {
+    await this.indexes.checkHint(ns, body.hint);
     const session = this.sessions.use(body);
     const transaction = await transactionOf(this.transactions, body, session);
     if (transaction !== undefined) return this.transactions.run(transaction, () => this.findAndModifyWith(ns, body, session, transaction));

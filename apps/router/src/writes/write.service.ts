@@ -21,6 +21,7 @@ import {
   noneUpdated,
 } from './write-responses.js';
 import { WriteWithoutShardKeyService, answeredByProbe } from './write-without-shard-key.service.js';
+import { IndexesService, badHint } from '../indexes/indexes.service.js';
 import { isRetryableWrite, notRetryable, numbered, sessionFields, sessionPartOf, statementOf, transactionOf } from './write-sessions.js';
 import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
 import { InsertCoalescer } from './insert-coalescer.js';
@@ -32,6 +33,8 @@ export interface UpdateStatement {
   upsert: boolean;
   /** As the client sent them (Extended JSON): the shard reads them. */
   arrayFilters?: Array<Record<string, unknown>>;
+  /** Why the router refuses the statement before sending it (its `hint` names no index). */
+  refusal?: TesseraError;
 }
 
 /**
@@ -49,6 +52,7 @@ export class WriteService {
     private readonly failpoints: Failpoints,
     private readonly transactions: TransactionRouter,
     private readonly withoutShardKey: WriteWithoutShardKeyService,
+    private readonly indexes: IndexesService,
   ) {
     this.inserts = new InsertCoalescer((shard, command) => this.cluster.shard(shard).then((client) => client.insert(command)));
   }
@@ -151,16 +155,21 @@ export class WriteService {
   ): Promise<UpdateResponse> {
     if (transaction === undefined && session?.txnNumber !== undefined && body.updates.some((s) => s.multi))
       throw notRetryable('an update with multi: true');
-    const statements: UpdateStatement[] = body.updates.map((s) => ({
+    const refusals = await this.hintRefusals(ns, body.updates);
+    const statements: UpdateStatement[] = body.updates.map((s, i) => ({
       q: documentFromWire(s.q),
       u: fromWire(s.u),
       multi: s.multi,
       upsert: s.upsert,
       ...(s.arrayFilters !== undefined ? { arrayFilters: s.arrayFilters } : {}),
+      ...refusals[i],
     }));
     const routing = await this.cluster.routingForWrite(ns);
-    const shapes = statements.map((s) => ({ filter: s.q, single: !s.multi, upsert: s.upsert, operation: 'update' }));
-    const withoutShardKey = shapes.some((shape) => isWriteWithoutShardKey(shape, routing));
+    const withoutShardKey = statements.some(
+      (s) =>
+        s.refusal === undefined &&
+        isWriteWithoutShardKey({ filter: s.q, single: !s.multi, upsert: s.upsert, operation: 'update' }, routing),
+    );
     if (withoutShardKey && statements.length > 1) {
       return eachStatement(
         statements.length,
@@ -241,6 +250,7 @@ export class WriteService {
       body.ordered,
       (index, routing) => {
         const statement = statements[index]!;
+        if (statement.refusal !== undefined) throw statement.refusal;
         checkUpdateShape(statement);
         if (phase === 'probe') return routeFilter({}, routing);
         if (transaction !== undefined) checkUnmovedSince(routing, { filter: statement.q }, transaction.atClusterTime);
@@ -312,10 +322,11 @@ export class WriteService {
   ): Promise<DeleteResponse> {
     if (transaction === undefined && session?.txnNumber !== undefined && body.deletes.some((s) => s.limit === 0))
       throw notRetryable('a delete with limit: 0');
-    const statements = body.deletes.map((s) => ({ q: documentFromWire(s.q), limit: s.limit }));
+    const refusals = await this.hintRefusals(ns, body.deletes);
+    const statements = body.deletes.map((s, i) => ({ q: documentFromWire(s.q), limit: s.limit, ...refusals[i] }));
     const routing = await this.cluster.routingForWrite(ns);
     const shapes = statements.map((s) => ({ filter: s.q, single: s.limit === 1, upsert: false, operation: 'delete' }));
-    if (shapes.some((shape) => isWriteWithoutShardKey(shape, routing))) {
+    if (shapes.some((shape, i) => statements[i]!.refusal === undefined && isWriteWithoutShardKey(shape, routing))) {
       if (statements.length === 1) {
         const send = async (phase: WithoutShardKeyPhase, q: ValueObject) =>
           this.deleteResponse(await this.executeDelete(ns, body, [{ q, limit: 1 }], session, transaction, phase));
@@ -334,7 +345,7 @@ export class WriteService {
   private executeDelete(
     ns: string,
     body: DeleteBody,
-    statements: ReadonlyArray<{ q: ValueObject; limit: 0 | 1 }>,
+    statements: ReadonlyArray<{ q: ValueObject; limit: 0 | 1; refusal?: TesseraError }>,
     session: CommandSession | undefined,
     transaction: RouterTransaction | undefined,
     phase?: WithoutShardKeyPhase,
@@ -345,6 +356,7 @@ export class WriteService {
       body.ordered,
       (index, routing) => {
         const statement = statements[index]!;
+        if (statement.refusal !== undefined) throw statement.refusal;
         if (phase === 'probe') return routeFilter({}, routing);
         if (transaction !== undefined) checkUnmovedSince(routing, { filter: statement.q }, transaction.atClusterTime);
         return routeWrite({ filter: statement.q, single: statement.limit === 1, upsert: false, operation: 'delete' }, routing);
@@ -367,6 +379,15 @@ export class WriteService {
   private deleteResponse(execution: WriteExecution<DeleteCommandResult>): DeleteResponse {
     const deletedCount = execution.replies.reduce((sum, { reply }) => sum + reply.deletedCount, 0);
     return { deletedCount, writeErrors: publicErrors(execution), ...this.retried(execution), ok: 1 };
+  }
+
+  /** Per statement, `{ refusal }` when its `hint` names no index of the collection (MongoDB's BadValue write error). */
+  private async hintRefusals(ns: string, statements: ReadonlyArray<{ hint?: unknown }>): Promise<Array<{ refusal?: TesseraError }>> {
+    const missing = await this.indexes.missingHints(
+      ns,
+      statements.map((s) => s.hint),
+    );
+    return statements.map(({ hint }) => (hint !== undefined && missing.has(JSON.stringify(hint)) ? { refusal: badHint(hint) } : {}));
   }
 
   /** The user's statements the shards answered from the session's history (MongoDB's `retriedStmtIds`), when any. */
