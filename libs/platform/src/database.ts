@@ -2,7 +2,7 @@ import { type DynamicModule, Injectable, Module, type OnModuleInit } from '@nest
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, type MigrationInterface } from 'typeorm';
 import { HealthService } from './health.js';
-import { remainingTimeMs, timeLimitExpired } from './time-limit.js';
+import { type TimeLimit, remainingTimeMs, timeLimitExpired } from './time-limit.js';
 
 type MigrationClass = new () => MigrationInterface;
 // TypeORM takes entity classes of any constructor shape.
@@ -107,26 +107,28 @@ export async function queryRows<T>(db: Queryable, sql: string, parameters: unkno
  * failure is the driver's own error, with the SQLSTATE in `code` (TypeORM would wrap it in a
  * QueryFailedError, with the driver's error in `driverError`).
  */
-export async function poolQuery<T>(dataSource: DataSource, sql: string, parameters: unknown[]): Promise<T[]> {
-  return (await poolStatement<T>(dataSource, { text: sql, values: parameters })).rows;
+export async function poolQuery<T>(dataSource: DataSource, sql: string, parameters: unknown[], limit?: TimeLimit): Promise<T[]> {
+  return (await poolStatement<T>(dataSource, { text: sql, values: parameters }, limit)).rows;
 }
 
 /** `poolQuery` as a `Queryable`, for code written against a transaction's manager that also runs outside one. */
-export function poolQueryable(dataSource: DataSource): Queryable {
-  return { query: (sql, parameters = []) => poolQuery(dataSource, sql, parameters) };
+export function poolQueryable(dataSource: DataSource, limit?: TimeLimit): Queryable {
+  return { query: (sql, parameters = []) => poolQuery(dataSource, sql, parameters, limit) };
 }
 
 /**
  * `poolQuery` for a statement that may be named, answering the rows and how many rows it
  * inserted, updated or deleted. A named statement is parsed and planned once per connection and
- * then only bound and executed: give the same name only to the same text.
+ * then only bound and executed: give the same name only to the same text. Under a `limit`
+ * (maxTimeMS) Postgres cancels the statement when the time runs out (`timedStatement`).
  */
 export async function poolStatement<T>(
   dataSource: DataSource,
   statement: { name?: string; text: string; values: unknown[] },
+  limit?: TimeLimit,
 ): Promise<{ rows: T[]; rowCount: number }> {
   const pool = (dataSource.driver as unknown as { master: Pool<T> }).master;
-  const timeoutMs = remainingTimeMs();
+  const timeoutMs = remainingTimeMs(limit);
   if (timeoutMs !== undefined) return timedStatement(pool, statement, timeoutMs);
   const result = await pool.query(statement);
   return { rows: result.rows, rowCount: result.rowCount ?? 0 };
@@ -142,7 +144,7 @@ interface Pool<T> {
 }
 
 /**
- * A statement of an operation under `maxTimeMS` (`withTimeLimit`): Postgres cancels it when
+ * A statement of an operation under `maxTimeMS`: Postgres cancels it when
  * the time left runs out (`statement_timeout`, set for its own transaction only), so a shard
  * stops the work, not only the router the waiting. A cancelled statement is `MAX_TIME_MS_EXPIRED`.
  */

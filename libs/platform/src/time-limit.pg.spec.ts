@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDatabase, createTestDatabase } from '../../../test/pg/test-database.js';
 import { eventually } from '../../../test/e2e/helpers.js';
 import { poolQuery } from './database.js';
-import { remainingTimeMs, timeLimitField, withTimeLimit } from './time-limit.js';
+import { raceTimeLimit, remainingTimeMs, timeLimitField, timeLimitOf } from './time-limit.js';
 
 let db: TestDatabase;
 
@@ -25,7 +25,7 @@ const sleeping = async () =>
 
 describe('maxTimeMS', () => {
   it('cancels the statement in Postgres when the time runs out, not only the wait for it', async () => {
-    await expect(withTimeLimit(200, () => poolQuery(db.dataSource, 'SELECT pg_sleep(3)', []))).rejects.toMatchObject({
+    await expect(poolQuery(db.dataSource, 'SELECT pg_sleep(3)', [], timeLimitOf(200))).rejects.toMatchObject({
       code: 'MAX_TIME_MS_EXPIRED',
       message: expect.stringContaining('maxTimeMS: 200'),
     });
@@ -33,12 +33,17 @@ describe('maxTimeMS', () => {
     await eventually(async () => ((await sleeping()) === '0' ? true : undefined), 'the sleeping statement cancelled', 1_500);
   });
 
-  it('runs statements that finish in time as without a limit, and none at all without one', async () => {
-    expect(await withTimeLimit(5_000, () => poolQuery<{ one: number }>(db.dataSource, 'SELECT 1 AS one', []))).toEqual([{ one: 1 }]);
-    expect(await withTimeLimit(0, async () => remainingTimeMs())).toBeUndefined();
-    expect(await withTimeLimit(undefined, async () => timeLimitField())).toEqual({});
-    const field = await withTimeLimit(60_000, async () => timeLimitField());
+  it('answers at the limit while the work goes on, and runs what finishes in time as without one', async () => {
+    await expect(raceTimeLimit(timeLimitOf(50), () => new Promise(() => undefined))).rejects.toMatchObject({ code: 'MAX_TIME_MS_EXPIRED' });
+    expect(await poolQuery<{ one: number }>(db.dataSource, 'SELECT 1 AS one', [], timeLimitOf(5_000))).toEqual([{ one: 1 }]);
+    expect(timeLimitOf(0)).toBeUndefined();
+    expect(remainingTimeMs(undefined)).toBeUndefined();
+    expect(timeLimitField(undefined)).toEqual({});
+    const field = timeLimitField(timeLimitOf(60_000));
     expect(field.maxTimeMS).toBeGreaterThan(0);
     expect(field.maxTimeMS).toBeLessThanOrEqual(60_000);
+    expect(() => remainingTimeMs({ deadline: Date.now() - 1, maxTimeMS: 5 })).toThrow(
+      expect.objectContaining({ code: 'MAX_TIME_MS_EXPIRED' }),
+    );
   });
 });

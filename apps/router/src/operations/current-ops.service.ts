@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { LOGGER, SETTINGS, withTimeLimit } from '@tessera/platform';
+import { LOGGER, SETTINGS, raceTimeLimit, timeLimitOf } from '@tessera/platform';
 import type { RouterSettings } from '../router.settings.js';
 
 /** What an operation is, as MongoDB's currentOp and slow-query log name it. */
@@ -36,8 +36,8 @@ export interface CurrentOpEntry {
  * The router's operations in progress (MongoDB's `currentOp`), each with its command's
  * `comment`, and the slow-operation log (MongoDB's slowms): an operation that took
  * `TESSERA_SLOW_OP_MS` or longer is logged with its comment and duration. An operation's
- * `maxTimeMS` is enforced here: past it the operation answers MaxTimeMSExpired, and the shards it
- * reached stop too (their commands carry the time left, `remainingTimeMs`).
+ * `maxTimeMS` is enforced here: past it the operation answers MaxTimeMSExpired; the shards it
+ * reached stop too, their commands carrying the time left (`ResolvedRead.limit`).
  */
 @Injectable()
 export class CurrentOps {
@@ -54,7 +54,7 @@ export class CurrentOps {
     this.inProgress.set(operation.opid, operation);
     let failed: unknown;
     try {
-      return await withTimeLimit(info.body?.maxTimeMS, work);
+      return await raceTimeLimit(timeLimitOf(info.body?.maxTimeMS), work);
     } catch (error) {
       failed = error;
       throw error;
