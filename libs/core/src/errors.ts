@@ -34,6 +34,7 @@ export const ERROR_CODES = {
   SHARD_KEY_NOT_FOUND: { code: 61, codeName: 'ShardKeyNotFound', retryable: false },
   IMMUTABLE_FIELD: { code: 66, codeName: 'ImmutableField', retryable: false },
   TYPE_MISMATCH: { code: 14, codeName: 'TypeMismatch', retryable: false },
+  CANNOT_CREATE_INDEX: { code: 67, codeName: 'CannotCreateIndex', retryable: false },
   DOLLAR_PREFIXED_FIELD_NAME: { code: 52, codeName: 'DollarPrefixedFieldName', retryable: false },
   CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
   EXCEEDED_TIME_LIMIT: { code: 262, codeName: 'ExceededTimeLimit', retryable: true },

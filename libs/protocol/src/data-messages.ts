@@ -49,14 +49,18 @@ export const transactionFieldsSchema = z.strictObject({
 export type TransactionFields = z.infer<typeof transactionFieldsSchema>;
 const inTransaction = { transaction: transactionFieldsSchema.optional() };
 
-/** A read's `maxTimeMS`: the time left of the router's limit when it sent the command (0: none). */
-const timeLimited = {
+/**
+ * A read's `maxTimeMS`, the time left of the router's limit when it sent the command (0: none),
+ * and its `collation` (MongoDB's document, checked by `parseCollation`; none is byte order).
+ */
+const readOptions = {
   maxTimeMS: z
     .number()
     .int()
     .min(0)
     .max(2 ** 31 - 1)
     .optional(),
+  collation: ejsonDocument.optional(),
 };
 
 /**
@@ -121,7 +125,7 @@ export type InsertCommand = z.input<typeof insertCommandSchema>;
 export const findCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
-  ...timeLimited,
+  ...readOptions,
   readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
@@ -140,7 +144,7 @@ export type FindCommand = z.input<typeof findCommandSchema>;
 export const aggregateCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
-  ...timeLimited,
+  ...readOptions,
   readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   pipeline: z.array(ejsonDocument).max(1_000),
@@ -205,7 +209,7 @@ export type FindAndModifyCommand = z.input<typeof findAndModifyCommandSchema>;
 export const countCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
-  ...timeLimited,
+  ...readOptions,
   readConcern: shardReadConcernSchema.optional(),
   filter: ejsonDocument.default({}),
   skip: z.number().int().min(0).optional(),
@@ -216,7 +220,7 @@ export type CountCommand = z.input<typeof countCommandSchema>;
 export const distinctCommandSchema = z.strictObject({
   ...versioned,
   ...inTransaction,
-  ...timeLimited,
+  ...readOptions,
   readConcern: shardReadConcernSchema.optional(),
   key: z.string().min(1),
   filter: ejsonDocument.default({}),

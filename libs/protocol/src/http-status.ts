@@ -13,6 +13,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'SHARD_KEY_NOT_FOUND':
     case 'IMMUTABLE_FIELD':
     case 'TYPE_MISMATCH':
+    case 'CANNOT_CREATE_INDEX':
     case 'DOLLAR_PREFIXED_FIELD_NAME':
     case 'CLUSTER_TIME_FAILS_RATE_LIMITER':
     case 'PIPELINE_STAGE_SHAPE':

@@ -6,6 +6,7 @@ import type { Binary, ObjectId, Timestamp } from 'bson';
 import { binaryBytes, CANONICAL_TYPE, numericValueOf, regexParts, typeBracketOf } from './value.js';
 import type { Value, ValueArray, ValueObject } from './value.js';
 import { compareStrings } from './utf8.js';
+import type { StringComparator } from './collation.js';
 
 /** A comparison result: negative, zero or positive as in `Array.prototype.sort`. */
 export type Ordering = -1 | 0 | 1;
@@ -16,9 +17,10 @@ export type Ordering = -1 | 0 | 1;
  * compare by exact mathematical value across int32, int64 and double; NaN equals NaN and is
  * below every other number; -0 equals 0. Objects compare field by field (type, then name,
  * then value), arrays element by element; a prefix sorts first.
+ * Strings compare by UTF-8 bytes, or by `strings` under a collation (`stringComparatorFor`).
  * Returns -1, 0 or 1. Throws `BAD_VALUE` for unsupported types (see `typeBracketOf`).
  */
-export function compareValues(a: Value, b: Value): Ordering {
+export function compareValues(a: Value, b: Value, strings?: StringComparator): Ordering {
   const ta = typeBracketOf(a);
   const tb = typeBracketOf(b);
   if (ta !== tb) return CANONICAL_TYPE[ta] < CANONICAL_TYPE[tb] ? -1 : 1;
@@ -30,7 +32,7 @@ export function compareValues(a: Value, b: Value): Ordering {
     case 'number':
       return compareNumbers(numericValueOf(a), numericValueOf(b));
     case 'string':
-      return compareStrings(a as string, b as string);
+      return strings === undefined ? compareStrings(a as string, b as string) : strings(a as string, b as string);
     case 'bool':
       return a === b ? 0 : a === false ? -1 : 1;
     case 'date':
@@ -47,15 +49,15 @@ export function compareValues(a: Value, b: Value): Ordering {
       return compareStrings(x.pattern, y.pattern) || compareStrings(x.flags, y.flags);
     }
     case 'array':
-      return compareArrays(a as ValueArray, b as ValueArray);
+      return compareArrays(a as ValueArray, b as ValueArray, strings);
     case 'object':
-      return compareObjects(a as ValueObject, b as ValueObject);
+      return compareObjects(a as ValueObject, b as ValueObject, strings);
   }
 }
 
-/** True when `a` and `b` are equal in the value order (`compareValues(a, b) === 0`). Throws as `compareValues`. */
-export function valuesEqual(a: Value, b: Value): boolean {
-  return compareValues(a, b) === 0;
+/** True when `a` and `b` are equal in the value order (`compareValues(a, b, strings) === 0`). Throws as `compareValues`. */
+export function valuesEqual(a: Value, b: Value, strings?: StringComparator): boolean {
+  return compareValues(a, b, strings) === 0;
 }
 
 /**
@@ -105,16 +107,16 @@ function compareTimestamps(a: Timestamp, b: Timestamp): Ordering {
   return sign(a.t - b.t) || sign(a.i - b.i);
 }
 
-function compareArrays(a: ValueArray, b: ValueArray): Ordering {
+function compareArrays(a: ValueArray, b: ValueArray, strings: StringComparator | undefined): Ordering {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
-    const c = compareValues(a[i] as Value, b[i] as Value);
+    const c = compareValues(a[i] as Value, b[i] as Value, strings);
     if (c !== 0) return c;
   }
   return sign(a.length - b.length);
 }
 
-function compareObjects(a: ValueObject, b: ValueObject): Ordering {
+function compareObjects(a: ValueObject, b: ValueObject, strings: StringComparator | undefined): Ordering {
   const ka = Object.keys(a);
   const kb = Object.keys(b);
   const n = Math.min(ka.length, kb.length);
@@ -127,7 +129,8 @@ function compareObjects(a: ValueObject, b: ValueObject): Ordering {
     const ca = CANONICAL_TYPE[typeBracketOf(va)];
     const cb = CANONICAL_TYPE[typeBracketOf(vb)];
     if (ca !== cb) return ca < cb ? -1 : 1;
-    const c = compareStrings(fa, fb) || compareValues(va, vb);
+    // Field names always compare by bytes: a collation applies to string values only.
+    const c = compareStrings(fa, fb) || compareValues(va, vb, strings);
     if (c !== 0) return c;
   }
   return sign(ka.length - kb.length);

@@ -15,7 +15,7 @@ import * as projectionOperators from 'mingo/operators/projection';
 import * as queryOperators from 'mingo/operators/query';
 import * as windowOperators from 'mingo/operators/window';
 import { TesseraError } from '@tessera/core';
-import type { Value, ValueObject } from '@tessera/core';
+import type { Collation, Value, ValueObject } from '@tessera/core';
 import { parseFilter } from '../filter/parse-filter.js';
 import { compileSort } from '../sort/sort.js';
 import { display, isDocument } from '../values.js';
@@ -37,15 +37,20 @@ export const PIPELINE_STAGES: ReadonlySet<string> = new Set(Object.keys(mingoSta
  */
 function $match(collection: Iterator, filter: ValueObject, options: unknown): Iterator {
   const { $expr, ...rest } = filter as ValueObject & { $expr?: Value };
-  const compiled = parseFilter(rest);
+  const compiled = parseFilter(rest, collationOf(options));
   const expression = $expr === undefined ? undefined : new Query({ $expr } as never, options as never);
   return collection.filter((document) => compiled.matches(document as ValueObject) && (expression?.test(document as never) ?? true));
 }
 
 /** `$sort` in MongoDB's cross-type order (find's comparator); stable, as the router's merge expects. */
-function $sort(collection: Iterator, spec: ValueObject): Iterator {
-  const compare = compileSort(spec);
+function $sort(collection: Iterator, spec: ValueObject, options: unknown): Iterator {
+  const compare = compileSort(spec, collationOf(options));
   return collection.transform((documents) => Lazy([...(documents as ValueObject[])].sort(compare)));
+}
+
+/** The pipeline's collation, which `runPipeline` hands mingo with its options. */
+function collationOf(options: unknown): Collation | undefined {
+  return (options as { collation?: Collation } | undefined)?.collation;
 }
 
 /** A document's own copy: plain objects and arrays copied, BSON values (immutable) shared. */
@@ -172,6 +177,8 @@ export interface PipelineOptions {
   readonly variables?: ValueObject;
   /** The documents of a collection a `$lookup`/`$graphLookup`/`$unionWith` names, by name. */
   readonly collection?: (name: string) => ValueObject[];
+  /** How `$match` and `$sort` compare strings (mingo's own sorting stages too); byte order without one. */
+  readonly collation?: Collation | undefined;
 }
 
 /**
@@ -191,6 +198,7 @@ export function runPipeline(
       scriptEnabled: false,
       ...(options.variables !== undefined ? { variables: options.variables } : {}),
       ...(options.collection !== undefined ? { collectionResolver: options.collection as never } : {}),
+      ...(options.collation !== undefined ? { collation: options.collation as never } : {}),
     });
     return aggregator.run(documents as never) as ValueObject[];
   } catch (error) {

@@ -1,9 +1,10 @@
 import { BSONRegExp, Int32, Long, MaxKey, MinKey, ObjectId } from 'bson';
 import { describe, expect, it } from 'vitest';
 import { thrownBy } from '../../../../test/errors.js';
-import { fromExtendedJsonObject } from '@tessera/core';
+import { fromExtendedJsonObject, parseCollation } from '@tessera/core';
 import type { ValueObject } from '@tessera/core';
 import { idEqualityFromFilter } from './id-equality.js';
+import { compileSort } from '../sort/sort.js';
 import { parseFilter, validateFilter } from './parse-filter.js';
 
 const oid = new ObjectId('0102030405060708090a0b0c');
@@ -23,7 +24,6 @@ const doc: ValueObject = {
   sub: { x: 1, y: { z: 'deep' } },
   when: new Date('2024-01-01T00:00:00Z'),
 };
-
 
 describe('parseFilter matching', () => {
   it.each<[string, unknown, boolean]>([
@@ -148,5 +148,31 @@ describe('idEqualityFromFilter', () => {
     ['not when absent', { a: 1 }, undefined],
   ])('%s', (_name, filter, expected) => {
     expect(idEqualityFromFilter(filter)).toEqual(expected);
+  });
+});
+
+describe('filters and sorts under a collation', () => {
+  const docs = [{ n: 'Alice' }, { n: 'alice' }, { n: 'ALİCE' }, { n: 'bob' }, { n: 'Émile' }, { n: 'item10' }, { n: 'item9' }];
+  const matching = (filter: Record<string, unknown>, collation?: ValueObject) => {
+    const compiled = parseFilter(filter, parseCollation(collation));
+    return docs.filter((d) => compiled.matches(d)).map((d) => d.n);
+  };
+
+  it('matches equality, $in, $ne and ranges as the collation compares strings; $regex stays by code points', () => {
+    expect(matching({ n: 'alice' })).toEqual(['alice']);
+    expect(matching({ n: 'alice' }, { locale: 'en', strength: 2 })).toEqual(['Alice', 'alice']);
+    expect(matching({ n: { $in: ['emile', 'BOB'] } }, { locale: 'en', strength: 1 })).toEqual(['bob', 'Émile']);
+    expect(matching({ n: { $ne: 'ALICE' } }, { locale: 'en', strength: 2 })).toEqual(['ALİCE', 'bob', 'Émile', 'item10', 'item9']);
+    expect(matching({ n: { $gt: 'item9' } }, { locale: 'en', numericOrdering: true })).toEqual(['item10']);
+    expect(matching({ n: { $regex: '^a' } }, { locale: 'en', strength: 1 })).toEqual(['alice']);
+    expect(matching({ $or: [{ n: 'BOB' }, { x: { $elemMatch: { $eq: 'q' } } }] }, { locale: 'en', strength: 2 })).toEqual(['bob']);
+  });
+
+  it('sorts strings as the collation orders them', () => {
+    const sorted = (collation?: ValueObject) => [...docs].sort(compileSort({ n: 1 }, parseCollation(collation))).map((d) => d.n);
+    expect(sorted().slice(0, 3)).toEqual(['ALİCE', 'Alice', 'alice']);
+    const numeric = sorted({ locale: 'en', numericOrdering: true });
+    expect(numeric.indexOf('item9')).toBeLessThan(numeric.indexOf('item10'));
+    expect(sorted({ locale: 'en' }).indexOf('Émile')).toBeLessThan(sorted({ locale: 'en' }).indexOf('item10'));
   });
 });

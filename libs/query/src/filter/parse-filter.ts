@@ -9,8 +9,8 @@ import { Long } from 'bson';
 import { Context } from 'mingo';
 import * as mingoQueryOperators from 'mingo/operators/query';
 import { Query } from 'mingo/query';
-import { numericValueOf, TesseraError, typeBracketOf } from '@tessera/core';
-import type { Value, ValueObject } from '@tessera/core';
+import { numericValueOf, stringComparatorFor, TesseraError, typeBracketOf } from '@tessera/core';
+import type { Collation, StringComparator, Value, ValueObject } from '@tessera/core';
 import { asRegExp, display, isDocument, isOperatorName, isRegex, toRegExp } from '../values.js';
 import { buildFieldOperators } from './query-operators.js';
 
@@ -72,11 +72,13 @@ function badValue(message: string, details: Record<string, unknown>): TesseraErr
  * Throws `BAD_VALUE` naming the operator and the path for an unknown operator anywhere, an
  * unsupported one (`$where`, `$function`, `$expr`, `$text`, `$mod`, geo and bit operators), a
  * malformed operand (`$in` without an array, `$and` with an empty array, ...), or a field
- * document mixing operators and fields.
+ * document mixing operators and fields. Under a `collation`, strings compare as it says
+ * (`$regex` excepted, as in MongoDB).
  */
-export function parseFilter(filter: unknown): CompiledFilter {
+export function parseFilter(filter: unknown, collation?: Collation): CompiledFilter {
   const normalized = validateFilter(filter, '');
-  const query = new Query(withoutBigInts(normalized) as ValueObject, { context: QUERY_CONTEXT, scriptEnabled: false });
+  const context = contextFor(stringComparatorFor(collation));
+  const query = new Query(withoutBigInts(normalized) as ValueObject, { context, scriptEnabled: false });
   return { filter: normalized, matches: (document) => query.test(document) };
 }
 
@@ -239,18 +241,29 @@ function isElemMatchOnValues(criteria: ValueObject): boolean {
   return keys.length > 0 && keys.every((k) => isOperatorName(k) && !LOGICAL_OPERATORS.has(k));
 }
 
-/** Compiles a validated `$elemMatch` criteria into a predicate over one array element. */
-function compileElemMatch(criteria: ValueObject): (element: Value) => boolean {
+/** Compiles a validated `$elemMatch` criteria into a predicate over one array element, in `context`. */
+function compileElemMatch(criteria: ValueObject, context: Context): (element: Value) => boolean {
   if (isElemMatchOnValues(criteria)) {
-    const query = new Query({ element: withoutBigInts(criteria) }, { context: QUERY_CONTEXT });
+    const query = new Query({ element: withoutBigInts(criteria) }, { context });
     return (element) => query.test({ element });
   }
-  const query = new Query(withoutBigInts(criteria) as ValueObject, { context: QUERY_CONTEXT });
+  const query = new Query(withoutBigInts(criteria) as ValueObject, { context });
   return (element) => isDocument(element) && query.test(element);
 }
 
 type MingoQueryOps = Parameters<typeof Context.init>[0] extends infer O ? (O extends { query?: infer Q } ? Q : never) : never;
 
-const QUERY_CONTEXT = Context.init({
-  query: { ...mingoQueryOperators, ...buildFieldOperators(compileElemMatch) } as unknown as MingoQueryOps,
-});
+/** The mingo context of each string order: byte order (undefined) and each collation's, built once. */
+const contexts = new Map<StringComparator | undefined, Context>();
+
+function contextFor(strings: StringComparator | undefined): Context {
+  let context = contexts.get(strings);
+  if (context === undefined) {
+    const elemMatch = (criteria: ValueObject) => compileElemMatch(criteria, context!);
+    context = Context.init({
+      query: { ...mingoQueryOperators, ...buildFieldOperators(elemMatch, strings) } as unknown as MingoQueryOps,
+    });
+    contexts.set(strings, context);
+  }
+  return context;
+}

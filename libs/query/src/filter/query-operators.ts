@@ -8,7 +8,7 @@
  * mingo keeps the logical operators (`$and $or $nor $not`) and `$elemMatch`.
  */
 import { compareValues, typeBracketOf } from '@tessera/core';
-import type { TypeBracket, Value, ValueObject } from '@tessera/core';
+import type { StringComparator, TypeBracket, Value, ValueObject } from '@tessera/core';
 import { asRegExp, isRegex, regexEquals, valuesAtPath } from '../values.js';
 
 /** A mingo query operator: compiled once per filter, then called per document. */
@@ -33,19 +33,22 @@ function bracketOf(value: Value): TypeBracket | undefined {
   }
 }
 
-function safeCompare(a: Value, b: Value): number | undefined {
+function safeCompare(a: Value, b: Value, strings?: StringComparator): number | undefined {
   try {
-    return compareValues(a, b);
+    return compareValues(a, b, strings);
   } catch {
     return undefined;
   }
 }
 
-/** MongoDB equality: null also matches a missing field; an array matches when it or one of its elements equals. */
-export function matchesEquality(document: unknown, selector: string, operand: Value): boolean {
+/**
+ * MongoDB equality: null also matches a missing field; an array matches when it or one of its
+ * elements equals. Strings compare under `strings` (a collation) when given.
+ */
+export function matchesEquality(document: unknown, selector: string, operand: Value, strings?: StringComparator): boolean {
   const { values, missing } = candidatesAt(document, selector);
   if (operand === null && missing) return true;
-  return values.some((v) => safeCompare(v, operand) === 0);
+  return values.some((v) => safeCompare(v, operand, strings) === 0);
 }
 
 function matchesRegex(document: unknown, selector: string, pattern: RegExp): boolean {
@@ -53,31 +56,31 @@ function matchesRegex(document: unknown, selector: string, pattern: RegExp): boo
   return values.some((v) => (typeof v === 'string' ? pattern.test(v) : isRegex(v) && regexEquals(v, pattern)));
 }
 
-function matchesIn(document: unknown, selector: string, operand: readonly Value[]): boolean {
+function matchesIn(document: unknown, selector: string, operand: readonly Value[], strings: StringComparator | undefined): boolean {
   return operand.some((item) =>
-    isRegex(item) ? matchesRegex(document, selector, asRegExp(item, selector)) : matchesEquality(document, selector, item),
+    isRegex(item) ? matchesRegex(document, selector, asRegExp(item, selector)) : matchesEquality(document, selector, item, strings),
   );
 }
 
 type Comparison = (ordering: number) => boolean;
 
 /** `$gt`-style operators: only values of the operand's type bracket compare, except MinKey/MaxKey which compare with all. */
-function rangeOperator(test: Comparison, nullMatches: boolean): FieldOperator {
+function rangeOperator(test: Comparison, nullMatches: boolean, strings: StringComparator | undefined): FieldOperator {
   return (selector, operand) => {
     const bound = operand as Value;
     const bracket = bracketOf(bound);
     return (document) => {
-      if (bound === null) return nullMatches && matchesEquality(document, selector, null);
+      if (bound === null) return nullMatches && matchesEquality(document, selector, null, strings);
       const { values, missing } = candidatesAt(document, selector);
       if (bracket === 'minKey' || bracket === 'maxKey') {
         return (missing ? [null] : values).some((v) => {
-          const c = safeCompare(v, bound);
+          const c = safeCompare(v, bound, strings);
           return c !== undefined && test(c);
         });
       }
       return values.some((v) => {
         if (bracketOf(v) !== bracket) return false;
-        const c = safeCompare(v, bound);
+        const c = safeCompare(v, bound, strings);
         return c !== undefined && test(c);
       });
     };
@@ -127,20 +130,22 @@ function matchesType(document: unknown, selector: string, names: ReadonlySet<str
 
 /**
  * Builds the replacements for mingo's operators. `elemMatch(criteria)` compiles an `$elemMatch`
- * criteria into a predicate over one array element (used by `$all`).
+ * criteria into a predicate over one array element (used by `$all`). Strings compare under
+ * `strings` (a collation) when given.
  */
 export function buildFieldOperators(
   elemMatch: (criteria: ValueObject) => (element: Value) => boolean,
+  strings?: StringComparator,
 ): Record<`$${string}`, FieldOperator> {
   return {
-    $eq: (selector, operand) => (document) => matchesEquality(document, selector, operand as Value),
-    $ne: (selector, operand) => (document) => !matchesEquality(document, selector, operand as Value),
-    $gt: rangeOperator((c) => c > 0, false),
-    $gte: rangeOperator((c) => c >= 0, true),
-    $lt: rangeOperator((c) => c < 0, false),
-    $lte: rangeOperator((c) => c <= 0, true),
-    $in: (selector, operand) => (document) => matchesIn(document, selector, operand as Value[]),
-    $nin: (selector, operand) => (document) => !matchesIn(document, selector, operand as Value[]),
+    $eq: (selector, operand) => (document) => matchesEquality(document, selector, operand as Value, strings),
+    $ne: (selector, operand) => (document) => !matchesEquality(document, selector, operand as Value, strings),
+    $gt: rangeOperator((c) => c > 0, false, strings),
+    $gte: rangeOperator((c) => c >= 0, true, strings),
+    $lt: rangeOperator((c) => c < 0, false, strings),
+    $lte: rangeOperator((c) => c <= 0, true, strings),
+    $in: (selector, operand) => (document) => matchesIn(document, selector, operand as Value[], strings),
+    $nin: (selector, operand) => (document) => !matchesIn(document, selector, operand as Value[], strings),
     $regex: (selector, operand) => (document) => matchesRegex(document, selector, operand as RegExp),
     $type: (selector, operand) => {
       const names = new Set((Array.isArray(operand) ? operand : [operand]) as string[]);
@@ -161,7 +166,7 @@ export function buildFieldOperators(
           const test = elemMatch(criteria as ValueObject);
           return (document) => valuesAtPath(document as Value, selector).some((v) => Array.isArray(v) && (v as Value[]).some(test));
         }
-        return (document) => matchesEquality(document, selector, item);
+        return (document) => matchesEquality(document, selector, item, strings);
       });
       return (document) => tests.length > 0 && tests.every((t) => t(document));
     },

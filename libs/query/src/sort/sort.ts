@@ -5,8 +5,8 @@
  * descending; an empty array sorts below null.
  */
 import { MinKey } from 'bson';
-import { compareValues, numericValueOf, TesseraError, typeBracketOf } from '@tessera/core';
-import type { Value, ValueObject } from '@tessera/core';
+import { compareValues, numericValueOf, stringComparatorFor, TesseraError, typeBracketOf } from '@tessera/core';
+import type { Collation, StringComparator, Value, ValueObject } from '@tessera/core';
 import { display, isDocument, valuesAtPath } from '../values.js';
 
 /** One field of a sort: a dotted path and a direction. */
@@ -56,7 +56,7 @@ function toNumber(value: Value): number {
 }
 
 /** Returns the value a document sorts by on one field and direction (see the module comment). Throws nothing for core values. */
-export function sortKeyOf(document: ValueObject, path: string, direction: 1 | -1): Value {
+export function sortKeyOf(document: ValueObject, path: string, direction: 1 | -1, strings?: StringComparator): Value {
   const reached = valuesAtPath(document, path);
   if (reached.length === 0) return null;
   let best: Value | undefined;
@@ -65,18 +65,19 @@ export function sortKeyOf(document: ValueObject, path: string, direction: 1 | -1
     const candidates = Array.isArray(value) ? (value as Value[]) : [value];
     if (candidates.length === 0) sawEmptyArray = true;
     for (const candidate of candidates) {
-      if (best === undefined || compareValues(candidate, best) * direction < 0) best = candidate;
+      if (best === undefined || compareValues(candidate, best, strings) * direction < 0) best = candidate;
     }
   }
   return best ?? (sawEmptyArray ? new MinKey() : null);
 }
 
-/** Returns a comparator for a sort specification. Throws `BAD_VALUE` as `parseSort`. */
-export function compileSort(spec: unknown): DocumentComparator {
+/** Returns a comparator for a sort specification, strings ordered by `collation` when given. Throws `BAD_VALUE` as `parseSort`. */
+export function compileSort(spec: unknown, collation?: Collation): DocumentComparator {
   const fields = parseSort(spec);
+  const strings = stringComparatorFor(collation);
   return (a, b) => {
     for (const { path, direction } of fields) {
-      const c = compareValues(sortKeyOf(a, path, direction), sortKeyOf(b, path, direction)) * direction;
+      const c = compareValues(sortKeyOf(a, path, direction, strings), sortKeyOf(b, path, direction, strings), strings) * direction;
       if (c !== 0) return c;
     }
     return 0;
