@@ -45,6 +45,11 @@ const hint = z
     description:
       'An index by name (`"a_1"`) or key pattern (`{ "a": 1 }`), or `{ "$natural": 1 }`: refused (BadValue) when the collection has no such index. Checked; the shard plans its scan as without it.',
   });
+/** How strings compare (MongoDB's collation document); checked by `parseCollation`. */
+const collation = documentSchema.optional().meta({
+  description:
+    'MongoDB\'s collation: `{ locale, strength (1-5), caseLevel, caseFirst, numericOrdering, alternate, normalization }`, or `{ locale: "simple" }` (byte order, the default). Applies to the filter, the sort and distinct; `backwards` and `maxVariable` are refused.',
+});
 /** A read's time limit. */
 const maxTimeMS = count
   .max(2 ** 31 - 1)
@@ -80,6 +85,7 @@ export const findBodySchema = z.strictObject({
   hint,
   comment,
   maxTimeMS,
+  collation,
 });
 
 export const nextBodySchema = z.strictObject({
@@ -180,6 +186,7 @@ export const countBodySchema = z.strictObject({
   hint,
   comment,
   maxTimeMS,
+  collation,
 });
 
 export const distinctBodySchema = z.strictObject({
@@ -189,6 +196,7 @@ export const distinctBodySchema = z.strictObject({
   hint,
   comment,
   maxTimeMS,
+  collation,
 });
 
 export const aggregateBodySchema = z.strictObject({
@@ -207,6 +215,7 @@ export const aggregateBodySchema = z.strictObject({
   hint,
   comment,
   maxTimeMS,
+  collation,
 });
 
 export const createIndexesBodySchema = z.strictObject({
@@ -221,6 +230,10 @@ export const createIndexesBodySchema = z.strictObject({
           .boolean()
           .optional()
           .meta({ description: 'Only when the shard key is a prefix of the key (or the collection is unsharded).' }),
+        collation: documentSchema.optional().meta({
+          description:
+            'Refused (CannotCreateIndex, 67): index keys are kept in byte order, so an index with a collation is not supported. A read may still take a collation; it then scans.',
+        }),
       }),
     )
     .min(1)

@@ -23,6 +23,14 @@ export class IndexesService {
   constructor(private readonly cluster: ClusterRoutingService) {}
 
   async createIndexes(ns: string, body: CreateIndexesBody): Promise<CreateIndexesResponse> {
+    const collated = body.indexes.find((index) => index.collation !== undefined);
+    if (collated !== undefined) {
+      throw new TesseraError(
+        'CANNOT_CREATE_INDEX',
+        'an index with a collation is not supported: index keys are kept in byte order. Create it without one; reads with a collation scan.',
+        { details: { key: collated.key } },
+      );
+    }
     return withStaleRetries(this.cluster.cache, ns, async () => {
       const routing = await this.cluster.routingForWrite(ns);
       const replies = await Promise.all(

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { TesseraError, type Value, type ValueObject } from '@tessera/core';
+import { type Collation, TesseraError, type Value, type ValueObject } from '@tessera/core';
 import { timeLimitField } from '@tessera/platform';
 import { type SplitPipeline, checkPipeline, collectionsRead, compileSort, isDocument, runPipeline, splitPipeline } from '@tessera/query';
 import { errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
@@ -12,7 +12,7 @@ import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { routeFilter } from '../writes/write-targeting.js';
 import { timestampToWire } from '../clock/cluster-time-wire.js';
-import { type CursorResponse, DEFAULT_BATCH_SIZE, QueryService, unionOfValues } from './query.service.js';
+import { type CursorResponse, DEFAULT_BATCH_SIZE, QueryService, collationOf, targetingFilter, unionOfValues } from './query.service.js';
 import { RouterCursor, type ShardBatch } from './router-cursor.js';
 
 /** Documents asked of a shard per batch while the router drains the shards' results for its merge. */
@@ -52,11 +52,12 @@ export class AggregateService {
     const stages = checkPipeline(body.pipeline.map((stage) => fromWire(stage)));
     await this.indexes.checkHint(ns, body.hint);
     const variables = body.let === undefined ? undefined : (fromWire(body.let) as ValueObject);
+    const collation = collationOf(body);
     const read = await this.queries.readOf(body, session);
     return this.queries.readRetrying(ns, read.transaction, async () => {
       const routing = await this.cluster.routingForRead(ns);
       const planned = splitPipeline(stages);
-      const shards = routing === undefined ? [] : routeFilter(planned.filter, routing, read.atClusterTime);
+      const shards = routing === undefined ? [] : routeFilter(targetingFilter(planned.filter, collation), routing, read.atClusterTime);
       const split = shards.length === 1 ? splitPipeline(stages, true) : planned;
       if (body.explain) return { explain: explainOf(split, shards), ok: 1 as const };
       const snapshot = read.atClusterTime === undefined ? {} : { atClusterTime: timestampToWire(read.atClusterTime) };
@@ -75,16 +76,17 @@ export class AggregateService {
                 pipeline: split.shardsPart.map((stage) => toWire(stage) as Record<string, unknown>),
                 ...(body.let !== undefined ? { let: body.let } : {}),
                 batchSize: streaming ? batchSize : DRAIN_BATCH_SIZE,
-                ...timeLimitField(),
+                ...timeLimitField(read.limit),
+                ...(body.collation !== undefined ? { collation: body.collation } : {}),
               }),
             );
       const merged = new RouterCursor(
         ns,
         batches,
-        split.mergeSort === undefined ? {} : { compare: compileSort(split.mergeSort) },
+        split.mergeSort === undefined ? {} : { compare: compileSort(split.mergeSort, collation) },
         this.queries.cursorPort(),
       );
-      const cursor = streaming ? merged : await this.merge(ns, merged, split.mergerPart, { variables, read });
+      const cursor = streaming ? merged : await this.merge(ns, merged, split.mergerPart, { variables, read, collation });
       const { id, documents } = await this.queries.firstBatch(cursor, batchSize, session);
       return { cursor: { id, ns, firstBatch: documents, ...snapshot }, ok: 1 as const };
     });
@@ -172,6 +174,7 @@ export class AggregateService {
     }
     return runPipeline(documents, stages, {
       ...(context.variables !== undefined ? { variables: context.variables } : {}),
+      collation: context.collation,
       collection: (name) => collections.get(name) ?? [],
     });
   }
@@ -189,7 +192,7 @@ export class AggregateService {
         ...this.queries.inTransaction(read.transaction, shard),
         filter: toWire(filter) as Record<string, unknown>,
         batchSize: DRAIN_BATCH_SIZE,
-        ...timeLimitField(),
+        ...timeLimitField(read.limit),
       }),
     );
     return drain(new RouterCursor(ns, batches, {}, this.queries.cursorPort()));
@@ -205,6 +208,7 @@ async function drain(cursor: RouterCursor): Promise<ValueObject[]> {
 
 interface MergeContext {
   variables: ValueObject | undefined;
+  collation?: Collation | undefined;
   read: Awaited<ReturnType<QueryService['readOf']>>;
 }
 

@@ -1,7 +1,16 @@
 import { Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import { type ClusterTimestamp, TesseraError, type Value, type ValueObject, compareValues } from '@tessera/core';
+import {
+  type ClusterTimestamp,
+  type Collation,
+  TesseraError,
+  type Value,
+  type ValueObject,
+  compareValues,
+  parseCollation,
+  stringComparatorFor,
+} from '@tessera/core';
 import type { CursorBatch, ShardClient } from '@tessera/protocol';
-import { type Periodic, VectorClockService, runPeriodically, timeLimitField } from '@tessera/platform';
+import { type Periodic, type TimeLimit, VectorClockService, runPeriodically, timeLimitField, timeLimitOf } from '@tessera/platform';
 import { compileProjection, compileSort, validateFilter } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { fromWire, toWire } from '../api/extended-json.js';
@@ -91,11 +100,12 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     ns: string,
     body: FindBody,
     session: CommandSession | undefined,
-    { readConcern, atClusterTime }: ResolvedRead,
+    { readConcern, atClusterTime, limit }: ResolvedRead,
     transaction: RouterTransaction | undefined,
   ): Promise<CursorResponse> {
     const filter = validateFilter(fromWire(body.filter), '');
-    const compare = body.sort === undefined ? undefined : compileSort(fromWire(body.sort));
+    const collation = collationOf(body);
+    const compare = body.sort === undefined ? undefined : compileSort(fromWire(body.sort), collation);
     const project = body.projection === undefined ? undefined : compileProjection(fromWire(body.projection));
     const firstBatchSize = body.batchSize ?? DEFAULT_BATCH_SIZE;
     const snapshot = atClusterTime === undefined ? {} : { atClusterTime: timestampToWire(atClusterTime) };
@@ -103,12 +113,19 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     {
       const routing = await this.cluster.routingForRead(ns);
       if (routing === undefined) return empty;
-      const shards = routeFilter(filter, routing, atClusterTime);
+      const shards = routeFilter(targetingFilter(filter, collation), routing, atClusterTime);
       if (shards.length === 0) return empty;
       const plan = planShardFind({ ...body, filter: body.filter, batchSize: firstBatchSize }, shards.length);
       const command = readConcern === undefined ? plan.command : { ...plan.command, readConcern };
       const batches = await this.openShardCursors(shards, (client, shard) =>
-        client.find({ ...command, ...this.inTransaction(transaction, shard), ns, ...routing.versioningFor(shard), ...timeLimitField() }),
+        client.find({
+          ...command,
+          ...this.inTransaction(transaction, shard),
+          ns,
+          ...routing.versioningFor(shard),
+          ...timeLimitField(limit),
+          ...(body.collation !== undefined ? { collation: body.collation } : {}),
+        }),
       );
       const cursor = new RouterCursor(
         ns,
@@ -132,7 +149,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
    * shard at its snapshot, so its reads carry no readConcern of their own.
    */
   async readOf(
-    body: TransactionBody & { readConcern?: ReadConcernBody | undefined },
+    body: TransactionBody & { readConcern?: ReadConcernBody | undefined; maxTimeMS?: number | undefined },
     session: CommandSession | undefined,
   ): Promise<ResolvedRead> {
     const of = transactionStatementOf(body, session);
@@ -143,7 +160,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
           details: { field: 'txnNumber' },
         });
       }
-      return { readConcern: resolved.shards, atClusterTime: resolved.atClusterTime };
+      return { readConcern: resolved.shards, atClusterTime: resolved.atClusterTime, limit: timeLimitOf(body.maxTimeMS) };
     }
     if (body.readConcern !== undefined && !of.start) {
       throw new TesseraError('INVALID_OPTIONS', 'only the first command of a transaction may carry a readConcern', {
@@ -151,7 +168,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
       });
     }
     const transaction = await this.transactions.statement(of, resolved.atClusterTime);
-    return { readConcern: undefined, atClusterTime: transaction.atClusterTime, transaction };
+    return { readConcern: undefined, atClusterTime: transaction.atClusterTime, transaction, limit: timeLimitOf(body.maxTimeMS) };
   }
 
   inTransaction(transaction: RouterTransaction | undefined, shard: string): { transaction?: TransactionFields } {
@@ -173,11 +190,12 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   async count(ns: string, body: CountBody): Promise<{ n: number; ok: 1 }> {
     await this.indexes.checkHint(ns, body.hint);
     const read = await this.readOf(body, this.sessions.use(body));
-    const { readConcern, atClusterTime, transaction } = read;
+    const { readConcern, atClusterTime, transaction, limit: timeLimit } = read;
     const filter = validateFilter(fromWire(body.filter), '');
+    const collation = collationOf(body);
     return this.readRetrying(ns, transaction, async () => {
       const routing = await this.cluster.routingForRead(ns);
-      const shards = routing === undefined ? [] : routeFilter(filter, routing, atClusterTime);
+      const shards = routing === undefined ? [] : routeFilter(targetingFilter(filter, collation), routing, atClusterTime);
       if (routing === undefined || shards.length === 0) return { n: 0, ok: 1 as const };
       const skip = body.skip ?? 0;
       const limit = body.limit ?? 0;
@@ -194,7 +212,8 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
               ...this.inTransaction(transaction, shard),
               filter: body.filter,
               ...window,
-              ...timeLimitField(),
+              ...timeLimitField(timeLimit),
+              ...(body.collation !== undefined ? { collation: body.collation } : {}),
             }),
             { n: 0 },
           );
@@ -210,11 +229,12 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
   /** MongoDB's distinct: the union of each shard's distinct values, without duplicates (in value order). */
   async distinct(ns: string, body: DistinctBody): Promise<{ values: unknown[]; ok: 1 }> {
     await this.indexes.checkHint(ns, body.hint);
-    const { readConcern, atClusterTime, transaction } = await this.readOf(body, this.sessions.use(body));
+    const { readConcern, atClusterTime, transaction, limit } = await this.readOf(body, this.sessions.use(body));
     const filter = validateFilter(fromWire(body.filter), '');
+    const collation = collationOf(body);
     return this.readRetrying(ns, transaction, async () => {
       const routing = await this.cluster.routingForRead(ns);
-      const shards = routing === undefined ? [] : routeFilter(filter, routing, atClusterTime);
+      const shards = routing === undefined ? [] : routeFilter(targetingFilter(filter, collation), routing, atClusterTime);
       if (routing === undefined) return { values: [], ok: 1 as const };
       const answers = await Promise.all(
         shards.map(async (shard) => {
@@ -226,14 +246,21 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
             ...this.inTransaction(transaction, shard),
             key: body.key,
             filter: body.filter,
-            ...timeLimitField(),
+            ...timeLimitField(limit),
+            ...(body.collation !== undefined ? { collation: body.collation } : {}),
           };
           return emptyIfMissing(client.distinct(command), {
             values: [],
           });
         }),
       );
-      return { values: unionOfValues(answers.map((a) => a.values.map(fromWire))).map(toWire), ok: 1 as const };
+      return {
+        values: unionOfValues(
+          answers.map((a) => a.values.map(fromWire)),
+          collation,
+        ).map(toWire),
+        ok: 1 as const,
+      };
     });
   }
 
@@ -291,6 +318,8 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
 
 /** A read's concern for the shards, its snapshot time to route by, and its transaction if it is one's statement. */
 interface ResolvedRead {
+  /** The read's maxTimeMS, which its shard commands carry as the time left. */
+  limit?: TimeLimit | undefined;
   readConcern: ReturnType<typeof resolveReadConcern>['shards'];
   atClusterTime: ClusterTimestamp | undefined;
   transaction?: RouterTransaction;
@@ -310,8 +339,22 @@ async function emptyIfMissing<T>(answer: Promise<T>, empty: T): Promise<T> {
   }
 }
 
-/** The distinct values of several lists, in MongoDB's value order. */
-export function unionOfValues(lists: readonly (readonly Value[])[]): Value[] {
-  const all = lists.flat().sort(compareValues);
-  return all.filter((value, i) => i === 0 || compareValues(all[i - 1]!, value) !== 0);
+/** The distinct values of several lists, in MongoDB's value order (strings by `collation` when given). */
+export function unionOfValues(lists: readonly (readonly Value[])[], collation?: Collation): Value[] {
+  const strings = stringComparatorFor(collation);
+  const all = lists.flat().sort((a, b) => compareValues(a, b, strings));
+  return all.filter((value, i) => i === 0 || compareValues(all[i - 1]!, value, strings) !== 0);
+}
+
+/** A read's checked collation (`parseCollation`); undefined for byte order. */
+export function collationOf(body: { collation?: Record<string, unknown> | undefined }): Collation | undefined {
+  return body.collation === undefined ? undefined : parseCollation(fromWire(body.collation));
+}
+
+/**
+ * The filter a read targets shards by: under a collation every shard, since a string the
+ * collation calls equal to the filter's may sort anywhere in the shard key's byte order.
+ */
+export function targetingFilter(filter: ValueObject, collation: Collation | undefined): ValueObject {
+  return collation === undefined ? filter : {};
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
-import { poolQuery, poolStatement } from '@tessera/platform';
+import { type Collation, TesseraError, type ValueObject, fromExtendedJsonObject, toExtendedJsonObject } from '@tessera/core';
+import { type TimeLimit, poolQuery, poolStatement } from '@tessera/platform';
 import {
   type CompiledFilter,
   MAX_BATCH_BYTES,
@@ -9,11 +9,10 @@ import {
   bsonSize,
   compileProjection,
   compileSort,
-  parseFilter,
   runPipeline,
 } from '@tessera/query';
 import { planSqlGroup } from './sql-group.js';
-import { readRelation, scanConditions } from './document-scan.js';
+import { compileScanFilter, readRelation, scanConditions } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
 
 export interface FindRequest {
@@ -24,6 +23,10 @@ export interface FindRequest {
   skip?: number;
   limit?: number;
   batchSize?: number;
+  /** How strings compare in the filter and the sort (byte order without one). */
+  collation?: Collation;
+  /** The command's maxTimeMS: its first batch's statements run under it, later batches do not. */
+  timeLimit?: TimeLimit;
 }
 
 /** A batch of documents (Extended JSON) and the cursor to ask for more, null when exhausted. */
@@ -73,8 +76,9 @@ export class CursorManager {
    */
   async find(handle: CollectionHandle, request: FindRequest, onClose?: () => void): Promise<FindBatch> {
     const filter = request.filter ?? {};
-    const compiled = parseFilter(filter);
-    const sort = request.sort === undefined || Object.keys(request.sort).length === 0 ? undefined : compileSort(request.sort);
+    const compiled = compileScanFilter(filter, request.collation);
+    const sort =
+      request.sort === undefined || Object.keys(request.sort).length === 0 ? undefined : compileSort(request.sort, request.collation);
     const project = compileProjection(request.projection);
     const skip = nonNegative(request.skip, 'skip') ?? 0;
     const limit = nonNegative(request.limit, 'limit') || undefined;
@@ -87,8 +91,8 @@ export class CursorManager {
     // batches are served after the statement (or the transaction) is over.
     const cursor =
       sort || handle.transaction
-        ? await this.sortedCursor(handle, where, accept, sort, skip, limit, project, sizeOf)
-        : this.streamingCursor(handle, where, accept, skip, limit, project, sizeOf);
+        ? await this.sortedCursor(handle, where, accept, sort, skip, limit, project, sizeOf, request.timeLimit)
+        : this.streamingCursor(handle, where, accept, skip, limit, project, sizeOf, request.timeLimit);
     if (onClose !== undefined) cursor.close = onClose;
     return this.batchFrom(cursor, undefined, nonNegative(request.batchSize, 'batchSize') || DEFAULT_BATCH_SIZE);
   }
@@ -163,19 +167,22 @@ export class CursorManager {
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
     sizeOf: SizeOf,
+    firstBatchLimit: TimeLimit | undefined,
   ): Cursor {
     const stream: StreamPosition = { after: null, toSkip: skip, remaining: limit ?? Infinity, done: false };
     const { dataSource, maxBatchBytes } = this;
     const returning: RowsToBatch = { accept, project, sizeOf, maxBatchBytes };
+    let timeLimit = firstBatchLimit;
     return {
       lastUsed: this.now(),
       async next(count) {
         const batch: BatchInProgress = { documents: [], bytes: 0, full: false };
         while (!stream.done && !batch.full && batch.documents.length < count && stream.remaining > 0) {
-          const rows = await readPage(dataSource, handle, where, stream.after, maxBatchBytes);
+          const rows = await readPage(dataSource, handle, where, stream.after, maxBatchBytes, timeLimit);
           const taken = takeRows(rows, stream, batch, count, returning);
           stream.done = isLastPage(rows, taken);
         }
+        timeLimit = undefined;
         return { documents: batch.documents, exhausted: stream.done || stream.remaining <= 0 };
       },
     };
@@ -189,18 +196,20 @@ export class CursorManager {
    */
   async aggregate(
     handle: CollectionHandle,
-    request: { filter: ValueObject; batchSize?: number | undefined },
+    request: { filter: ValueObject; batchSize?: number | undefined; timeLimit?: TimeLimit | undefined },
     stages: readonly ValueObject[],
     options: PipelineOptions,
     onClose?: () => void,
   ): Promise<FindBatch> {
-    const compiled = parseFilter(request.filter);
-    const grouped = await this.groupInPostgres(handle, compiled.filter, stages[0]);
+    const compiled = compileScanFilter(request.filter, options.collation);
+    // Postgres groups strings by bytes: under a collation the pipeline groups.
+    const grouped =
+      options.collation === undefined ? await this.groupInPostgres(handle, compiled.filter, stages[0], request.timeLimit) : undefined;
     const input =
       grouped ??
-      (await this.matchingDocuments(handle, scanConditions(handle, compiled.filter), ownedMatching(handle, compiled))).map(
-        ({ document }) => document,
-      );
+      (
+        await this.matchingDocuments(handle, scanConditions(handle, compiled.filter), ownedMatching(handle, compiled), request.timeLimit)
+      ).map(({ document }) => document);
     const results = runPipeline(input, grouped === undefined ? stages : stages.slice(1), options).map((document) => ({
       document,
       size: bsonSize(document),
@@ -219,6 +228,7 @@ export class CursorManager {
     handle: CollectionHandle,
     filter: ValueObject,
     first: ValueObject | undefined,
+    timeLimit: TimeLimit | undefined,
   ): Promise<ValueObject[] | undefined> {
     if (first === undefined || !('$group' in first) || handle.snapshot !== undefined || handle.transaction !== undefined) return undefined;
     const owned = handle.ownedRanges?.();
@@ -226,7 +236,7 @@ export class CursorManager {
     // Its own conditions, without the scan's narrowing by equalities: the plan tests those exactly.
     const plan = planSqlGroup(readRelation(handle), scanConditions(handle, filter, false), filter, first['$group']!, handle.pattern, owned);
     if (plan === undefined) return undefined;
-    return plan.documents(await poolQuery<Record<string, unknown>>(this.dataSource, plan.sql, plan.params));
+    return plan.documents(await poolQuery<Record<string, unknown>>(this.dataSource, plan.sql, plan.params, timeLimit));
   }
 
   private async sortedCursor(
@@ -238,8 +248,9 @@ export class CursorManager {
     limit: number | undefined,
     project: (document: ValueObject) => ValueObject,
     sizeOf: SizeOf,
+    timeLimit: TimeLimit | undefined,
   ): Promise<Cursor> {
-    const matching = await this.matchingDocuments(handle, where, accept);
+    const matching = await this.matchingDocuments(handle, where, accept, timeLimit);
     if (sort !== undefined) matching.sort((a, b) => sort(a.document, b.document));
     return this.resultsCursor(matching.slice(skip, limit === undefined ? undefined : skip + limit), project, sizeOf);
   }
@@ -249,11 +260,12 @@ export class CursorManager {
     handle: CollectionHandle,
     where: { sql: string; params: unknown[] },
     accept: (row: StoredRow) => ValueObject | undefined,
+    timeLimit: TimeLimit | undefined,
   ): Promise<Array<{ document: ValueObject; size: number }>> {
     const text = `SELECT shard_key, doc, size FROM ${readRelation(handle)} WHERE ${where.sql}`;
     const rows: StoredRow[] =
       handle.transaction === undefined
-        ? await poolQuery<StoredRow>(this.dataSource, text, where.params)
+        ? await poolQuery<StoredRow>(this.dataSource, text, where.params, timeLimit)
         : await handle.transaction.manager.query(`${text} ORDER BY id`, where.params);
     return rows.flatMap((row) => {
       const document = accept(row);
@@ -351,6 +363,7 @@ async function readPage(
   where: ScanConditions,
   after: Buffer | null,
   maxBatchBytes: number,
+  timeLimit: TimeLimit | undefined,
 ): Promise<PageRow[]> {
   // The first page has no lower bound on `id`: an `id > ''` condition would make Postgres
   // read the whole primary key index alongside a narrow shard key range.
@@ -361,15 +374,19 @@ async function readPage(
   // limit of a tenth of the table and can walk the whole primary key in `id` order.
   // A page ends too after the row that reaches a batch's bytes, so that large documents
   // past it are not read (nor their TOASTed text fetched) only to be read again.
-  const { rows } = await poolStatement<PageRow>(dataSource, {
-    ...(where.pointQuery && after === null && handle.snapshot === undefined ? { name: `find_${handle.table}` } : {}),
-    text:
-      `SELECT id, shard_key, doc, size, page_rows FROM (` +
-      `SELECT *, sum(size) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - size AS before, count(*) OVER () AS page_rows FROM (` +
-      `SELECT id, shard_key, doc, size FROM ${readRelation(handle)} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}` +
-      `) AS page) AS sized WHERE before < ${maxBatchBytes} ORDER BY id`,
-    values: params,
-  });
+  const { rows } = await poolStatement<PageRow>(
+    dataSource,
+    {
+      ...(where.pointQuery && after === null && handle.snapshot === undefined ? { name: `find_${handle.table}` } : {}),
+      text:
+        `SELECT id, shard_key, doc, size, page_rows FROM (` +
+        `SELECT *, sum(size) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - size AS before, count(*) OVER () AS page_rows FROM (` +
+        `SELECT id, shard_key, doc, size FROM ${readRelation(handle)} WHERE ${where.sql}${resume} ORDER BY id LIMIT ${PAGE_ROWS}` +
+        `) AS page) AS sized WHERE before < ${maxBatchBytes} ORDER BY id`,
+      values: params,
+    },
+    timeLimit,
+  );
   return rows;
 }
 

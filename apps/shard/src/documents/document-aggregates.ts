@@ -1,17 +1,28 @@
 import type { DataSource } from 'typeorm';
-import { type Value, type ValueObject, compareValues, toExtendedJsonObject, typeBracketOf, valuesEqual } from '@tessera/core';
+import {
+  type Value,
+  type ValueObject,
+  compareValues,
+  stringComparatorFor,
+  toExtendedJsonObject,
+  typeBracketOf,
+  valuesEqual,
+} from '@tessera/core';
 import { poolQueryable } from '@tessera/platform';
-import { parseFilter } from '@tessera/query';
-import { scanMatching } from './document-scan.js';
+import { type ReadOptions, compileScanFilter, scanMatching } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
 
 /** count and distinct over the owned documents that match a filter (orphans never count). */
 export class DocumentAggregates {
   constructor(private readonly dataSource: DataSource) {}
 
-  /** How many owned documents match, after `skip` and capped by `limit` (0 = no cap). */
-  async count(handle: CollectionHandle, filter: ValueObject, skip = 0, limit = 0): Promise<number> {
-    const matches = await scanMatching(handle.transaction?.manager ?? poolQueryable(this.dataSource), handle, parseFilter(filter));
+  /** How many owned documents match, after `skip` and capped by `limit` (0 = no cap), under `read`'s collation and time limit. */
+  async count(handle: CollectionHandle, filter: ValueObject, skip = 0, limit = 0, read: ReadOptions = {}): Promise<number> {
+    const matches = await scanMatching(
+      handle.transaction?.manager ?? poolQueryable(this.dataSource, read.timeLimit),
+      handle,
+      compileScanFilter(filter, read.collation),
+    );
     const afterSkip = Math.max(0, matches.length - skip);
     return limit > 0 ? Math.min(afterSkip, limit) : afterSkip;
   }
@@ -19,16 +30,22 @@ export class DocumentAggregates {
   /**
    * The distinct values of `key` (a dotted path) among matching documents, as MongoDB: an array
    * value contributes its elements, missing fields contribute nothing; in MongoDB's value order.
+   * Under a collation, strings it calls equal count once (the first met stands for them).
    */
-  async distinct(handle: CollectionHandle, key: string, filter: ValueObject): Promise<unknown[]> {
-    const matches = await scanMatching(handle.transaction?.manager ?? poolQueryable(this.dataSource), handle, parseFilter(filter));
+  async distinct(handle: CollectionHandle, key: string, filter: ValueObject, read: ReadOptions = {}): Promise<unknown[]> {
+    const matches = await scanMatching(
+      handle.transaction?.manager ?? poolQueryable(this.dataSource, read.timeLimit),
+      handle,
+      compileScanFilter(filter, read.collation),
+    );
+    const strings = stringComparatorFor(read.collation);
     const values: Value[] = [];
     for (const { document } of matches) {
       for (const element of valuesAtPath(document, key.split('.'))) {
-        if (!values.some((v) => valuesEqual(v, element))) values.push(element);
+        if (!values.some((v) => valuesEqual(v, element, strings))) values.push(element);
       }
     }
-    return values.sort(compareValues).map((v) => toExtendedJsonObject(v));
+    return values.sort((a, b) => compareValues(a, b, strings)).map((v) => toExtendedJsonObject(v));
   }
 }
 

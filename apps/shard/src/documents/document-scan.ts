@@ -1,6 +1,14 @@
-import type { Queryable } from '@tessera/platform';
-import { type ChunkRange, TesseraError, type Value, type ValueObject, encodeKey, fromExtendedJsonObject } from '@tessera/core';
-import { type CompiledFilter, idEqualityFromFilter, isDocument, keyOfPointRange, keyRangesForFilter } from '@tessera/query';
+import type { Queryable, TimeLimit } from '@tessera/platform';
+import {
+  type ChunkRange,
+  type Collation,
+  TesseraError,
+  type Value,
+  type ValueObject,
+  encodeKey,
+  fromExtendedJsonObject,
+} from '@tessera/core';
+import { type CompiledFilter, idEqualityFromFilter, isDocument, keyOfPointRange, keyRangesForFilter, parseFilter } from '@tessera/query';
 import type { CollectionHandle } from './document-store.js';
 import { indexRangesForFilter } from './index-keys.js';
 
@@ -131,6 +139,22 @@ export function readRelation(handle: CollectionHandle): string {
     `UNION ALL SELECT id, shard_key, doc, size FROM document_history ` +
     `WHERE collection_uuid = '${collectionUuid}' AND valid_from <= ${time} AND valid_to > ${time}) AS versions`
   );
+}
+
+/** How a read compares strings (byte order without a collation) and how long it may run. */
+export interface ReadOptions {
+  readonly collation?: Collation;
+  readonly timeLimit?: TimeLimit;
+}
+
+/**
+ * `filter` compiled under `collation`. Its `filter`, which the scan turns into SQL conditions
+ * (shard key ranges, index ranges, equalities), compares strings by bytes; under a collation the
+ * scan is given none, reads every owned row and leaves matching to `matches`.
+ */
+export function compileScanFilter(filter: unknown, collation: Collation | undefined): CompiledFilter {
+  const compiled = parseFilter(filter, collation);
+  return collation === undefined ? compiled : { filter: {}, matches: compiled.matches };
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   type ValueObject,
   clusterTimestampToString,
   compareClusterTimestamps,
+  parseCollation,
 } from '@tessera/core';
 import type { TransactionFields } from '@tessera/protocol';
 import {
@@ -48,13 +49,14 @@ import {
   updateCommandSchema,
 } from '@tessera/protocol';
 import { checkPipeline } from '@tessera/query';
-import { Failpoints, LOGGER, type Periodic, parseWith, runPeriodically, withTimeLimit } from '@tessera/platform';
+import { Failpoints, LOGGER, type Periodic, parseWith, raceTimeLimit, runPeriodically, timeLimitOf } from '@tessera/platform';
 import { SnapshotHistory } from '../history/snapshot-history.service.js';
 import { WriteTimes } from '../history/write-times.service.js';
 import { clusterTimeToSql } from '../history/write-time.js';
 import { RetryableWriteService } from '../sessions/retryable-write.service.js';
 import { retryableInsertOf, retryableWriteOf } from '../sessions/retryable-write.js';
 import { type StatementHistory, inPhase } from './statement-history.js';
+import type { ReadOptions } from './document-scan.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { CollectionResolver, type ResolvedCollection, type Versioned } from './collection-resolver.js';
 import { CursorManager } from './cursor-manager.js';
@@ -143,8 +145,9 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       ...(command.skip !== undefined ? { skip: command.skip } : {}),
       ...(command.limit !== undefined ? { limit: command.limit } : {}),
       ...(command.batchSize !== undefined ? { batchSize: command.batchSize } : {}),
+      ...readOptionsOf(command),
     };
-    return withTimeLimit(command.maxTimeMS, () =>
+    return raceTimeLimit(request.timeLimit, () =>
       this.openCursor(command, (handle, release) => this.cursors.find(handle, request, release)),
     );
   }
@@ -153,9 +156,13 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   async aggregate(input: AggregateCommand): Promise<CursorBatch> {
     const command = parseWith(aggregateCommandSchema, input, 'aggregate command');
     const stages = checkPipeline(command.pipeline.map((stage) => fromWire(stage)));
-    const options = command.let === undefined ? {} : { variables: fromWire(command.let) as ValueObject };
-    const request = { filter: fromWire(command.filter), batchSize: command.batchSize };
-    return withTimeLimit(command.maxTimeMS, () =>
+    const read = readOptionsOf(command);
+    const options = {
+      ...(command.let === undefined ? {} : { variables: fromWire(command.let) as ValueObject }),
+      collation: read.collation,
+    };
+    const request = { filter: fromWire(command.filter), batchSize: command.batchSize, timeLimit: read.timeLimit };
+    return raceTimeLimit(read.timeLimit, () =>
       this.openCursor(command, (handle, release) => this.cursors.aggregate(handle, request, stages, options, release)),
     );
   }
@@ -279,7 +286,8 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async count(input: CountCommand): Promise<{ n: number }> {
     const command = parseWith(countCommandSchema, input, 'count command');
-    return withTimeLimit(command.maxTimeMS, async (): Promise<{ n: number }> => {
+    const read = readOptionsOf(command);
+    return raceTimeLimit(read.timeLimit, async (): Promise<{ n: number }> => {
       if (command.transaction !== undefined) {
         return this.inTransaction(
           command,
@@ -288,7 +296,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
           'read',
           () => ({ n: 0 }),
           async (handle) => ({
-            n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit),
+            n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit, read),
           }),
         );
       }
@@ -298,14 +306,17 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
         false,
         { read: atClusterTime },
         () => ({ n: 0 }),
-        async (handle) => ({ n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit) }),
+        async (handle) => ({
+          n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit, read),
+        }),
       );
     });
   }
 
   async distinct(input: DistinctCommand): Promise<{ values: unknown[] }> {
     const command = parseWith(distinctCommandSchema, input, 'distinct command');
-    return withTimeLimit(command.maxTimeMS, async (): Promise<{ values: unknown[] }> => {
+    const read = readOptionsOf(command);
+    return raceTimeLimit(read.timeLimit, async (): Promise<{ values: unknown[] }> => {
       if (command.transaction !== undefined) {
         return this.inTransaction(
           command,
@@ -314,7 +325,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
           'read',
           () => ({ values: [] }),
           async (handle) => ({
-            values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)),
+            values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter), read),
           }),
         );
       }
@@ -324,7 +335,9 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
         false,
         { read: atClusterTime },
         () => ({ values: [] }),
-        async (handle) => ({ values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter)) }),
+        async (handle) => ({
+          values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter), read),
+        }),
       );
     });
   }
@@ -477,4 +490,11 @@ function asOf(resolved: ResolvedCollection, atClusterTime: ClusterTimestamp | un
 
 function unreachable(): never {
   throw new Error('a write that may create its collection always resolves it');
+}
+
+/** A read command's collation, checked (`parseCollation`), and its time limit. */
+function readOptionsOf(command: { collation?: Record<string, unknown> | undefined; maxTimeMS?: number | undefined }): ReadOptions {
+  const collation = command.collation === undefined ? undefined : parseCollation(fromWire(command.collation));
+  const timeLimit = timeLimitOf(command.maxTimeMS);
+  return { ...(collation !== undefined ? { collation } : {}), ...(timeLimit !== undefined ? { timeLimit } : {}) };
 }
