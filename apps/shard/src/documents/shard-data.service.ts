@@ -287,59 +287,36 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
   async count(input: CountCommand): Promise<{ n: number }> {
     const command = parseWith(countCommandSchema, input, 'count command');
     const read = readOptionsOf(command);
-    return raceTimeLimit(read.timeLimit, async (): Promise<{ n: number }> => {
-      if (command.transaction !== undefined) {
-        return this.inTransaction(
-          command,
-          command.transaction,
-          false,
-          'read',
-          () => ({ n: 0 }),
-          async (handle) => ({
-            n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit, read),
-          }),
-        );
-      }
-      const atClusterTime = await this.history.admit(command.readConcern);
-      return this.withHandle(
+    return raceTimeLimit(read.timeLimit, () =>
+      this.readWith(
         command,
-        false,
-        { read: atClusterTime },
         () => ({ n: 0 }),
-        async (handle) => ({
-          n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit, read),
-        }),
-      );
-    });
+        async (handle) => ({ n: await this.aggregates.count(handle, fromWire(command.filter), command.skip, command.limit, read) }),
+      ),
+    );
   }
 
   async distinct(input: DistinctCommand): Promise<{ values: unknown[] }> {
     const command = parseWith(distinctCommandSchema, input, 'distinct command');
     const read = readOptionsOf(command);
-    return raceTimeLimit(read.timeLimit, async (): Promise<{ values: unknown[] }> => {
-      if (command.transaction !== undefined) {
-        return this.inTransaction(
-          command,
-          command.transaction,
-          false,
-          'read',
-          () => ({ values: [] }),
-          async (handle) => ({
-            values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter), read),
-          }),
-        );
-      }
-      const atClusterTime = await this.history.admit(command.readConcern);
-      return this.withHandle(
+    return raceTimeLimit(read.timeLimit, () =>
+      this.readWith(
         command,
-        false,
-        { read: atClusterTime },
         () => ({ values: [] }),
-        async (handle) => ({
-          values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter), read),
-        }),
-      );
-    });
+        async (handle) => ({ values: await this.aggregates.distinct(handle, command.key, fromWire(command.filter), read) }),
+      ),
+    );
+  }
+
+  /** A read's work on its collection, in its transaction or at its read concern; `missing` when the collection is not here. */
+  private async readWith<T>(
+    command: Versioned & { transaction?: TransactionFields | undefined; readConcern?: FindCommand['readConcern'] },
+    missing: () => T,
+    work: (handle: CollectionHandle) => Promise<T>,
+  ): Promise<T> {
+    if (command.transaction !== undefined) return this.inTransaction(command, command.transaction, false, 'read', missing, work);
+    const atClusterTime = await this.history.admit(command.readConcern);
+    return this.withHandle(command, false, { read: atClusterTime }, missing, work);
   }
 
   /**
