@@ -99,7 +99,7 @@ function $lookup(collection: Iterator, spec: ValueObject, options: unknown): Ite
     const inner = new Aggregator(pipeline as never, {
       context: CONTEXT,
       processingMode: ProcessingMode.CLONE_INPUT,
-      scriptEnabled: false,
+      scriptEnabled: true,
       variables: { ...outer.variables, ...variables },
       ...(outer.collectionResolver !== undefined ? { collectionResolver: outer.collectionResolver as never } : {}),
     });
@@ -109,7 +109,7 @@ function $lookup(collection: Iterator, spec: ValueObject, options: unknown): Ite
 
 /** The values of a `$lookup`'s `let` for one input document: each an expression over it. */
 function evaluateLet(document: ValueObject, letSpec: ValueObject): ValueObject {
-  const [values] = new Aggregator([{ $replaceWith: letSpec }], { context: CONTEXT, scriptEnabled: false }).run([document]) as ValueObject[];
+  const [values] = new Aggregator([{ $replaceWith: letSpec }], { context: CONTEXT, scriptEnabled: true }).run([document]) as ValueObject[];
   return values ?? {};
 }
 
@@ -168,8 +168,33 @@ export function checkPipeline(pipeline: unknown): ValueObject[] {
     if (FINAL_STAGES.has(name) && i !== pipeline.length - 1)
       throw stageError('STAGE_NOT_LAST', `${name} can only be the final stage in the pipeline`, i);
     if (name === '$count') checkCountName(stage['$count'], i);
+    refuseScripts(stage, i);
   });
   return pipeline as ValueObject[];
+}
+
+/** The operators that run JavaScript a user sends: Tessera runs none (MongoDB's `javascriptEnabled: false`). */
+const SCRIPT_OPERATORS = new Set(['$function', '$accumulator', '$where']);
+
+/**
+ * Throws `BAD_VALUE` when a script operator appears anywhere in `value` (a stage, or `let`).
+ * mingo runs with scripts enabled because its `$setWindowFields` computes every output through an
+ * internal `$function`; this walk is what keeps users' scripts out.
+ */
+function refuseScripts(value: unknown, index: number | undefined): void {
+  if (Array.isArray(value)) {
+    for (const item of value) refuseScripts(item, index);
+    return;
+  }
+  if (!isDocument(value)) return;
+  for (const [key, field] of Object.entries(value)) {
+    if (SCRIPT_OPERATORS.has(key)) {
+      throw new TesseraError('BAD_VALUE', `${key} is not supported: Tessera runs no server-side JavaScript`, {
+        details: { field: index === undefined ? 'let' : `pipeline.${index}` },
+      });
+    }
+    refuseScripts(field, index);
+  }
 }
 
 export interface PipelineOptions {
@@ -191,11 +216,13 @@ export function runPipeline(
   options: PipelineOptions = {},
 ): ValueObject[] {
   if (stages.length === 0) return [...documents];
+  stages.forEach((stage, i) => refuseScripts(stage, i));
+  refuseScripts(options.variables, undefined);
   try {
     const aggregator = new Aggregator(stages as never, {
       context: CONTEXT,
       processingMode: ProcessingMode.CLONE_INPUT,
-      scriptEnabled: false,
+      scriptEnabled: true,
       ...(options.variables !== undefined ? { variables: options.variables } : {}),
       ...(options.collection !== undefined ? { collectionResolver: options.collection as never } : {}),
       ...(options.collation !== undefined ? { collation: options.collation as never } : {}),
