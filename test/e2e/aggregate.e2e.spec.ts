@@ -117,6 +117,72 @@ describe('aggregate across three shards', () => {
       '$group with $first (merged whole on the router)',
       [{ $sort: { x: 1 } }, { $group: { _id: '$customer', first: { $first: '$x' }, all: { $push: '$x' } } }, { $sort: { _id: 1 } }],
     ],
+    [
+      '$group with $addToSet, $stdDevPop and $last after a $sort',
+      [
+        { $sort: { x: 1 } },
+        {
+          $group: {
+            _id: { $mod: ['$x', 3] },
+            ratings: { $addToSet: '$rating' },
+            sd: { $stdDevPop: '$amount' },
+            last: { $last: '$x' },
+          },
+        },
+        { $project: { n: { $size: '$ratings' }, sd: { $round: ['$sd', 6] }, last: 1 } },
+        { $sort: { _id: 1 } },
+      ],
+    ],
+    [
+      '$setWindowFields: a running total per customer',
+      [
+        {
+          $setWindowFields: {
+            partitionBy: '$customer',
+            sortBy: { x: 1 },
+            output: { running: { $sum: '$amount', window: { documents: ['unbounded', 'current'] } } },
+          },
+        },
+        { $match: { x: { $lt: 60 } } },
+        { $sort: { x: 1 } },
+        { $project: { running: 1 } },
+      ],
+    ],
+    [
+      '$addFields with $switch and $cond, then $replaceRoot',
+      [
+        { $match: { amount: { $gt: 90 } } },
+        {
+          $addFields: {
+            band: { $switch: { branches: [{ case: { $gte: ['$amount', 95] }, then: 'top' }], default: 'high' } },
+            odd: { $cond: [{ $eq: [{ $mod: ['$x', 2] }, 1] }, true, false] },
+          },
+        },
+        { $replaceRoot: { newRoot: { id: '$_id', band: '$band', odd: '$odd' } } },
+        { $sort: { id: 1 } },
+      ],
+    ],
+    ['$bucketAuto over a field', [{ $bucketAuto: { groupBy: '$amount', buckets: 4 } }]],
+    [
+      '$unwind with includeArrayIndex and preserveNullAndEmptyArrays',
+      [
+        { $unwind: { path: '$items', includeArrayIndex: 'i', preserveNullAndEmptyArrays: true } },
+        { $group: { _id: '$i', n: { $sum: 1 } } },
+        { $sort: { _id: 1 } },
+      ],
+    ],
+    ['$sortByCount', [{ $sortByCount: '$rating' }, { $sort: { count: -1, _id: 1 } }]],
+    ['$redact, then $count', [{ $redact: { $cond: [{ $gt: ['$amount', 50] }, '$$KEEP', '$$PRUNE'] } }, { $count: 'n' }]],
+    [
+      'string expressions in $project',
+      [
+        { $match: { x: { $lt: 20 } } },
+        { $project: { label: { $concat: [{ $toUpper: '$customer' }, '-', { $toString: '$x' }] }, len: { $strLenCP: '$customer' } } },
+        { $sort: { _id: 1 } },
+      ],
+    ],
+    ['a $match with $expr', [{ $match: { $expr: { $gt: ['$amount', '$x'] } } }, { $count: 'n' }]],
+    ['$skip and $limit after a $sort on the key', [{ $sort: { x: -1 } }, { $skip: 590 }, { $limit: 5 }, { $project: { x: 1 } }]],
   ] as Array<[string, unknown[]]>)('answers %s as a single node would, ranged, hashed and unsharded', async (_, pipeline) => {
     const expected = reference(pipeline);
     for (const coll of ['orders', 'hashed', 'plain'])
