@@ -129,7 +129,7 @@ export async function poolStatement<T>(
 ): Promise<{ rows: T[]; rowCount: number }> {
   const pool = (dataSource.driver as unknown as { master: Pool<T> }).master;
   const timeoutMs = remainingTimeMs(limit);
-  if (timeoutMs !== undefined) return timedStatement(pool, statement, timeoutMs);
+  if (timeoutMs !== undefined) return timedStatement(pool, statement, timeoutMs, limit!.maxTimeMS);
   const result = await pool.query(statement);
   return { rows: result.rows, rowCount: result.rowCount ?? 0 };
 }
@@ -144,14 +144,15 @@ interface Pool<T> {
 }
 
 /**
- * A statement of an operation under `maxTimeMS`: Postgres cancels it when
- * the time left runs out (`statement_timeout`, set for its own transaction only), so a shard
+ * A statement of an operation under `maxTimeMS`: Postgres cancels it when the time left
+ * (`timeoutMs`) runs out (`statement_timeout`, set for its own transaction only), so a shard
  * stops the work, not only the router the waiting. A cancelled statement is `MAX_TIME_MS_EXPIRED`.
  */
 async function timedStatement<T>(
   pool: Pool<T>,
   statement: { name?: string; text: string; values: unknown[] },
   timeoutMs: number,
+  maxTimeMS: number,
 ): Promise<{ rows: T[]; rowCount: number }> {
   const client = await pool.connect();
   let broken = false;
@@ -163,7 +164,7 @@ async function timedStatement<T>(
     return { rows: result.rows, rowCount: result.rowCount ?? 0 };
   } catch (error) {
     await client.query('ROLLBACK').catch(() => (broken = true));
-    if (databaseErrorCode(error) === QUERY_CANCELED) throw timeLimitExpired(Math.ceil(timeoutMs));
+    if (databaseErrorCode(error) === QUERY_CANCELED) throw timeLimitExpired(maxTimeMS);
     throw error;
   } finally {
     client.release(broken);
