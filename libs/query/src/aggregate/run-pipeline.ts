@@ -7,7 +7,6 @@
 import { Aggregator } from 'mingo/aggregator';
 import { Context, ProcessingMode } from 'mingo';
 import { type Iterator, Lazy } from 'mingo/lazy';
-import { Query } from 'mingo/query';
 import * as accumulatorOperators from 'mingo/operators/accumulator';
 import * as expressionOperators from 'mingo/operators/expression';
 import * as pipelineOperators from 'mingo/operators/pipeline';
@@ -32,14 +31,12 @@ const { default: _pipelineDefault, ...mingoStages } = pipelineOperators as Recor
 export const PIPELINE_STAGES: ReadonlySet<string> = new Set(Object.keys(mingoStages).filter((name) => !NOT_ON_A_COLLECTION.has(name)));
 
 /**
- * `$match` with find's semantics (type brackets, arrays, regexes as find matches them); a
- * top-level `$expr` is evaluated by mingo's expression operators against the same document.
+ * `$match` with find's semantics (type brackets, arrays, regexes as find matches them), `$expr`
+ * included, reading the pipeline's `let` variables.
  */
 function $match(collection: Iterator, filter: ValueObject, options: unknown): Iterator {
-  const { $expr, ...rest } = filter as ValueObject & { $expr?: Value };
-  const compiled = parseFilter(rest, collationOf(options));
-  const expression = $expr === undefined ? undefined : new Query({ $expr } as never, options as never);
-  return collection.filter((document) => compiled.matches(document as ValueObject) && (expression?.test(document as never) ?? true));
+  const compiled = parseFilter(filter, collationOf(options), (options as { variables?: ValueObject } | undefined)?.variables);
+  return collection.filter((document) => compiled.matches(document as ValueObject));
 }
 
 /** `$sort` in MongoDB's cross-type order (find's comparator); stable, as the router's merge expects. */

@@ -163,13 +163,13 @@ describe('pipeline splitting', () => {
     expect(split.mergerPart).toEqual([{ $skip: 2 }, { $limit: 3 }, { $project: { x: 1 } }]);
   });
 
-  it('keeps a $match that find cannot read ($expr) as a stage, and stages reading other collections on the router', () => {
+  it('takes a leading $match with $expr as the filter, and keeps stages reading other collections on the router', () => {
     const split = splitPipeline(
       [{ $match: { $expr: { $eq: ['$a', '$b'] } } }, { $lookup: { from: 'other', localField: 'a', foreignField: 'b', as: 'j' } }],
       true,
     );
-    expect(split.filter).toEqual({});
-    expect(split.shardsPart).toEqual([{ $match: { $expr: { $eq: ['$a', '$b'] } } }]);
+    expect(split.filter).toEqual({ $expr: { $eq: ['$a', '$b'] } });
+    expect(split.shardsPart).toEqual([]);
     expect(split.mergerPart).toEqual([{ $lookup: { from: 'other', localField: 'a', foreignField: 'b', as: 'j' } }]);
   });
 });

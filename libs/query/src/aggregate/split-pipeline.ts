@@ -87,7 +87,7 @@ export function splitPipeline(pipeline: readonly ValueObject[], singleShard = fa
   }
 }
 
-/** The leading `$match` stages as one filter, as long as find's filter language reads them (not `$expr`). */
+/** The leading `$match` stages as one filter, as long as find's filter language reads them. */
 function leadingFilter(pipeline: readonly ValueObject[]): { filter: ValueObject; rest: ValueObject[] } {
   const filters: ValueObject[] = [];
   let i = 0;

@@ -105,7 +105,6 @@ describe('parseFilter errors', () => {
     ],
     ['an unknown top-level operator', { $foo: [] }, /Unknown top-level operator \$foo/, { operator: '$foo' }],
     ['$where is refused as unsupported', { $where: 'this.a > 1' }, /\$where is not supported/, { operator: '$where' }],
-    ['$expr is refused as unsupported', { $expr: { $gt: ['$a', 1] } }, /\$expr is not supported/, { operator: '$expr' }],
     ['$function is refused as unsupported', { $function: {} }, /\$function is not supported/, { operator: '$function' }],
     ['$mod is refused as unsupported', { a: { $mod: [2, 0] } }, /\$mod is not supported \(at 'a'\)/, { operator: '$mod' }],
     ['$in without an array', { a: { $in: 5 } }, /\$in at 'a' needs an array/, { operator: '$in', path: 'a' }],
@@ -174,5 +173,32 @@ describe('filters and sorts under a collation', () => {
     const numeric = sorted({ locale: 'en', numericOrdering: true });
     expect(numeric.indexOf('item9')).toBeLessThan(numeric.indexOf('item10'));
     expect(sorted({ locale: 'en' }).indexOf('Émile')).toBeLessThan(sorted({ locale: 'en' }).indexOf('item10'));
+  });
+});
+
+describe('$expr in a filter', () => {
+  const docs: ValueObject[] = [
+    { _id: 1, spent: 80, budget: 100 },
+    { _id: 2, spent: 120, budget: 100 },
+    { _id: 3, spent: 5, budget: 4, tag: 'x' },
+  ];
+  const ids = (filter: Record<string, unknown>, variables?: ValueObject) => {
+    const compiled = parseFilter(filter, undefined, variables);
+    return docs.filter((d) => compiled.matches(d)).map((d) => d._id);
+  };
+
+  it('compares fields of the same document, with the let variables, alone or beside other conditions', () => {
+    expect(ids({ $expr: { $gt: ['$spent', '$budget'] } })).toEqual([2, 3]);
+    expect(ids({ tag: 'x', $expr: { $gt: ['$spent', '$budget'] } })).toEqual([3]);
+    expect(ids({ $or: [{ _id: 1 }, { $expr: { $eq: ['$spent', 120] } }] })).toEqual([1, 2]);
+    expect(ids({ $expr: { $lt: ['$spent', '$$cap'] } }, { cap: 50 })).toEqual([3]);
+  });
+
+  it('answers a failing expression with BadValue, and keeps refusing $where and $function', () => {
+    expect(() => ids({ $expr: { $bogus: ['$spent'] } })).toThrow(expect.objectContaining({ code: 'BAD_VALUE' }));
+    expect(() => ids({ $expr: { $function: { body: 'function() { return true }', args: [], lang: 'js' } } })).toThrow(
+      expect.objectContaining({ code: 'BAD_VALUE' }),
+    );
+    expect(() => parseFilter({ $where: 'true' })).toThrow(expect.objectContaining({ code: 'BAD_VALUE' }));
   });
 });

@@ -7,6 +7,7 @@
  */
 import { Long } from 'bson';
 import { Context } from 'mingo';
+import * as expressionOperators from 'mingo/operators/expression';
 import * as mingoQueryOperators from 'mingo/operators/query';
 import { Query } from 'mingo/query';
 import { numericValueOf, stringComparatorFor, TesseraError, typeBracketOf } from '@tessera/core';
@@ -23,7 +24,7 @@ export interface CompiledFilter {
 }
 
 const LOGICAL_OPERATORS = new Set(['$and', '$or', '$nor']);
-const UNSUPPORTED_TOP_LEVEL = new Set(['$where', '$function', '$expr', '$text', '$jsonSchema', '$sampleRate']);
+const UNSUPPORTED_TOP_LEVEL = new Set(['$where', '$function', '$text', '$jsonSchema', '$sampleRate']);
 const UNSUPPORTED_FIELD_OPERATORS = new Set([
   '$mod',
   '$bitsAllSet',
@@ -73,13 +74,27 @@ function badValue(message: string, details: Record<string, unknown>): TesseraErr
  * unsupported one (`$where`, `$function`, `$expr`, `$text`, `$mod`, geo and bit operators), a
  * malformed operand (`$in` without an array, `$and` with an empty array, ...), or a field
  * document mixing operators and fields. Under a `collation`, strings compare as it says
- * (`$regex` excepted, as in MongoDB).
+ * (`$regex` excepted, as in MongoDB). `$expr` reads `variables` (a command's `let`) as `$$name`.
  */
-export function parseFilter(filter: unknown, collation?: Collation): CompiledFilter {
+export function parseFilter(filter: unknown, collation?: Collation, variables?: ValueObject): CompiledFilter {
   const normalized = validateFilter(filter, '');
   const context = contextFor(stringComparatorFor(collation));
-  const query = new Query(withoutBigInts(normalized) as ValueObject, { context, scriptEnabled: false });
-  return { filter: normalized, matches: (document) => query.test(document) };
+  const query = new Query(withoutBigInts(normalized) as ValueObject, {
+    context,
+    scriptEnabled: false,
+    ...(variables !== undefined ? { variables: withoutBigInts(variables) as ValueObject } : {}),
+  });
+  return { filter: normalized, matches: (document) => testExpression(query, document) };
+}
+
+/** `query.test`, a failing `$expr` (an expression's bad operand or unknown operator) answered as MongoDB's BadValue. */
+function testExpression(query: Query, document: ValueObject): boolean {
+  try {
+    return query.test(document);
+  } catch (error) {
+    if (error instanceof TesseraError) throw error;
+    throw badValue(`$expr could not be evaluated: ${(error as Error).message}`, { operator: '$expr' });
+  }
 }
 
 /**
@@ -120,6 +135,9 @@ function normalizeFilter(filter: unknown, where: string): ValueObject {
     if (isOperatorName(key)) {
       if (LOGICAL_OPERATORS.has(key)) out[key] = validateLogical(key, value, at);
       else if (key === '$comment') continue;
+      // An aggregation expression, evaluated per document by mingo's expression operators; a
+      // failing one is the match's BadValue. Targeting and SQL narrowing pass it over.
+      else if (key === '$expr') out[key] = value as Value;
       else if (UNSUPPORTED_TOP_LEVEL.has(key)) throw badValue(`${key} is not supported (at '${at}').`, { operator: key, path: at });
       else throw badValue(`Unknown top-level operator ${key} at '${at}'.`, { operator: key, path: at });
     } else {
@@ -262,6 +280,7 @@ function contextFor(strings: StringComparator | undefined): Context {
     const elemMatch = (criteria: ValueObject) => compileElemMatch(criteria, context!);
     context = Context.init({
       query: { ...mingoQueryOperators, ...buildFieldOperators(elemMatch, strings) } as unknown as MingoQueryOps,
+      expression: expressionOperators as never,
     });
     contexts.set(strings, context);
   }
