@@ -91,6 +91,26 @@ describe('hint', () => {
   });
 });
 
+describe('$expr and let', () => {
+  it('match fields against each other and against let, in find, count, aggregate and writes', async () => {
+    const found = await api.findAll('opts.items', { filter: { $expr: { $gt: ['$x', '$$min'] } }, let: { min: 45 }, sort: { x: 1 } });
+    expect((found as Array<{ x: number }>).map((d) => d.x)).toEqual([46, 47, 48, 49]);
+    expect((await api.call('POST', '/v1/opts/items/count', { filter: { $expr: { $lt: ['$x', 3] } } })).json).toMatchObject({ n: 3 });
+    const aggregated = await api.call('POST', '/v1/opts/items/aggregate', {
+      pipeline: [{ $match: { $expr: { $lte: ['$x', '$$max'] } } }, { $count: 'n' }],
+      let: { max: 9 },
+    });
+    expect(aggregated.json).toMatchObject({ cursor: { firstBatch: [{ n: 10 }] } });
+    const tens = { $expr: { $eq: [{ $mod: ['$x', 10] }, 0] } };
+    expect(
+      (await api.call('POST', '/v1/opts/items/update', { updates: [{ q: tens, u: { $set: { tens: 1 } }, multi: true }] })).json,
+    ).toMatchObject({
+      matchedCount: 5,
+    });
+    expect((await api.call('POST', '/v1/opts/items/find', { filter: { $expr: { $bogus: 1 } } })).json).toMatchObject({ code: 2 });
+  });
+});
+
 describe('comment and currentOp', () => {
   it('lists an operation in progress with its comment, and forgets it once answered', async () => {
     const comment = { trace: 'checkout-42' };

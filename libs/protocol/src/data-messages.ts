@@ -130,6 +130,7 @@ export const findCommandSchema = z.strictObject({
   filter: ejsonDocument.default({}),
   sort: ejsonDocument.optional(),
   projection: ejsonDocument.optional(),
+  let: ejsonDocument.optional(),
   skip: z.number().int().min(0).optional(),
   limit: z.number().int().min(0).optional(),
   batchSize: z.number().int().min(0).optional(),

@@ -82,6 +82,7 @@ export const findBodySchema = z.strictObject({
   batchSize: count.optional().meta({
     description: 'Documents in the first batch (default 101); a batch also ends before 16 MiB of documents, holding one at least.',
   }),
+  let: documentSchema.optional().meta({ description: "Variables the filter's `$expr` reads as `$$name`." }),
   hint,
   comment,
   maxTimeMS,

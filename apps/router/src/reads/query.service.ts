@@ -125,6 +125,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
           ...routing.versioningFor(shard),
           ...timeLimitField(limit),
           ...(body.collation !== undefined ? { collation: body.collation } : {}),
+          ...(body.let !== undefined ? { let: body.let } : {}),
         }),
       );
       const cursor = new RouterCursor(

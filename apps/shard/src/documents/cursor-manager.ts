@@ -25,6 +25,8 @@ export interface FindRequest {
   batchSize?: number;
   /** How strings compare in the filter and the sort (byte order without one). */
   collation?: Collation;
+  /** The command's `let`, which the filter's `$expr` reads as `$$name`. */
+  variables?: ValueObject;
   /** The command's maxTimeMS: its first batch's statements run under it, later batches do not. */
   timeLimit?: TimeLimit;
 }
@@ -76,7 +78,7 @@ export class CursorManager {
    */
   async find(handle: CollectionHandle, request: FindRequest, onClose?: () => void): Promise<FindBatch> {
     const filter = request.filter ?? {};
-    const compiled = compileScanFilter(filter, request.collation);
+    const compiled = compileScanFilter(filter, request.collation, request.variables);
     const sort =
       request.sort === undefined || Object.keys(request.sort).length === 0 ? undefined : compileSort(request.sort, request.collation);
     const project = compileProjection(request.projection);
@@ -201,7 +203,7 @@ export class CursorManager {
     options: PipelineOptions,
     onClose?: () => void,
   ): Promise<FindBatch> {
-    const compiled = compileScanFilter(request.filter, options.collation);
+    const compiled = compileScanFilter(request.filter, options.collation, options.variables);
     // Postgres groups strings by bytes: under a collation the pipeline groups.
     const grouped =
       options.collation === undefined ? await this.groupInPostgres(handle, compiled.filter, stages[0], request.timeLimit) : undefined;

@@ -148,12 +148,12 @@ export interface ReadOptions {
 }
 
 /**
- * `filter` compiled under `collation`. Its `filter`, which the scan turns into SQL conditions
+ * `filter` compiled under `collation`, its `$expr` reading `variables` (`let`). Its `filter`, which the scan turns into SQL conditions
  * (shard key ranges, index ranges, equalities), compares strings by bytes; under a collation the
  * scan is given none, reads every owned row and leaves matching to `matches`.
  */
-export function compileScanFilter(filter: unknown, collation: Collation | undefined): CompiledFilter {
-  const compiled = parseFilter(filter, collation);
+export function compileScanFilter(filter: unknown, collation: Collation | undefined, variables?: ValueObject): CompiledFilter {
+  const compiled = parseFilter(filter, collation, variables);
   return collation === undefined ? compiled : { filter: {}, matches: compiled.matches };
 }
 

@@ -145,6 +145,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
       ...(command.skip !== undefined ? { skip: command.skip } : {}),
       ...(command.limit !== undefined ? { limit: command.limit } : {}),
       ...(command.batchSize !== undefined ? { batchSize: command.batchSize } : {}),
+      ...(command.let !== undefined ? { variables: fromWire(command.let) as ValueObject } : {}),
       ...readOptionsOf(command),
     };
     return raceTimeLimit(request.timeLimit, () =>
