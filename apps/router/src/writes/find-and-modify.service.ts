@@ -9,7 +9,7 @@ import type { CommandSession } from '../api/session-fields.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
-import { isRetryableWrite, sessionFields, transactionOf } from './write-sessions.js';
+import { isRetryableWrite, runAsStatement, sessionFields } from './write-sessions.js';
 import { type WriteShape, checkUnmovedSince, isWriteWithoutShardKey, routeFilter, routeWrite } from './write-targeting.js';
 import { WriteWithoutShardKeyService } from './write-without-shard-key.service.js';
 import { IndexesService } from '../indexes/indexes.service.js';
@@ -35,9 +35,7 @@ export class FindAndModifyService {
   async findAndModify(ns: string, body: FindAndModifyBody): Promise<FindAndModifyResult & { ok: 1 }> {
     await this.indexes.checkHint(ns, body.hint);
     const session = this.sessions.use(body);
-    const transaction = await transactionOf(this.transactions, body, session);
-    if (transaction !== undefined) return this.transactions.run(transaction, () => this.findAndModifyWith(ns, body, session, transaction));
-    return this.findAndModifyWith(ns, body, session, undefined);
+    return runAsStatement(this.transactions, body, session, (transaction) => this.findAndModifyWith(ns, body, session, transaction));
   }
 
   private async findAndModifyWith(

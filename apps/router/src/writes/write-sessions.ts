@@ -5,14 +5,20 @@ import type { RouterTransaction, TransactionRouter } from '../transactions/trans
 import { type TransactionBody, transactionStatementOf } from '../transactions/transaction-fields.js';
 import type { ChildBatch } from './write-plan.js';
 
-/** The transaction a write command is a statement of (started by it when it says so), or undefined. */
-export async function transactionOf(
+/**
+ * Runs a write command's `work` in the transaction it is a statement of (started by it when it
+ * says so; any failure aborts the transaction, `TransactionRouter.run`), or outside one.
+ */
+export async function runAsStatement<T>(
   transactions: TransactionRouter,
   body: TransactionBody,
   session: CommandSession | undefined,
-): Promise<RouterTransaction | undefined> {
+  work: (transaction: RouterTransaction | undefined) => Promise<T>,
+): Promise<T> {
   const of = transactionStatementOf(body, session);
-  return of === undefined ? undefined : transactions.statement(of);
+  if (of === undefined) return work(undefined);
+  const transaction = await transactions.statement(of);
+  return transactions.run(transaction, () => work(transaction));
 }
 
 /** A write command's session fields for a shard: its transaction's, or a retryable write's. */

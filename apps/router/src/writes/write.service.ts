@@ -22,7 +22,7 @@ import {
 } from './write-responses.js';
 import { WriteWithoutShardKeyService, answeredByProbe } from './write-without-shard-key.service.js';
 import { IndexesService, badHint } from '../indexes/indexes.service.js';
-import { isRetryableWrite, notRetryable, numbered, sessionFields, sessionPartOf, statementOf, transactionOf } from './write-sessions.js';
+import { isRetryableWrite, notRetryable, numbered, runAsStatement, sessionFields, sessionPartOf, statementOf } from './write-sessions.js';
 import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
 import { InsertCoalescer } from './insert-coalescer.js';
 
@@ -67,10 +67,7 @@ export class WriteService {
    */
   async insert(ns: string, body: InsertBody, bodyBytes?: number, stmtIdBase = 0): Promise<InsertResponse> {
     const session = numbered(this.sessions.use(body), stmtIdBase);
-    const transaction = await transactionOf(this.transactions, body, session);
-    if (transaction !== undefined)
-      return this.transactions.run(transaction, () => this.insertWith(ns, body, session, transaction, bodyBytes));
-    return this.insertWith(ns, body, session, undefined, bodyBytes);
+    return runAsStatement(this.transactions, body, session, (transaction) => this.insertWith(ns, body, session, transaction, bodyBytes));
   }
 
   private async insertWith(
@@ -142,9 +139,7 @@ export class WriteService {
 
   async update(ns: string, body: UpdateBody, stmtIdBase = 0): Promise<UpdateResponse> {
     const session = numbered(this.sessions.use(body), stmtIdBase);
-    const transaction = await transactionOf(this.transactions, body, session);
-    if (transaction !== undefined) return this.transactions.run(transaction, () => this.updateWith(ns, body, session, transaction));
-    return this.updateWith(ns, body, session, undefined);
+    return runAsStatement(this.transactions, body, session, (transaction) => this.updateWith(ns, body, session, transaction));
   }
 
   private async updateWith(
@@ -309,9 +304,7 @@ export class WriteService {
 
   async delete(ns: string, body: DeleteBody, stmtIdBase = 0): Promise<DeleteResponse> {
     const session = numbered(this.sessions.use(body), stmtIdBase);
-    const transaction = await transactionOf(this.transactions, body, session);
-    if (transaction !== undefined) return this.transactions.run(transaction, () => this.deleteWith(ns, body, session, transaction));
-    return this.deleteWith(ns, body, session, undefined);
+    return runAsStatement(this.transactions, body, session, (transaction) => this.deleteWith(ns, body, session, transaction));
   }
 
   private async deleteWith(
