@@ -92,7 +92,8 @@ describe('applyUpdate errors', () => {
     ['an unknown modifier', { $foo: { a: 1 } }, 'FAILED_TO_PARSE', /Unknown modifier: \$foo/],
     ['a modifier without a document', { $set: 5 }, 'FAILED_TO_PARSE', /\$set needs a document/],
     ['mixing operators and fields', { $set: { a: 1 }, b: 2 }, 'BAD_VALUE', /cannot mix operators/],
-    ['a positional path', { $set: { 'arr.$': 1 } }, 'BAD_VALUE', /positional operator/],
+    ['a positional path with no query', { $set: { 'arr.$': 1 } }, 'BAD_VALUE', /positional operator did not find the match/],
+    ['a positional path in $rename', { $rename: { 'arr.$': 'b' } }, 'BAD_VALUE', /may not be dynamic/],
     ['a $-prefixed field', { $set: { $x: 1 } }, 'BAD_VALUE', /not valid for storage/],
   ])('%s', (_name, update, code, message) => {
     const error = thrownBy(() => run(update));
@@ -121,12 +122,12 @@ describe('upsertDocument', () => {
     const doc = upsertDocument(
       { _id: 7, 'a.b': 1, c: { $eq: 2 }, d: { $gt: 3 }, $and: [{ e: 'x' }] },
       { $set: { f: 1 }, $setOnInsert: { g: 2 } },
-      now,
+      { now },
     );
     expect(doc).toEqual({ _id: 7, a: { b: 1 }, c: 2, e: 'x', f: 1, g: 2 });
   });
   it('a replacement keeps only the filter _id', () => {
-    expect(upsertDocument({ _id: 7, a: 1 }, { z: 1 }, now)).toEqual({ _id: 7, z: 1 });
-    expect(upsertDocument({ a: 1 }, { z: 1 }, now)).toEqual({ z: 1 });
+    expect(upsertDocument({ _id: 7, a: 1 }, { z: 1 }, { now })).toEqual({ _id: 7, z: 1 });
+    expect(upsertDocument({ a: 1 }, { z: 1 }, { now })).toEqual({ z: 1 });
   });
 });

@@ -13,6 +13,7 @@ import { display, isDocument, isOperatorName, isRegex, typeNameOf } from '../val
 import { applyArithmetic, zeroLike } from './arithmetic.js';
 import { checkArrayFiltersUsed, compileArrayFilters, expandArrayPositional, hasArrayPositional } from './array-filters.js';
 import { applyUpdatePipeline } from './pipeline-update.js';
+import { hasPositional, resolvePositional, type UpdateQuery } from './positional.js';
 import { checkPathConflicts, cloneValue, describeDocument, getPath, parseUpdatePath, setPath, unsetPath } from './update-paths.js';
 import type { MutableDocument } from './update-paths.js';
 
@@ -24,6 +25,10 @@ export interface ApplyUpdateOptions {
   readonly isUpsertInsert?: boolean;
   /** The update's `arrayFilters`, for its `$[<identifier>]` paths (see array-filters.ts). */
   readonly arrayFilters?: readonly unknown[];
+  /** The query that matched the document, for its `$` paths (see positional.ts). */
+  readonly query?: UpdateQuery;
+  /** `let`: the variables a pipeline update's expressions read as `$$name`. */
+  readonly variables?: ValueObject;
 }
 
 /** The updated document and whether it differs from the original. */
@@ -67,7 +72,7 @@ export function isOperatorUpdate(update: unknown): boolean {
  * document and returns the new document (the original is untouched). Throws `FAILED_TO_PARSE` for an unknown modifier or a modifier whose value is not a document;
  * `BAD_VALUE` for overlapping paths ("would create a conflict at 'a'"), `$inc`/`$mul` with a
  * non-number or on a non-number, `$push`/`$addToSet`/`$pull`/`$pop` on a non-array, bad
- * operands, `$`-prefixed or positional paths; `IMMUTABLE_FIELD` when `_id` would change;
+ * operands, `$`-prefixed paths, a `$` the query matched no element for; `IMMUTABLE_FIELD` when `_id` would change;
  * `DOCUMENT_TOO_LARGE` when the result exceeds 16 MiB.
  */
 export function applyUpdate(document: ValueObject, update: unknown, options: ApplyUpdateOptions): UpdateResult {
@@ -81,7 +86,7 @@ export function applyUpdate(document: ValueObject, update: unknown, options: App
     );
   }
   const result = Array.isArray(update)
-    ? applyUpdatePipeline(document, update, options.now)
+    ? applyUpdatePipeline(document, update, options.now, options.variables)
     : isOperatorUpdate(update)
       ? applyOperators(document, update as ValueObject, options)
       : applyReplacement(document, update as ValueObject);
@@ -139,7 +144,9 @@ function applyOperators(document: ValueObject, update: ValueObject, options: App
         details: { operator },
       });
     }
-    for (const [path, operand] of Object.entries(fields)) {
+    for (const [given, operand] of Object.entries(fields)) {
+      // `$` names the element the query matched, in the document as it was before the update.
+      const path = operator !== '$rename' && hasPositional(given) ? resolvePositional(document, given, operator, options.query) : given;
       if (operator !== '$rename' && hasArrayPositional(path)) {
         // `$[]` and `$[x]` name elements of the document as it was before the update.
         for (const concrete of expandArrayPositional(document, path, operator, filters)) {

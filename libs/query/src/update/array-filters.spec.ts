@@ -82,7 +82,6 @@ describe('array update operators ($[] and $[<identifier>] with arrayFilters)', (
       'BAD_VALUE',
       /path 'a' must exist in the document in order to apply array updates/,
     ],
-    ['the $ operator', { _id: 1, a: [1] }, { $set: { 'a.$': 0 } }, undefined, 'BAD_VALUE', /positional operator in 'a.\$'/],
     [
       'arrayFilters with a replacement',
       { _id: 1, a: [1] },
@@ -98,6 +97,9 @@ describe('array update operators ($[] and $[<identifier>] with arrayFilters)', (
   });
 
   it('applies to the document an upsert inserts', () => {
-    expect(upsertDocument({ _id: 3, a: [1, 2] }, { $inc: { 'a.$[one]': 5 } }, now, [{ one: 1 }])).toEqual({ _id: 3, a: [6, 2] });
+    expect(upsertDocument({ _id: 3, a: [1, 2] }, { $inc: { 'a.$[one]': 5 } }, { now, arrayFilters: [{ one: 1 }] })).toEqual({
+      _id: 3,
+      a: [6, 2],
+    });
   });
 });

@@ -2,7 +2,7 @@
  * The all-positional `$[]` and filtered-positional `$[<identifier>]` operators of update paths,
  * with the update's `arrayFilters` (MongoDB 3.6+): a path is expanded, against the document
  * before the update, into the concrete paths of the array elements it names. The `$` operator
- * (the element the query matched) is not supported: it needs the match position of the query.
+ * (the element the query matched) is positional.ts.
  */
 import { TesseraError, typeBracketOf } from '@tessera/core';
 import type { Value, ValueObject } from '@tessera/core';

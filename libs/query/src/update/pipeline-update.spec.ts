@@ -8,6 +8,14 @@ import { upsertDocument } from './upsert.js';
 const now = new Date('2026-11-26T12:00:00Z');
 
 describe('update pipelines', () => {
+  it("reads the update's let variables as $$name, in an upsert's new document too", () => {
+    expect(applyUpdatePipeline({ _id: 1, a: 2 }, [{ $set: { a: { $multiply: ['$a', '$$factor'] } } }], now, { factor: 3 })).toEqual({
+      _id: 1,
+      a: 6,
+    });
+    expect(upsertDocument({ _id: 2 }, [{ $set: { a: '$$start' } }], { now, variables: { start: 7 } })).toEqual({ _id: 2, a: 7 });
+  });
+
   it('runs $set, $unset, $project, $replaceWith in order, with expressions over the fields, $$ROOT and $$NOW', () => {
     const id = new ObjectId('0102030405060708090a0b0c');
     const before = { _id: id, a: 1, b: 'x', c: { d: 2 }, at: new Date('2020-01-01T00:00:00Z') };
@@ -66,6 +74,10 @@ describe('update pipelines', () => {
   });
 
   it("upserts by running the pipeline on the filter's equality fields", () => {
-    expect(upsertDocument({ _id: 5, k: 'a' }, [{ $set: { n: { $concat: ['$k', '-new'] } } }], now)).toEqual({ _id: 5, k: 'a', n: 'a-new' });
+    expect(upsertDocument({ _id: 5, k: 'a' }, [{ $set: { n: { $concat: ['$k', '-new'] } } }], { now })).toEqual({
+      _id: 5,
+      k: 'a',
+      n: 'a-new',
+    });
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Updates given as an aggregation pipeline (MongoDB 4.2+: `u: [{ $set: ... }, { $unset: ... }]`):
  * the stages MongoDB allows there, run by mingo on the one document. Expressions see `$$ROOT`
- * (the document before the stage), `$$NOW` (the update's time) and the fields as `$field`.
+ * (the document before the stage), `$$NOW` (the update's time), the update's `let` variables as
+ * `$$name` and the fields as `$field`.
  */
 import { Aggregator } from 'mingo/aggregator';
 import { Context, ProcessingMode } from 'mingo';
@@ -60,7 +61,7 @@ export function checkUpdatePipeline(pipeline: readonly unknown[]): void {
  * `BAD_VALUE` with mingo's reason when an expression fails on this document (a bad operand, or
  * arithmetic on a 64-bit integer, which mingo does not do) or the result is not a document.
  */
-export function applyUpdatePipeline(document: ValueObject, pipeline: readonly unknown[], now: Date): ValueObject {
+export function applyUpdatePipeline(document: ValueObject, pipeline: readonly unknown[], now: Date, variables?: ValueObject): ValueObject {
   checkUpdatePipeline(pipeline);
   let results: unknown[];
   try {
@@ -68,6 +69,7 @@ export function applyUpdatePipeline(document: ValueObject, pipeline: readonly un
       context: CONTEXT,
       processingMode: ProcessingMode.CLONE_INPUT,
       scriptEnabled: false,
+      ...(variables !== undefined ? { variables } : {}),
     });
     results = aggregator.run([document]);
   } catch (error) {

@@ -19,9 +19,9 @@ export function cloneValue<T extends Value>(value: T): T {
 
 /**
  * Splits and checks an update path. Throws `BAD_VALUE` naming the path and operator for an
- * empty segment, a positional operator left in it (`$`, which is not supported; `$[]` and
- * `$[id]` are expanded before, see array-filters.ts) or another `$`-prefixed segment (not
- * valid for storage).
+ * empty segment, a positional segment left in it (`$`, `$[]` and `$[id]` are resolved before,
+ * see positional.ts and array-filters.ts, except in `$rename`, which MongoDB refuses them) or
+ * another `$`-prefixed segment (not valid for storage).
  */
 export function parseUpdatePath(path: string, operator: string): string[] {
   const segments = path.split('.');
@@ -31,7 +31,7 @@ export function parseUpdatePath(path: string, operator: string): string[] {
         details: { path, operator },
       });
     if (segment === '$' || segment.startsWith('$[')) {
-      throw new TesseraError('BAD_VALUE', `The positional operator in '${path}' (${operator}) is not supported.`, {
+      throw new TesseraError('BAD_VALUE', `The field '${path}' of ${operator} may not be dynamic: it cannot hold a positional segment.`, {
         details: { path, operator },
       });
     }

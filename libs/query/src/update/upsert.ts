@@ -10,20 +10,29 @@ import { applyUpdate, isOperatorUpdate } from './apply-update.js';
 import { parseUpdatePath, setPath } from './update-paths.js';
 import type { MutableDocument } from './update-paths.js';
 
+/** Options of `upsertDocument`. */
+export interface UpsertOptions {
+  readonly now: Date;
+  readonly arrayFilters?: readonly unknown[];
+  readonly variables?: ValueObject;
+}
+
 /**
- * Returns the document to insert for an upsert of `update` with `filter` at time `now`; it has
- * no `_id` when neither the filter nor the update gives one (`prepareInsert` then generates it).
- * Throws as `parseFilter` and `applyUpdate`.
+ * Returns the document to insert for an upsert of `update` with `filter`; it has no `_id` when
+ * neither the filter nor the update gives one (`prepareInsert` then generates it). Throws as
+ * `parseFilter` and `applyUpdate` (a `$` path among them: no query matched the new document).
  */
-export function upsertDocument(filter: unknown, update: unknown, now: Date, arrayFilters?: readonly unknown[]): ValueObject {
+export function upsertDocument(filter: unknown, update: unknown, options: UpsertOptions): ValueObject {
+  const { now, variables } = options;
   const base = equalityFields(validateFilter(filter, ''));
   // A pipeline runs on the filter's equality fields, as MongoDB builds an upserted document.
-  if (Array.isArray(update)) return applyUpdate(base, update, { now }).doc;
+  if (Array.isArray(update)) return applyUpdate(base, update, { now, ...(variables !== undefined ? { variables } : {}) }).doc;
   if (!isOperatorUpdate(update)) {
     const replacement = update as ValueObject;
     if (Object.hasOwn(replacement, '_id') || !Object.hasOwn(base, '_id')) return applyUpdate({}, replacement, { now }).doc;
     return applyUpdate({}, { _id: base['_id'] as Value, ...replacement }, { now }).doc;
   }
+  const arrayFilters = options.arrayFilters;
   return applyUpdate(base, update, { now, isUpsertInsert: true, ...(arrayFilters !== undefined ? { arrayFilters } : {}) }).doc;
 }
 
