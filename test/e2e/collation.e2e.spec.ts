@@ -86,6 +86,72 @@ describe.each(['people', 'plain'])('collation on %s', (coll) => {
       { code: 'item9' },
     ]);
   });
+
+  it('updates, deletes and findAndModifies what the collation matches, one document or many', async () => {
+    const update = (statement: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      api.call('POST', `/v1/col/${coll}/update`, { updates: [statement], ...extra });
+    const many = await update({ q: { name: 'alice' }, u: { $set: { tag: 'a' } }, multi: true, collation: STRENGTH_2 });
+    expect(many.json).toMatchObject({ matchedCount: 3, modifiedCount: 3 });
+    // A string shard key under a collation: one document, found on whichever shard holds it.
+    const one = await update({ q: { name: 'ALICE' }, u: { $inc: { n: 1 } }, collation: STRENGTH_2 });
+    expect(one.json).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
+    expect(await api.findAll(ns, { filter: { n: 1 } })).toHaveLength(1);
+    const modified = await api.call('POST', `/v1/col/${coll}/findAndModify`, {
+      query: { name: 'alice' },
+      sort: { code: 1 },
+      update: { $set: { first: true } },
+      new: true,
+      collation: { locale: 'en', strength: 2, numericOrdering: true },
+    });
+    expect(modified.json.value).toMatchObject({ code: 'item9', first: true });
+    const deleted = await api.call('POST', `/v1/col/${coll}/delete`, {
+      deletes: [{ q: { name: 'EMILE' }, limit: 1, collation: { locale: 'fr', strength: 1 } }],
+    });
+    expect(deleted.json).toMatchObject({ deletedCount: 1 });
+    const upsert = await update({ q: { name: 'nobody' }, u: { $set: { x: 1 } }, upsert: true, collation: STRENGTH_2 });
+    if (coll === 'people') expect(upsert.json.writeErrors).toMatchObject([{ code: 61, codeName: 'ShardKeyNotFound' }]);
+    else expect(upsert.json).toMatchObject({ upsertedCount: 1 });
+  });
+
+  it('reads let in $expr filters and update pipelines, in bulkWrite too', async () => {
+    const byLet = await api.call('POST', `/v1/col/${coll}/update`, {
+      updates: [{ q: { $expr: { $eq: ['$code', '$$code'] } }, u: [{ $set: { fromLet: '$$value' } }] }],
+      let: { code: 'item2', value: 7 },
+    });
+    expect(byLet.json).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
+    expect(await api.findAll(ns, { filter: { fromLet: 7 } })).toMatchObject([{ name: 'bob' }]);
+    const bulk = await api.call('POST', '/v1/admin/bulkWrite', {
+      ops: [
+        { update: 0, filter: { name: 'BOB' }, updateMods: [{ $set: { bulk: '$$mark' } }], collation: STRENGTH_2 },
+        { delete: 0, filter: { $expr: { $eq: ['$fromLet', '$$value'] } } },
+      ],
+      nsInfo: [{ ns }],
+      let: { mark: 'm', value: 7 },
+    });
+    expect(bulk.json).toMatchObject({ nMatched: 1, nModified: 1, nDeleted: 1 });
+  });
+
+  it('updates the array element the query matched with $, under the collation', async () => {
+    await api.call('POST', `/v1/col/${coll}/insert`, {
+      documents: [{ _id: 7, name: 'Mia', pets: ['Cat', 'dog', 'cat'], scores: [{ s: 1 }, { s: 5 }, { s: 9 }] }],
+    });
+    const update = (statement: Record<string, unknown>) => api.call('POST', `/v1/col/${coll}/update`, { updates: [statement] });
+    expect((await update({ q: { name: 'Mia', 'scores.s': { $gt: 3 } }, u: { $set: { 'scores.$.hit': true } } })).json).toMatchObject({
+      modifiedCount: 1,
+    });
+    expect(
+      (await update({ q: { name: 'Mia', pets: 'CAT' }, u: { $set: { 'pets.$': 'lion' } }, collation: STRENGTH_2 })).json,
+    ).toMatchObject({
+      modifiedCount: 1,
+    });
+    expect(await api.findAll(ns, { filter: { _id: 7 } })).toMatchObject([
+      { pets: ['lion', 'dog', 'cat'], scores: [{ s: 1 }, { s: 5, hit: true }, { s: 9 }] },
+    ]);
+    const unmatched = await update({ q: { name: 'Mia' }, u: { $set: { 'pets.$': 'x' } } });
+    expect(unmatched.json.writeErrors).toMatchObject([
+      { code: 2, errmsg: expect.stringMatching(/positional operator did not find the match/) },
+    ]);
+  });
 });
 
 describe('what collation refuses', () => {

@@ -165,6 +165,7 @@ export const updateStatementSchema = z.strictObject({
   multi: z.boolean().default(false),
   upsert: z.boolean().default(false),
   arrayFilters: z.array(ejsonDocument).optional(),
+  collation: ejsonDocument.optional(),
 });
 export const updateCommandSchema = z
   .strictObject({
@@ -174,11 +175,16 @@ export const updateCommandSchema = z
     ...withoutShardKey,
     updates: z.array(updateStatementSchema).min(1).max(100_000),
     ordered: z.boolean().default(true),
+    let: ejsonDocument.optional(),
   })
   .refine((c) => oneStatementPerPhase(c.updates, c.withoutShardKey), oneStatementMessage);
 export type UpdateCommand = z.input<typeof updateCommandSchema>;
 
-export const deleteStatementSchema = z.strictObject({ q: ejsonDocument, limit: z.union([z.literal(0), z.literal(1)]) });
+export const deleteStatementSchema = z.strictObject({
+  q: ejsonDocument,
+  limit: z.union([z.literal(0), z.literal(1)]),
+  collation: ejsonDocument.optional(),
+});
 export const deleteCommandSchema = z
   .strictObject({
     ...versioned,
@@ -187,6 +193,7 @@ export const deleteCommandSchema = z
     ...withoutShardKey,
     deletes: z.array(deleteStatementSchema).min(1).max(100_000),
     ordered: z.boolean().default(true),
+    let: ejsonDocument.optional(),
   })
   .refine((c) => oneStatementPerPhase(c.deletes, c.withoutShardKey), oneStatementMessage);
 export type DeleteCommand = z.input<typeof deleteCommandSchema>;
@@ -204,6 +211,8 @@ export const findAndModifyCommandSchema = z.strictObject({
   new: z.boolean().default(false),
   upsert: z.boolean().default(false),
   fields: ejsonDocument.optional(),
+  collation: ejsonDocument.optional(),
+  let: ejsonDocument.optional(),
 });
 export type FindAndModifyCommand = z.input<typeof findAndModifyCommandSchema>;
 

@@ -50,6 +50,15 @@ const collation = documentSchema.optional().meta({
   description:
     'MongoDB\'s collation: `{ locale, strength (1-5), caseLevel, caseFirst, numericOrdering, alternate, normalization }`, or `{ locale: "simple" }` (byte order, the default). Applies to the filter, the sort and distinct; `backwards` and `maxVariable` are refused.',
 });
+/** How a write statement's filter (and a `$` path's match) compares strings. */
+const writeCollation = documentSchema.optional().meta({
+  description:
+    "MongoDB's collation for the statement's filter (and the element a `$` path names), as for find. A statement with a collation is routed by its shard key only when the key's values hold no string; otherwise it reaches every shard (a single-document one runs as a write without shard key).",
+});
+/** Variables a write's `$expr` filters and pipeline updates read. */
+const writeLet = documentSchema
+  .optional()
+  .meta({ description: "Variables that every statement's `$expr` filter and update pipeline read as `$$name`." });
 /** A read's time limit. */
 const maxTimeMS = count
   .max(2 ** 31 - 1)
@@ -111,10 +120,12 @@ export const updateStatementBodySchema = z.strictObject({
   upsert: z.boolean().default(false),
   arrayFilters: arrayFiltersSchema,
   hint,
+  collation: writeCollation,
 });
 export const updateBodySchema = z.strictObject({
   updates: z.array(updateStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
   ordered: z.boolean().default(true),
+  let: writeLet,
   comment,
   ...writeSession,
 });
@@ -123,10 +134,12 @@ export const deleteStatementBodySchema = z.strictObject({
   q: documentSchema,
   limit: z.union([z.literal(0), z.literal(1)]).meta({ description: '1 deletes one matching document, 0 all of them.' }),
   hint,
+  collation: writeCollation,
 });
 export const deleteBodySchema = z.strictObject({
   deletes: z.array(deleteStatementBodySchema).min(1).max(MAX_WRITE_BATCH),
   ordered: z.boolean().default(true),
+  let: writeLet,
   comment,
   ...writeSession,
 });
@@ -147,8 +160,9 @@ export const bulkWriteBodySchema = z.strictObject({
           multi: z.boolean().default(false),
           upsert: z.boolean().default(false),
           arrayFilters: arrayFiltersSchema,
+          collation: writeCollation,
         }),
-        z.strictObject({ delete: nsIndex, filter: documentSchema, multi: z.boolean().default(false) }),
+        z.strictObject({ delete: nsIndex, filter: documentSchema, multi: z.boolean().default(false), collation: writeCollation }),
       ]),
     )
     .min(1)
@@ -159,6 +173,7 @@ export const bulkWriteBodySchema = z.strictObject({
     .max(MAX_WRITE_BATCH),
   ordered: z.boolean().default(true).meta({ description: 'Stop at the first failed operation (default), or run them all.' }),
   errorsOnly: z.boolean().default(false).meta({ description: 'Answer only the failed operations in the cursor.' }),
+  let: writeLet,
   comment,
   ...writeSession,
 });
@@ -174,6 +189,8 @@ export const findAndModifyBodySchema = z
     upsert: z.boolean().default(false),
     fields: documentSchema.optional().meta({ description: 'A projection of the returned document.' }),
     hint,
+    collation: writeCollation,
+    let: writeLet,
     comment,
     ...writeSession,
   })

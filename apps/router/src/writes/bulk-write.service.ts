@@ -75,7 +75,7 @@ export class BulkWriteService {
         // A transaction starts with the first command it runs; the others continue it.
         ...(body.startTransaction !== undefined && g === 0 ? { startTransaction: body.startTransaction } : {}),
       };
-      const outcome = await this.runGroup(group, body.ordered, session);
+      const outcome = await this.runGroup(group, body.ordered, { ...session, ...(body.let !== undefined ? { let: body.let } : {}) });
       results.push(...outcome.results);
       retried.push(...(outcome.retriedStmtIds ?? []));
       if (body.ordered && outcome.results.some((r) => r.ok === 0)) break;
@@ -103,8 +103,10 @@ export class BulkWriteService {
   private async runGroup(
     group: Group,
     ordered: boolean,
-    session: Record<string, unknown>,
+    /** The session fields, and `let` for an update or delete. */
+    fields: Record<string, unknown>,
   ): Promise<{ results: BulkOpResult[]; retriedStmtIds?: number[] }> {
+    const { let: letSpec, ...session } = fields;
     const [op] = group.ops as [BulkOp];
     if ('insert' in op) {
       const documents = group.ops.map((o) => (o as Extract<BulkOp, { insert: number }>).document);
@@ -136,9 +138,11 @@ export class BulkWriteService {
               multi: op.multi,
               upsert: op.upsert,
               ...(op.arrayFilters ? { arrayFilters: op.arrayFilters } : {}),
+              ...(op.collation ? { collation: op.collation } : {}),
             },
           ],
           ordered: true,
+          ...(letSpec !== undefined ? { let: letSpec } : {}),
           ...session,
         } as never,
         group.first,
@@ -161,7 +165,12 @@ export class BulkWriteService {
     }
     const answer: DeleteResponse & { retriedStmtIds?: number[] } = await this.writes.delete(
       group.ns,
-      { deletes: [{ q: op.filter, limit: op.multi ? 0 : 1 }], ordered: true, ...session } as never,
+      {
+        deletes: [{ q: op.filter, limit: op.multi ? 0 : 1, ...(op.collation ? { collation: op.collation } : {}) }],
+        ordered: true,
+        ...(letSpec !== undefined ? { let: letSpec } : {}),
+        ...session,
+      } as never,
       group.first,
     );
     const error = answer.writeErrors[0];

@@ -10,7 +10,15 @@ import { ClusterRoutingService, type CollectionRouting } from '../routing/cluste
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
 import { isRetryableWrite, runAsStatement, sessionFields } from './write-sessions.js';
-import { type WriteShape, checkUnmovedSince, isWriteWithoutShardKey, routeFilter, routeWrite } from './write-targeting.js';
+import {
+  type WriteShape,
+  checkUnmovedSince,
+  isWriteWithoutShardKey,
+  routeFilter,
+  routeWrite,
+  writeTargetingFilter,
+} from './write-targeting.js';
+import { collationOf } from '../reads/query.service.js';
 import { WriteWithoutShardKeyService } from './write-without-shard-key.service.js';
 import { IndexesService } from '../indexes/indexes.service.js';
 import { checkUpdateShape } from './write.service.js';
@@ -47,7 +55,13 @@ export class FindAndModifyService {
     const query = documentFromWire(body.query);
     const update = body.update === undefined ? undefined : fromWire(body.update);
     if (update !== undefined) checkUpdateShape({ q: query, u: update, multi: false, upsert: body.upsert });
-    const shape: WriteShape = { filter: query, single: true, upsert: body.upsert, operation: 'findAndModify' };
+    const shape: WriteShape = {
+      filter: query,
+      single: true,
+      upsert: body.upsert,
+      operation: 'findAndModify',
+      collation: collationOf(body),
+    };
     const none = (): FindAndModifyResult & { ok: 1 } => ({ value: null, lastErrorObject: { n: 0, updatedExisting: false }, ok: 1 });
     const withRetries = <T>(attempt: () => Promise<T>) =>
       // A transaction's statement is not retried on stale routing: its participant aborted.
@@ -67,6 +81,8 @@ export class FindAndModifyService {
         ...(body.fields ? { fields: body.fields } : {}),
         ...(update !== undefined ? { update: toWire(update) as Record<string, unknown> } : {}),
         ...(body.arrayFilters !== undefined ? { arrayFilters: body.arrayFilters } : {}),
+        ...(body.collation !== undefined ? { collation: body.collation } : {}),
+        ...(body.let !== undefined ? { let: body.let } : {}),
       });
       if (result.retriedStmtIds !== undefined) this.sessions.noteRetried(result.retriedStmtIds.length);
       await this.failpoints.pauseAt('router.write.beforeReply', ns);
@@ -79,12 +95,16 @@ export class FindAndModifyService {
         const replies = await Promise.all(routeFilter({}, routing).map((shard) => sendTo(shard, routing, q, phase)));
         return replies.find((reply) => reply.retriedStmtIds !== undefined) ?? none();
       }
-      if (transaction !== undefined) checkUnmovedSince(routing, { filter: q }, transaction.atClusterTime);
-      const [shard] = routeWrite({ ...shape, filter: q }, routing);
+      // The write phase names its document by its exact shard key, whatever the collation.
+      const qShape = { ...shape, filter: q, ...(phase === 'write' ? { collation: undefined } : {}) };
+      if (transaction !== undefined)
+        checkUnmovedSince(routing, { filter: writeTargetingFilter(qShape, routing) }, transaction.atClusterTime);
+      const [shard] = routeWrite(qShape, routing);
       return shard === undefined ? none() : sendTo(shard, routing, q, phase);
     };
     if (!isWriteWithoutShardKey(shape, await this.cluster.routingForWrite(ns))) return withRetries(() => send(query));
-    return this.withoutShardKey.run(ns, { filter: query, sort: body.sort && documentFromWire(body.sort) }, transaction, {
+    const target = { filter: query, sort: body.sort && documentFromWire(body.sort), collation: body.collation, let: body.let };
+    return this.withoutShardKey.run(ns, target, transaction, {
       probe: isRetryableWrite(session, transaction)
         ? async () => {
             const reply = await withRetries(() => send(query, 'probe'));

@@ -12,10 +12,13 @@
  *   holds the full key: MongoDB 7.0's write without shard key (`WriteWithoutShardKeyService`).
  * - upsert: the full shard key by equality is required, since the inserted document takes its
  *   shard key from the filter (MongoDB 8.0's rule); otherwise `SHARD_KEY_NOT_FOUND`.
+ * - under a collation, a filter targets as above only when its shard key values hold no string
+ *   (`writeTargetingFilter`).
  * - an unsharded collection: its database's primary shard, always.
  */
 import {
   type Chunk,
+  type Collation,
   type ClusterTimestamp,
   compareShardKeys,
   type RoutingTable,
@@ -29,7 +32,7 @@ import {
   shardKeyPatternToObject,
   valueAtPath,
 } from '@tessera/core';
-import { keyRangesForFilter, targetShards, validateFilter } from '@tessera/query';
+import { isDocument, keyRangesForFilter, targetShards, validateFilter } from '@tessera/query';
 
 /** How a collection is routed, reduced to what targeting needs. */
 export type WriteRouting =
@@ -68,6 +71,27 @@ export interface WriteShape {
   readonly upsert: boolean;
   /** Names the operation in messages, e.g. "update", "delete", "findAndModify". */
   readonly operation: string;
+  /** The statement's collation; none compares strings by bytes, as the shard key's order does. */
+  readonly collation?: Collation | undefined;
+}
+
+/**
+ * The filter a write targets shards by. Under a collation, a string the filter pins the shard key
+ * to may equal strings anywhere in the key's byte order, so the filter targets only when it pins
+ * the full shard key to values that hold no string, and otherwise reaches every shard (MongoDB's
+ * rule: the collation must be irrelevant to the shard key's values).
+ */
+export function writeTargetingFilter(shape: WriteShape, routing: WriteRouting): ValueObject {
+  const filter = validateFilter(shape.filter, '');
+  if (shape.collation === undefined || routing.kind === 'unsharded') return filter;
+  const key = shardKeyFromEqualityQuery(routing.pattern, filter);
+  return key !== undefined && !key.some(holdsString) ? filter : {};
+}
+
+function holdsString(value: Value): boolean {
+  if (typeof value === 'string') return true;
+  if (Array.isArray(value)) return value.some(holdsString);
+  return isDocument(value) && Object.values(value).some(holdsString);
 }
 
 /**
@@ -75,7 +99,7 @@ export interface WriteShape {
  * no document can match. Throws `SHARD_KEY_NOT_FOUND` or `BAD_VALUE`.
  */
 export function routeWrite(shape: WriteShape, routing: WriteRouting): string[] {
-  const filter = validateFilter(shape.filter, '');
+  const filter = writeTargetingFilter(shape, routing);
   if (routing.kind === 'unsharded') return [routing.primaryShard];
   if (!shape.single && !shape.upsert) return targetShards(routing.table, routing.pattern, filter).shards;
   const key = shardKeyFromEqualityQuery(routing.pattern, filter);
@@ -93,7 +117,7 @@ export function isWriteWithoutShardKey(shape: WriteShape, routing: WriteRouting)
   if (routing.kind === 'unsharded' || !shape.single || shape.upsert) return false;
   let filter: ValueObject;
   try {
-    filter = validateFilter(shape.filter, '');
+    filter = writeTargetingFilter(shape, routing);
   } catch {
     return false; // refused by `routeWrite`, as a write error of its statement
   }
@@ -121,7 +145,8 @@ function shardKeyNotFound(shape: WriteShape, routing: WriteRouting & { kind: 'sh
   return new TesseraError(
     'SHARD_KEY_NOT_FOUND',
     `Failed to target an upsert (${shape.operation}) on sharded collection ${routing.ns}: could not extract the exact shard key ${JSON.stringify(keyPattern)} from the filter. ` +
-      'An upsert on a sharded collection needs every shard key field by equality.',
+      'An upsert on a sharded collection needs every shard key field by equality' +
+      (shape.collation === undefined ? '.' : ', and under a collation values that hold no string.'),
     { details: { namespace: routing.ns, shardKey: keyPattern } },
   );
 }

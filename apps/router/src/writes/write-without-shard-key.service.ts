@@ -10,6 +10,14 @@ import { targetDocumentFilter, targetDocumentProjection } from './write-targetin
 /** Phase 2 and 3 rounds before a statement whose documents keep changing gives up. */
 export const MAX_TARGET_ATTEMPTS = 10;
 
+/** What phase 2 reads by: the statement's filter, and its sort, collation and `let` as the client sent them. */
+export interface TargetQuery {
+  readonly filter: ValueObject;
+  readonly sort?: ValueObject | undefined;
+  readonly collation?: Record<string, unknown> | undefined;
+  readonly let?: Record<string, unknown> | undefined;
+}
+
 /** A statement's phases, as the write path sends them (one statement per command, index 0). */
 export interface WithoutShardKeyPhases<R> {
   /** Phase 1, for a retryable write: the answer of a shard that already ran the statement, if one did. */
@@ -57,7 +65,7 @@ export class WriteWithoutShardKeyService {
 
   async run<R>(
     ns: string,
-    statement: { filter: ValueObject; sort?: ValueObject | undefined },
+    statement: TargetQuery,
     transaction: RouterTransaction | undefined,
     phases: WithoutShardKeyPhases<R>,
   ): Promise<R> {
@@ -79,7 +87,7 @@ export class WriteWithoutShardKeyService {
   /** Phase 2: the write phase's filter for one matching document, or undefined when none matches. */
   private async readTarget(
     ns: string,
-    { filter, sort }: { filter: ValueObject; sort?: ValueObject | undefined },
+    { filter, sort, collation, let: letSpec }: TargetQuery,
     transaction: RouterTransaction | undefined,
   ): Promise<ValueObject | undefined> {
     const read = async () => {
@@ -95,6 +103,8 @@ export class WriteWithoutShardKeyService {
         {
           filter: toWire(filter) as Record<string, unknown>,
           ...(sort !== undefined ? { sort: toWire(sort) as Record<string, unknown> } : {}),
+          ...(collation !== undefined ? { collation } : {}),
+          ...(letSpec !== undefined ? { let: letSpec } : {}),
           projection: targetDocumentProjection(pattern),
           limit: 1,
           batchSize: 1,

@@ -11,7 +11,15 @@ import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { type ShardWriteReply, type StatementRouting, type WriteExecution, envelopeOf, executeWriteBatch } from './write-execution.js';
 import type { ChildBatch, RoutedStatement, RouterWriteError } from './write-plan.js';
-import { checkUnmovedSince, isWriteWithoutShardKey, routeFilter, routeInsert, routeWrite } from './write-targeting.js';
+import {
+  type WriteShape,
+  checkUnmovedSince,
+  isWriteWithoutShardKey,
+  routeFilter,
+  routeInsert,
+  routeWrite,
+  writeTargetingFilter,
+} from './write-targeting.js';
 import {
   type DeleteResponse,
   type InsertResponse,
@@ -22,6 +30,7 @@ import {
 } from './write-responses.js';
 import { WriteWithoutShardKeyService, answeredByProbe } from './write-without-shard-key.service.js';
 import { IndexesService, badHint } from '../indexes/indexes.service.js';
+import { collationOf } from '../reads/query.service.js';
 import { isRetryableWrite, notRetryable, numbered, runAsStatement, sessionFields, sessionPartOf, statementOf } from './write-sessions.js';
 import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
 import { InsertCoalescer } from './insert-coalescer.js';
@@ -33,8 +42,26 @@ export interface UpdateStatement {
   upsert: boolean;
   /** As the client sent them (Extended JSON): the shard reads them. */
   arrayFilters?: Array<Record<string, unknown>>;
+  /** As the client sent it (Extended JSON): the shard reads it; targeting reads it parsed (`collationOf`). */
+  collation?: Record<string, unknown>;
   /** Why the router refuses the statement before sending it (its `hint` names no index). */
   refusal?: TesseraError;
+}
+
+interface DeleteStatement {
+  q: ValueObject;
+  limit: 0 | 1;
+  /** As for `UpdateStatement`. */
+  collation?: Record<string, unknown>;
+  refusal?: TesseraError;
+}
+
+function updateShape(s: UpdateStatement): WriteShape {
+  return { filter: s.q, single: !s.multi, upsert: s.upsert, operation: 'update', collation: collationOf(s) };
+}
+
+function deleteShape(s: DeleteStatement): WriteShape {
+  return { filter: s.q, single: s.limit === 1, upsert: false, operation: 'delete', collation: collationOf(s) };
 }
 
 /**
@@ -157,14 +184,11 @@ export class WriteService {
       multi: s.multi,
       upsert: s.upsert,
       ...(s.arrayFilters !== undefined ? { arrayFilters: s.arrayFilters } : {}),
+      ...(s.collation !== undefined ? { collation: s.collation } : {}),
       ...refusals[i],
     }));
     const routing = await this.cluster.routingForWrite(ns);
-    const withoutShardKey = statements.some(
-      (s) =>
-        s.refusal === undefined &&
-        isWriteWithoutShardKey({ filter: s.q, single: !s.multi, upsert: s.upsert, operation: 'update' }, routing),
-    );
+    const withoutShardKey = statements.some((s) => s.refusal === undefined && isWriteWithoutShardKey(updateShape(s), routing));
     if (withoutShardKey && statements.length > 1) {
       return eachStatement(
         statements.length,
@@ -178,7 +202,7 @@ export class WriteService {
         const statement = statements[0]!;
         const send = async (phase: WithoutShardKeyPhase, q: ValueObject) =>
           this.updateResponse(await this.executeUpdate(ns, body, [{ ...statement, q }], session, transaction, phase));
-        return await this.runWithoutShardKey(ns, statement.q, session, transaction, send, noneUpdated);
+        return await this.runWithoutShardKey(ns, { ...statement, let: body.let }, session, transaction, send, noneUpdated);
       }
       return this.updateResponse(await this.executeUpdate(ns, body, statements, session, transaction));
     } catch (error) {
@@ -196,13 +220,14 @@ export class WriteService {
   /** A single-document update or delete without the shard key, by `WriteWithoutShardKeyService`'s phases. */
   private runWithoutShardKey<R extends UpdateResponse | DeleteResponse>(
     ns: string,
-    filter: ValueObject,
+    statement: { q: ValueObject; collation?: Record<string, unknown> | undefined; let?: Record<string, unknown> | undefined },
     session: CommandSession | undefined,
     transaction: RouterTransaction | undefined,
     send: (phase: WithoutShardKeyPhase, q: ValueObject) => Promise<R>,
     none: () => R,
   ): Promise<R> {
-    return this.withoutShardKey.run(ns, { filter }, transaction, {
+    const { q: filter, collation, let: letSpec } = statement;
+    return this.withoutShardKey.run(ns, { filter, collation, let: letSpec }, transaction, {
       probe: isRetryableWrite(session, transaction) ? async () => answeredByProbe(await send('probe', filter)) : undefined,
       write: (q) => send('write', q),
       settled: (reply) => ('deletedCount' in reply ? reply.deletedCount : reply.matchedCount) > 0 || reply.writeErrors.length > 0,
@@ -248,8 +273,11 @@ export class WriteService {
         if (statement.refusal !== undefined) throw statement.refusal;
         checkUpdateShape(statement);
         if (phase === 'probe') return routeFilter({}, routing);
-        if (transaction !== undefined) checkUnmovedSince(routing, { filter: statement.q }, transaction.atClusterTime);
-        return routeWrite({ filter: statement.q, single: !statement.multi, upsert: statement.upsert, operation: 'update' }, routing);
+        // The write phase names its document by its exact shard key, whatever the collation.
+        const shape = phase === 'write' ? { ...updateShape(statement), collation: undefined } : updateShape(statement);
+        if (transaction !== undefined)
+          checkUnmovedSince(routing, { filter: writeTargetingFilter(shape, routing) }, transaction.atClusterTime);
+        return routeWrite(shape, routing);
       },
       (batch, routing) =>
         this.cluster.shard(batch.shard).then((client) =>
@@ -259,6 +287,7 @@ export class WriteService {
             ...sessionFields(this.transactions, session, transaction, batch),
             ...(phase !== undefined ? { withoutShardKey: phase } : {}),
             ordered: body.ordered,
+            ...(body.let !== undefined ? { let: body.let } : {}),
             updates: batch.indexes.map((i) => {
               const s = statements[i]!;
               return {
@@ -267,6 +296,7 @@ export class WriteService {
                 multi: s.multi,
                 upsert: s.upsert,
                 ...(s.arrayFilters !== undefined ? { arrayFilters: s.arrayFilters } : {}),
+                ...(s.collation !== undefined ? { collation: s.collation } : {}),
               };
             }),
           }),
@@ -316,14 +346,19 @@ export class WriteService {
     if (transaction === undefined && session?.txnNumber !== undefined && body.deletes.some((s) => s.limit === 0))
       throw notRetryable('a delete with limit: 0');
     const refusals = await this.hintRefusals(ns, body.deletes);
-    const statements = body.deletes.map((s, i) => ({ q: documentFromWire(s.q), limit: s.limit, ...refusals[i] }));
+    const statements: DeleteStatement[] = body.deletes.map((s, i) => ({
+      q: documentFromWire(s.q),
+      limit: s.limit,
+      ...(s.collation !== undefined ? { collation: s.collation } : {}),
+      ...refusals[i],
+    }));
     const routing = await this.cluster.routingForWrite(ns);
-    const shapes = statements.map((s) => ({ filter: s.q, single: s.limit === 1, upsert: false, operation: 'delete' }));
-    if (shapes.some((shape, i) => statements[i]!.refusal === undefined && isWriteWithoutShardKey(shape, routing))) {
+    if (statements.some((s) => s.refusal === undefined && isWriteWithoutShardKey(deleteShape(s), routing))) {
       if (statements.length === 1) {
+        const statement = statements[0]!;
         const send = async (phase: WithoutShardKeyPhase, q: ValueObject) =>
-          this.deleteResponse(await this.executeDelete(ns, body, [{ q, limit: 1 }], session, transaction, phase));
-        return this.runWithoutShardKey(ns, statements[0]!.q, session, transaction, send, noneDeleted);
+          this.deleteResponse(await this.executeDelete(ns, body, [{ ...statement, q }], session, transaction, phase));
+        return this.runWithoutShardKey(ns, { ...statement, let: body.let }, session, transaction, send, noneDeleted);
       }
       return eachStatement(
         statements.length,
@@ -338,7 +373,7 @@ export class WriteService {
   private executeDelete(
     ns: string,
     body: DeleteBody,
-    statements: ReadonlyArray<{ q: ValueObject; limit: 0 | 1; refusal?: TesseraError }>,
+    statements: readonly DeleteStatement[],
     session: CommandSession | undefined,
     transaction: RouterTransaction | undefined,
     phase?: WithoutShardKeyPhase,
@@ -351,8 +386,11 @@ export class WriteService {
         const statement = statements[index]!;
         if (statement.refusal !== undefined) throw statement.refusal;
         if (phase === 'probe') return routeFilter({}, routing);
-        if (transaction !== undefined) checkUnmovedSince(routing, { filter: statement.q }, transaction.atClusterTime);
-        return routeWrite({ filter: statement.q, single: statement.limit === 1, upsert: false, operation: 'delete' }, routing);
+        // The write phase names its document by its exact shard key, whatever the collation.
+        const shape = phase === 'write' ? { ...deleteShape(statement), collation: undefined } : deleteShape(statement);
+        if (transaction !== undefined)
+          checkUnmovedSince(routing, { filter: writeTargetingFilter(shape, routing) }, transaction.atClusterTime);
+        return routeWrite(shape, routing);
       },
       (batch, routing) =>
         this.cluster.shard(batch.shard).then((client) =>
@@ -362,7 +400,15 @@ export class WriteService {
             ...sessionFields(this.transactions, session, transaction, batch),
             ...(phase !== undefined ? { withoutShardKey: phase } : {}),
             ordered: body.ordered,
-            deletes: batch.indexes.map((i) => ({ q: toWire(statements[i]!.q) as Record<string, unknown>, limit: statements[i]!.limit })),
+            ...(body.let !== undefined ? { let: body.let } : {}),
+            deletes: batch.indexes.map((i) => {
+              const s = statements[i]!;
+              return {
+                q: toWire(s.q) as Record<string, unknown>,
+                limit: s.limit,
+                ...(s.collation !== undefined ? { collation: s.collation } : {}),
+              };
+            }),
           }),
         ),
       transaction,

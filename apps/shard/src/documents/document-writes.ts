@@ -12,45 +12,20 @@ import {
 } from '@tessera/core';
 import type { DeleteCommandResult, FindAndModifyResult, UpdateCommandResult, WriteErrorEntry } from '@tessera/protocol';
 import {
+  type ApplyUpdateOptions,
   applyUpdate,
   checkDocumentSize,
   compileProjection,
   compileSort,
-  parseFilter,
   prepareInsert,
   updateChangesShardKey,
   upsertDocument,
 } from '@tessera/query';
-import { type StoredDocument, scanMatching } from './document-scan.js';
+import { type StoredDocument, compileScanFilter, scanMatching } from './document-scan.js';
 import { type CollectionHandle, inWriteTransaction, writeTimeOf } from './document-store.js';
 import { type ImageKind, type StatementHistory, type StatementResult, recordedAs } from './statement-history.js';
 import { addDocumentEntries, entriesOf, indexesForWrite, removeEntries, replaceEntries } from './index-maintenance.js';
-
-export interface UpdateStatement {
-  q: ValueObject;
-  u: unknown;
-  multi: boolean;
-  upsert: boolean;
-  /** For `$[<identifier>]` paths of `u`. */
-  arrayFilters?: readonly ValueObject[];
-}
-
-export interface DeleteStatement {
-  q: ValueObject;
-  limit: 0 | 1;
-}
-
-export interface FindAndModifyRequest {
-  query: ValueObject;
-  sort?: ValueObject;
-  update?: unknown;
-  /** For `$[<identifier>]` paths of `update`. */
-  arrayFilters?: readonly ValueObject[];
-  remove: boolean;
-  new: boolean;
-  upsert: boolean;
-  fields?: ValueObject;
-}
+import type { DeleteStatement, FindAndModifyRequest, UpdateStatement } from './write-statements.js';
 
 interface Clock {
   now(): Date;
@@ -123,7 +98,8 @@ export class DocumentWrites {
           recorded !== undefined
             ? recordedAs(recorded, 'delete', index).n
             : await this.transaction(handle, async (manager) => {
-                const matches = await scanMatching(manager, handle, parseFilter(statement.q), {
+                const compiled = compileScanFilter(statement.q, statement.collation, statement.variables);
+                const matches = await scanMatching(manager, handle, compiled, {
                   forUpdate: true,
                   limit: statement.limit === 1 ? 1 : undefined,
                 });
@@ -186,13 +162,14 @@ export class DocumentWrites {
     lastErrorObject: FindAndModifyResult['lastErrorObject'];
     shardKey: Uint8Array | undefined;
   }> {
-    const sort = request.sort === undefined ? undefined : compileSort(request.sort);
-    const matches = await scanMatching(manager, handle, parseFilter(request.query), { forUpdate: true, limit: sort ? undefined : 1 });
+    const sort = request.sort === undefined ? undefined : compileSort(request.sort, request.collation);
+    const compiled = compileScanFilter(request.query, request.collation, request.variables);
+    const matches = await scanMatching(manager, handle, compiled, { forUpdate: true, limit: sort ? undefined : 1 });
     if (sort) matches.sort((a, b) => sort(a.document, b.document));
     const target = matches[0];
     if (target === undefined) {
       if (!request.upsert) return { returned: undefined, lastErrorObject: { n: 0, updatedExisting: false }, shardKey: undefined };
-      const inserted = await this.upsert(manager, handle, request.query, request.update, 0, request.arrayFilters);
+      const inserted = await this.upsert(manager, handle, request.query, request.update, 0, request);
       return {
         returned: request.new ? inserted.document : undefined,
         lastErrorObject: { n: 1, updatedExisting: false, upserted: toExtendedJsonObject(inserted.document['_id'] as Value) },
@@ -203,7 +180,7 @@ export class DocumentWrites {
       await this.remove(manager, handle, [target]);
       return { returned: target.document, lastErrorObject: { n: 1, updatedExisting: false }, shardKey: target.shardKey };
     }
-    const after = await this.rewrite(manager, handle, target, request.update, 'refuse', request.arrayFilters);
+    const after = await this.rewrite(manager, handle, target, request.update, 'refuse', updateOptions(request, request.query));
     return { returned: request.new ? after : target.document, lastErrorObject: { n: 1, updatedExisting: true }, shardKey: target.shardKey };
   }
 
@@ -213,13 +190,13 @@ export class DocumentWrites {
     statement: UpdateStatement,
     index: number,
   ): Promise<{ op: 'update'; n: number; nModified: number; upserted?: unknown; shardKey: Uint8Array | undefined }> {
-    const matches = await scanMatching(manager, handle, parseFilter(statement.q), {
+    const matches = await scanMatching(manager, handle, compileScanFilter(statement.q, statement.collation, statement.variables), {
       forUpdate: true,
       limit: statement.multi ? undefined : 1,
     });
     if (matches.length === 0) {
       if (!statement.upsert) return { op: 'update', n: 0, nModified: 0, shardKey: undefined };
-      const inserted = await this.upsert(manager, handle, statement.q, statement.u, index, statement.arrayFilters);
+      const inserted = await this.upsert(manager, handle, statement.q, statement.u, index, statement);
       return {
         op: 'update',
         n: 0,
@@ -229,9 +206,10 @@ export class DocumentWrites {
       };
     }
     let modified = 0;
+    const options = updateOptions(statement, statement.q);
     for (const match of matches) {
       const before = JSON.stringify(toExtendedJsonObject(match.document));
-      const after = await this.rewrite(manager, handle, match, statement.u, statement.multi ? 'refuse' : 'move', statement.arrayFilters);
+      const after = await this.rewrite(manager, handle, match, statement.u, statement.multi ? 'refuse' : 'move', options);
       if (JSON.stringify(toExtendedJsonObject(after)) !== before) modified++;
     }
     // A multi-document update is never retryable, so one shard key names the document written.
@@ -251,12 +229,9 @@ export class DocumentWrites {
     stored: StoredDocument,
     update: unknown,
     keyChange: 'move' | 'refuse',
-    arrayFilters?: readonly ValueObject[],
+    options: Omit<ApplyUpdateOptions, 'now'>,
   ): Promise<ValueObject> {
-    const { doc: after, modified } = applyUpdate(stored.document, update, {
-      now: this.clock.now(),
-      ...(arrayFilters ? { arrayFilters } : {}),
-    });
+    const { doc: after, modified } = applyUpdate(stored.document, update, { now: this.clock.now(), ...options });
     if (!modified) return stored.document;
     if (!valuesEqual(stored.document['_id'] as Value, after['_id'] as Value)) {
       throw new TesseraError('IMMUTABLE_FIELD', "an update cannot change a document's _id");
@@ -303,9 +278,14 @@ export class DocumentWrites {
     query: ValueObject,
     update: unknown,
     index: number,
-    arrayFilters?: readonly ValueObject[],
+    options: Pick<UpdateStatement, 'arrayFilters' | 'variables'>,
   ): Promise<{ document: ValueObject; shardKey: Uint8Array }> {
-    const seeded = upsertDocument(query, update, this.clock.now(), arrayFilters);
+    const { arrayFilters, variables } = options;
+    const seeded = upsertDocument(query, update, {
+      now: this.clock.now(),
+      ...(arrayFilters !== undefined ? { arrayFilters } : {}),
+      ...(variables !== undefined ? { variables } : {}),
+    });
     const { document, size } = prepareInsert(seeded, { generateId: () => this.clock.generateId() }, index);
     const key = encodeKey(extractShardKey(handle.pattern, document));
     if (!handle.owns(key)) {
@@ -389,7 +369,12 @@ function recordWriteError(errors: WriteErrorEntry[], index: number, error: unkno
   errors.push({ index, error: envelope });
 }
 
-/** Parses a filter or update received as Extended JSON. */
-export function fromWire(value: unknown): ValueObject {
-  return fromExtendedJsonObject(value) as ValueObject;
+/** What `applyUpdate` takes from a statement: its arrayFilters, its query (for `$` paths) and its `let`. */
+function updateOptions(statement: UpdateStatement | FindAndModifyRequest, filter: ValueObject): Omit<ApplyUpdateOptions, 'now'> {
+  const { arrayFilters, collation, variables } = statement;
+  return {
+    query: { filter, ...(collation !== undefined ? { collation } : {}) },
+    ...(arrayFilters !== undefined ? { arrayFilters } : {}),
+    ...(variables !== undefined ? { variables } : {}),
+  };
 }

@@ -10,7 +10,6 @@ import {
   type ValueObject,
   clusterTimestampToString,
   compareClusterTimestamps,
-  parseCollation,
 } from '@tessera/core';
 import type { TransactionFields } from '@tessera/protocol';
 import {
@@ -62,7 +61,8 @@ import { CollectionResolver, type ResolvedCollection, type Versioned } from './c
 import { CursorManager } from './cursor-manager.js';
 import { DocumentAggregates } from './document-aggregates.js';
 import { type CollectionHandle, DocumentStore } from './document-store.js';
-import { DocumentWrites, fromWire } from './document-writes.js';
+import { DocumentWrites } from './document-writes.js';
+import { collationFromWire, deleteStatementsOf, findAndModifyRequestOf, fromWire, updateStatementsOf } from './write-statements.js';
 import { SecondaryIndexCatalog } from './index-catalog.js';
 import { type TransactionStatement, TransactionParticipants } from '../transactions/transaction-participants.service.js';
 
@@ -203,13 +203,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async update(input: UpdateCommand): Promise<UpdateCommandResult> {
     const command = parseWith(updateCommandSchema, input, 'update command');
-    const statements = command.updates.map((u) => ({
-      q: fromWire(u.q),
-      u: Array.isArray(u.u) ? u.u.map((stage) => fromWire(stage)) : fromWire(u.u),
-      multi: u.multi,
-      upsert: u.upsert,
-      ...(u.arrayFilters !== undefined ? { arrayFilters: u.arrayFilters.map((f) => fromWire(f) as ValueObject) } : {}),
-    }));
+    const statements = updateStatementsOf(command);
     const noneUpdated = (): UpdateCommandResult => ({ matchedCount: 0, modifiedCount: 0, upserted: [], writeErrors: [] });
     if (command.transaction !== undefined) {
       return this.inTransaction(
@@ -238,7 +232,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async delete(input: DeleteCommand): Promise<DeleteCommandResult> {
     const command = parseWith(deleteCommandSchema, input, 'delete command');
-    const statements = command.deletes.map((d) => ({ q: fromWire(d.q), limit: d.limit }));
+    const statements = deleteStatementsOf(command);
     const noneDeleted = (): DeleteCommandResult => ({ deletedCount: 0, writeErrors: [] });
     if (command.transaction !== undefined) {
       return this.inTransaction(command, command.transaction, false, 'write', noneDeleted, (handle) =>
@@ -257,18 +251,7 @@ export class ShardDataService implements OnApplicationBootstrap, OnApplicationSh
 
   async findAndModify(input: FindAndModifyCommand): Promise<FindAndModifyResult> {
     const command = parseWith(findAndModifyCommandSchema, input, 'findAndModify command');
-    const request = {
-      query: fromWire(command.query),
-      ...(command.sort ? { sort: fromWire(command.sort) } : {}),
-      ...(command.update !== undefined
-        ? { update: Array.isArray(command.update) ? command.update.map((stage) => fromWire(stage)) : fromWire(command.update) }
-        : {}),
-      ...(command.arrayFilters !== undefined ? { arrayFilters: command.arrayFilters.map((f) => fromWire(f) as ValueObject) } : {}),
-      ...(command.fields ? { fields: fromWire(command.fields) } : {}),
-      remove: command.remove,
-      new: command.new,
-      upsert: command.upsert,
-    };
+    const request = findAndModifyRequestOf(command);
     const noneFound = (): FindAndModifyResult => ({ value: null, lastErrorObject: { n: 0, updatedExisting: false } });
     if (command.transaction !== undefined) {
       return this.inTransaction(command, command.transaction, command.upsert, 'write', noneFound, (handle) =>
@@ -472,7 +455,7 @@ function unreachable(): never {
 
 /** A read command's collation, checked (`parseCollation`), and its time limit. */
 function readOptionsOf(command: { collation?: Record<string, unknown> | undefined; maxTimeMS?: number | undefined }): ReadOptions {
-  const collation = command.collation === undefined ? undefined : parseCollation(fromWire(command.collation));
+  const collation = collationFromWire(command.collation);
   const timeLimit = timeLimitOf(command.maxTimeMS);
   return { ...(collation !== undefined ? { collation } : {}), ...(timeLimit !== undefined ? { timeLimit } : {}) };
 }
