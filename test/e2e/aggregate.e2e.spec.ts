@@ -329,4 +329,42 @@ describe('aggregate across three shards', () => {
     const missing = await api.call('POST', '/v1/agg/nothing/aggregate', { pipeline: [{ $group: { _id: null, n: { $sum: 1 } } }] });
     expect(missing.json).toMatchObject({ cursor: { id: '0', firstBatch: [] } });
   });
+
+  it('runs $merge with a pipeline whenMatched and let, and whenNotMatched "fail" and "discard"', async () => {
+    const byCustomer = { $group: { _id: '$customer', total: { $sum: '$amount' } } };
+    const totals = new Map((reference([byCustomer]) as Array<{ _id: string; total: number }>).map((d) => [d._id, d.total]));
+    const board = async () =>
+      new Map((await api.findAll('agg.board', {})).map((d) => [(d as { _id: string })._id, d as Record<string, unknown>]));
+    await aggregate([byCustomer, { $merge: 'board' }]);
+    await api.call('POST', '/v1/agg/board/delete', { deletes: [{ q: { _id: 'c6' }, limit: 1 }] });
+    const addUp = [{ $set: { total: { $add: ['$total', '$$new.total'] }, runs: { $add: [{ $ifNull: ['$runs', 1] }, '$$step'] } } }];
+    expect(await aggregate([byCustomer, { $merge: { into: 'board', whenMatched: addUp, let: { step: 1 } } }])).toEqual([]);
+    let written = await board();
+    expect(written.get('c0')).toEqual({ _id: 'c0', total: 2 * totals.get('c0')!, runs: 2 });
+    // Not matched after a pipeline: the result is inserted as it is.
+    expect(written.get('c6')).toEqual({ _id: 'c6', total: totals.get('c6') });
+
+    await api.call('POST', '/v1/agg/board/delete', { deletes: [{ q: { _id: 'c6' }, limit: 1 }] });
+    const strict = await api.call('POST', '/v1/agg/orders/aggregate', {
+      pipeline: [byCustomer, { $sort: { _id: 1 } }, { $merge: { into: 'board', whenMatched: 'replace', whenNotMatched: 'fail' } }],
+    });
+    expect(strict.status).toBe(409);
+    expect(strict.json).toMatchObject({ code: 13113, codeName: 'MergeStageNoMatchingDocument' });
+    written = await board();
+    expect(written.has('c6')).toBe(false);
+    expect(written.get('c0')).toEqual({ _id: 'c0', total: totals.get('c0') });
+    await aggregate([byCustomer, { $set: { seen: true } }, { $merge: { into: 'board', whenNotMatched: 'discard' } }]);
+    written = await board();
+    expect(written.has('c6')).toBe(false);
+    expect(written.get('c1')).toMatchObject({ seen: true });
+
+    const refused = async (merge: Record<string, unknown>) =>
+      (await api.call('POST', '/v1/agg/orders/aggregate', { pipeline: [byCustomer, { $merge: { into: 'board', ...merge } }] })).json;
+    expect(await refused({ whenMatched: 'fail', whenNotMatched: 'discard' })).toMatchObject({ code: 2 });
+    expect(await refused({ whenMatched: 'merge', let: { a: 1 } })).toMatchObject({
+      code: 2,
+      errmsg: expect.stringMatching(/Cannot use 'let'/),
+    });
+    expect(await refused({ whenMatched: [{ $group: { _id: null } }] })).toMatchObject({ code: 9 });
+  });
 });

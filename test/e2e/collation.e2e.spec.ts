@@ -120,6 +120,15 @@ describe.each(['people', 'plain'])('collation on %s', (coll) => {
     });
     expect(byLet.json).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
     expect(await api.findAll(ns, { filter: { fromLet: 7 } })).toMatchObject([{ name: 'bob' }]);
+    const constants = await api.call('POST', `/v1/col/${coll}/update`, {
+      updates: [
+        { q: { name: 'zoe' }, u: [{ $set: { viaC: { $add: ['$$k', '$$base'] } } }], c: { k: 3 } },
+        { q: { name: 'zoe' }, u: { $set: { viaC: 0 } }, c: { k: 3 } },
+      ],
+      let: { base: 10 },
+    });
+    expect(constants.json).toMatchObject({ modifiedCount: 1, writeErrors: [{ index: 1, code: 9 }] });
+    expect(await api.findAll(ns, { filter: { viaC: 13 } })).toMatchObject([{ name: 'zoe' }]);
     const bulk = await api.call('POST', '/v1/admin/bulkWrite', {
       ops: [
         { update: 0, filter: { name: 'BOB' }, updateMods: [{ $set: { bulk: '$$mark' } }], collation: STRENGTH_2 },

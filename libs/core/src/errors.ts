@@ -56,6 +56,7 @@ export const ERROR_CODES = {
   PIPELINE_STAGE_SHAPE: { code: 40323, codeName: 'Location40323', retryable: false },
   UNRECOGNIZED_PIPELINE_STAGE: { code: 40324, codeName: 'Location40324', retryable: false },
   STAGE_NOT_LAST: { code: 40601, codeName: 'Location40601', retryable: false },
+  MERGE_STAGE_NO_MATCHING_DOCUMENT: { code: 13113, codeName: 'MergeStageNoMatchingDocument', retryable: false },
   OPERATION_NOT_SUPPORTED_IN_TRANSACTION: { code: 263, codeName: 'OperationNotSupportedInTransaction', retryable: false },
   INTERNAL: { code: 1, codeName: 'InternalError', retryable: false },
 } as const satisfies Record<string, { code: number; codeName: string; retryable: boolean }>;

@@ -166,6 +166,10 @@ export const updateStatementSchema = z.strictObject({
   upsert: z.boolean().default(false),
   arrayFilters: z.array(ejsonDocument).optional(),
   collation: ejsonDocument.optional(),
+  /** Constants a pipeline update reads as `$$name`, over the command's `let`. */
+  c: ejsonDocument.optional(),
+  /** With `upsert`: when nothing matches, insert `c.new` as it is (`$merge` with a pipeline `whenMatched`). */
+  upsertSupplied: z.boolean().optional(),
 });
 export const updateCommandSchema = z
   .strictObject({

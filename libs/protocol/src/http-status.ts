@@ -49,6 +49,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'PREPARED_TRANSACTION_IN_PROGRESS':
     case 'TRANSACTION_EXCEEDED_LIFETIME_LIMIT':
     case 'WOULD_CHANGE_OWNING_SHARD':
+    case 'MERGE_STAGE_NO_MATCHING_DOCUMENT':
       return 409;
     case 'DOCUMENT_TOO_LARGE':
       return 413;

@@ -121,6 +121,11 @@ export const updateStatementBodySchema = z.strictObject({
   arrayFilters: arrayFiltersSchema,
   hint,
   collation: writeCollation,
+  c: documentSchema
+    .optional()
+    .meta({
+      description: "Constants an update pipeline reads as `$$name`, over the command's `let` (MongoDB 5.0's `c`); only with a pipeline.",
+    }),
 });
 export const updateBodySchema = z.strictObject({
   updates: z.array(updateStatementBodySchema).min(1).max(MAX_WRITE_BATCH),

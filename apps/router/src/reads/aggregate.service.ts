@@ -5,7 +5,7 @@ import { type SplitPipeline, checkPipeline, collectionsRead, compileSort, isDocu
 import { errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
 import { WriteService } from '../writes/write.service.js';
 import { IndexesService } from '../indexes/indexes.service.js';
-import { type MergeTarget, mergeStatement, parseMergeStage } from './merge-stage.js';
+import { type MergeStatement, type MergeTarget, mergeStatement, parseMergeStage } from './merge-stage.js';
 import type { AggregateBody } from '../api/request-schemas.js';
 import { databaseOf } from '../api/namespace.js';
 import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
@@ -113,26 +113,37 @@ export class AggregateService {
 
   /**
    * `$merge`'s writes, in ordered batches through the router's write path, outside any session (as
-   * MongoDB's, they are not the client's retryable writes); the first write error fails the aggregate.
+   * MongoDB's, they are not the client's retryable writes); the first write error fails the
+   * aggregate, and so does a result that matched nothing under `whenNotMatched: "fail"`.
    */
   private async write(targetNs: string, target: MergeTarget, results: ValueObject[]): Promise<void> {
     for (let start = 0; start < results.length; start += WRITE_BATCH_SIZE) {
       const statements = results.slice(start, start + WRITE_BATCH_SIZE).map((document) => mergeStatement(target, document));
-      const answer =
-        target.whenMatched === 'fail'
-          ? await this.writes.insert(targetNs, {
-              documents: statements.map((s) => toWire((s as { insert: ValueObject }).insert) as Record<string, unknown>),
-              ordered: true,
-            })
-          : await this.writes.update(targetNs, {
-              updates: statements.map((s) => {
-                const { q, u, upsert } = s as { q: ValueObject; u: ValueObject; upsert: boolean };
-                return { q: toWire(q) as Record<string, unknown>, u: toWire(u) as Record<string, unknown>, upsert, multi: false };
-              }),
-              ordered: true,
-            });
-      const failed = answer.writeErrors[0];
-      if (failed !== undefined) throw errorFromPublic(failed);
+      if (target.whenMatched === 'fail') {
+        const documents = statements.map((s) => toWire((s as { insert: ValueObject }).insert) as Record<string, unknown>);
+        const inserted = await this.writes.insert(targetNs, { documents, ordered: true });
+        if (inserted.writeErrors[0] !== undefined) throw errorFromPublic(inserted.writeErrors[0]);
+        continue;
+      }
+      const updates = statements.map((s) => {
+        const { q, u, upsert, c } = s as Extract<MergeStatement, { q: ValueObject }>;
+        return {
+          q: toWire(q) as Record<string, unknown>,
+          u: toWire(u as Value) as Record<string, unknown>,
+          upsert,
+          multi: false,
+          // After a pipeline, an unmatched result is inserted as it is (MongoDB's upsertSupplied).
+          ...(c !== undefined ? { c: toWire(c) as Record<string, unknown>, upsertSupplied: upsert } : {}),
+        };
+      });
+      const answer = await this.writes.update(targetNs, { updates, ordered: true });
+      if (answer.writeErrors[0] !== undefined) throw errorFromPublic(answer.writeErrors[0]);
+      if (target.whenNotMatched === 'fail' && answer.matchedCount < updates.length)
+        throw new TesseraError(
+          'MERGE_STAGE_NO_MATCHING_DOCUMENT',
+          '$merge could not find a matching document in the target collection for at least one document in the source collection',
+          { details: { namespace: targetNs } },
+        );
     }
   }
 

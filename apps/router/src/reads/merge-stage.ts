@@ -1,35 +1,52 @@
 /**
  * The `$out` and `$merge` stages, which end a pipeline by writing its results: parsed here into
  * the router's update statements. `$merge` writes each result by its `on` fields (default
- * `_id`): `whenMatched` `merge` ($set), `replace`, `keepExisting` ($setOnInsert) or `fail`
- * (an insert, which a duplicate key refuses), and `whenNotMatched` `insert` (an upsert) or
- * `discard`. As MongoDB's, a `$merge` that fails part way leaves what it wrote.
+ * `_id`), as MongoDB's modes:
+ *
+ * - `whenMatched`: `merge` ($set), `replace`, `keepExisting` ($setOnInsert), `fail` (an insert,
+ *   which a duplicate key refuses), or an update pipeline, whose expressions read the result as
+ *   `$$new` and the stage's `let` variables, evaluated over the result;
+ * - `whenNotMatched`: `insert` (an upsert; after a pipeline, of the result as it is), `discard`
+ *   (no upsert) or `fail` (no upsert, and `MergeStageNoMatchingDocument` when a result matched
+ *   nothing).
+ *
+ * As MongoDB's, a `$merge` that fails part way leaves what it wrote.
  */
 import { TesseraError, type Value, type ValueObject } from '@tessera/core';
-import { isDocument } from '@tessera/query';
+import { checkUpdatePipeline, evaluateLet, isDocument } from '@tessera/query';
 
 /** A parsed `$merge`: the target and the statement each result becomes. */
 export interface MergeTarget {
   readonly db: string | undefined;
   readonly coll: string;
   readonly on: readonly string[];
-  readonly whenMatched: 'merge' | 'replace' | 'keepExisting' | 'fail';
-  readonly whenNotMatched: 'insert' | 'discard';
+  readonly whenMatched: 'merge' | 'replace' | 'keepExisting' | 'fail' | readonly ValueObject[];
+  readonly whenNotMatched: 'insert' | 'discard' | 'fail';
+  /** With a pipeline `whenMatched`: its variables, as expressions over each result. */
+  readonly let?: ValueObject;
 }
 
+/** The statement that writes one result. */
+export type MergeStatement =
+  | { readonly insert: ValueObject }
+  | { readonly q: ValueObject; readonly u: ValueObject | readonly ValueObject[]; readonly upsert: boolean; readonly c?: ValueObject };
+
 const WHEN_MATCHED = new Set(['merge', 'replace', 'keepExisting', 'fail']);
-const WHEN_NOT_MATCHED = new Set(['insert', 'discard']);
+const WHEN_NOT_MATCHED = new Set(['insert', 'discard', 'fail']);
+/** The combinations MongoDB has no mode for. */
+const UNSUPPORTED = new Set(['fail/fail', 'fail/discard', 'keepExisting/fail', 'keepExisting/discard']);
 
 function badMerge(message: string): TesseraError {
   return new TesseraError('BAD_VALUE', message, { details: { field: 'pipeline.$merge' } });
 }
 
 /**
- * Reads a `$merge` specification. Throws `BAD_VALUE` for a malformed one, and for the modes
- * Tessera does not run (`whenMatched` as a pipeline, `whenNotMatched: "fail"`), naming them.
- * `$out` is refused with `ILLEGAL_OPERATION`: it replaces a collection atomically, which needs a
- * rename Tessera's DDL does not have; `$merge` with `whenMatched: "replace"` writes the same
- * documents without removing the others.
+ * Reads a `$merge` specification. Throws `BAD_VALUE` for a malformed one, a combination of modes
+ * MongoDB does not have, or `let` without a pipeline `whenMatched`; `FAILED_TO_PARSE` as
+ * `checkUpdatePipeline` for a pipeline with a stage an update may not hold. `$out` is refused
+ * with `ILLEGAL_OPERATION`: it replaces a collection atomically, which needs a rename Tessera's
+ * DDL does not have; `$merge` with `whenMatched: "replace"` writes the same documents without
+ * removing the others.
  */
 export function parseMergeStage(stage: ValueObject): MergeTarget {
   if ('$out' in stage)
@@ -51,25 +68,41 @@ export function parseMergeStage(stage: ValueObject): MergeTarget {
     throw badMerge('$merge "on" must be a field name or an array of them');
   const whenMatched = spec['whenMatched'] ?? 'merge';
   const whenNotMatched = spec['whenNotMatched'] ?? 'insert';
-  if (typeof whenMatched !== 'string' || !WHEN_MATCHED.has(whenMatched))
-    throw badMerge(`$merge whenMatched: Tessera runs "merge", "replace", "keepExisting" and "fail", not ${JSON.stringify(whenMatched)}`);
+  const pipeline = Array.isArray(whenMatched) ? (whenMatched as ValueObject[]) : undefined;
+  if (pipeline !== undefined) checkUpdatePipeline(pipeline);
+  else if (typeof whenMatched !== 'string' || !WHEN_MATCHED.has(whenMatched))
+    throw badMerge(
+      `$merge whenMatched must be "merge", "replace", "keepExisting", "fail" or a pipeline, not ${JSON.stringify(whenMatched)}`,
+    );
   if (typeof whenNotMatched !== 'string' || !WHEN_NOT_MATCHED.has(whenNotMatched))
-    throw badMerge(`$merge whenNotMatched: Tessera runs "insert" and "discard", not ${JSON.stringify(whenNotMatched)}`);
+    throw badMerge(`$merge whenNotMatched must be "insert", "discard" or "fail", not ${JSON.stringify(whenNotMatched)}`);
+  if (pipeline === undefined && UNSUPPORTED.has(`${whenMatched as string}/${whenNotMatched}`))
+    throw badMerge(`$merge has no mode for whenMatched: "${whenMatched as string}" with whenNotMatched: "${whenNotMatched}"`);
+  const letSpec = spec['let'];
+  if (letSpec !== undefined && (pipeline === undefined || !isDocument(letSpec)))
+    throw badMerge(
+      pipeline === undefined
+        ? `Cannot use 'let' variables with 'whenMatched: ${whenMatched as string}' mode`
+        : '$merge "let" must be a document of variables',
+    );
   return {
     db: target.db as string | undefined,
     coll: target.coll,
     on: on as string[],
-    whenMatched: whenMatched as MergeTarget['whenMatched'],
+    whenMatched: pipeline ?? (whenMatched as 'merge' | 'replace' | 'keepExisting' | 'fail'),
     whenNotMatched: whenNotMatched as MergeTarget['whenNotMatched'],
+    ...(isDocument(letSpec) ? { let: letSpec } : {}),
   };
 }
 
-/** The update statement (core values) that writes one result; for `whenMatched: "fail"`, the document to insert. */
-export function mergeStatement(
-  target: MergeTarget,
-  document: ValueObject,
-): { q: ValueObject; u: ValueObject; upsert: boolean } | { insert: ValueObject } {
-  if (target.whenMatched === 'fail') return { insert: document };
+/**
+ * The statement (core values) that writes one result: for `whenMatched: "fail"`, the document to
+ * insert. A pipeline's statement carries its variables as constants `c`, `new` being the result.
+ * Throws `BAD_VALUE` when an `on` field is missing or an array.
+ */
+export function mergeStatement(target: MergeTarget, document: ValueObject): MergeStatement {
+  const { whenMatched } = target;
+  if (whenMatched === 'fail') return { insert: document };
   const q: Record<string, Value> = {};
   for (const field of target.on) {
     const value = document[field];
@@ -84,7 +117,11 @@ export function mergeStatement(
     q[field] = value;
   }
   const upsert = target.whenNotMatched === 'insert';
-  switch (target.whenMatched) {
+  if (typeof whenMatched !== 'string') {
+    const variables = target.let === undefined ? {} : evaluateLet(document, target.let);
+    return { q, u: whenMatched, upsert, c: { ...variables, new: document } };
+  }
+  switch (whenMatched) {
     case 'merge': {
       // The `on` fields are equal in the match by construction; setting them again would be an
       // update of `_id`, which the write path refuses.

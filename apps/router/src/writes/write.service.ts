@@ -44,9 +44,21 @@ export interface UpdateStatement {
   arrayFilters?: Array<Record<string, unknown>>;
   /** As the client sent it (Extended JSON): the shard reads it; targeting reads it parsed (`collationOf`). */
   collation?: Record<string, unknown>;
+  /** Constants of a pipeline update, as the client sent them (Extended JSON). */
+  c?: Record<string, unknown>;
+  /** With `upsert`: insert `c.new` when nothing matches (see `InternalUpdateBody`). */
+  upsertSupplied?: boolean;
   /** Why the router refuses the statement before sending it (its `hint` names no index). */
   refusal?: TesseraError;
 }
+
+/**
+ * An update as the router's own callers may give it: `$merge` also sets a statement's
+ * `upsertSupplied`, which the public schema does not have.
+ */
+export type InternalUpdateBody = Omit<UpdateBody, 'updates'> & {
+  updates: Array<UpdateBody['updates'][number] & { upsertSupplied?: boolean }>;
+};
 
 interface DeleteStatement {
   q: ValueObject;
@@ -164,14 +176,14 @@ export class WriteService {
     };
   }
 
-  async update(ns: string, body: UpdateBody, stmtIdBase = 0): Promise<UpdateResponse> {
+  async update(ns: string, body: InternalUpdateBody, stmtIdBase = 0): Promise<UpdateResponse> {
     const session = numbered(this.sessions.use(body), stmtIdBase);
     return runAsStatement(this.transactions, body, session, (transaction) => this.updateWith(ns, body, session, transaction));
   }
 
   private async updateWith(
     ns: string,
-    body: UpdateBody,
+    body: InternalUpdateBody,
     session: CommandSession | undefined,
     transaction: RouterTransaction | undefined,
   ): Promise<UpdateResponse> {
@@ -185,6 +197,8 @@ export class WriteService {
       upsert: s.upsert,
       ...(s.arrayFilters !== undefined ? { arrayFilters: s.arrayFilters } : {}),
       ...(s.collation !== undefined ? { collation: s.collation } : {}),
+      ...(s.c !== undefined ? { c: s.c } : {}),
+      ...(s.upsertSupplied === true ? { upsertSupplied: true } : {}),
       ...refusals[i],
     }));
     const routing = await this.cluster.routingForWrite(ns);
@@ -258,7 +272,7 @@ export class WriteService {
 
   private executeUpdate(
     ns: string,
-    body: UpdateBody,
+    body: InternalUpdateBody,
     statements: readonly UpdateStatement[],
     session: CommandSession | undefined,
     transaction: RouterTransaction | undefined,
@@ -297,6 +311,8 @@ export class WriteService {
                 upsert: s.upsert,
                 ...(s.arrayFilters !== undefined ? { arrayFilters: s.arrayFilters } : {}),
                 ...(s.collation !== undefined ? { collation: s.collation } : {}),
+                ...(s.c !== undefined ? { c: s.c } : {}),
+                ...(s.upsertSupplied === true ? { upsertSupplied: true } : {}),
               };
             }),
           }),
@@ -477,6 +493,11 @@ export class WriteService {
 /** MongoDB refuses a replacement document with `multi: true`. Throws `FAILED_TO_PARSE`; `BAD_VALUE` as `isOperatorUpdate`. */
 export function checkUpdateShape(statement: UpdateStatement): void {
   if (Array.isArray(statement.u)) return;
+  if (statement.c !== undefined) {
+    throw new TesseraError('FAILED_TO_PARSE', 'Constant values (c) may only be given with an update pipeline.', {
+      details: { field: 'c' },
+    });
+  }
   if (statement.multi && !isOperatorUpdate(statement.u)) {
     throw new TesseraError(
       'FAILED_TO_PARSE',

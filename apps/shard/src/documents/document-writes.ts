@@ -17,6 +17,7 @@ import {
   checkDocumentSize,
   compileProjection,
   compileSort,
+  isDocument,
   prepareInsert,
   updateChangesShardKey,
   upsertDocument,
@@ -278,14 +279,20 @@ export class DocumentWrites {
     query: ValueObject,
     update: unknown,
     index: number,
-    options: Pick<UpdateStatement, 'arrayFilters' | 'variables'>,
+    options: Pick<UpdateStatement, 'arrayFilters' | 'variables' | 'upsertSupplied'>,
   ): Promise<{ document: ValueObject; shardKey: Uint8Array }> {
     const { arrayFilters, variables } = options;
-    const seeded = upsertDocument(query, update, {
-      now: this.clock.now(),
-      ...(arrayFilters !== undefined ? { arrayFilters } : {}),
-      ...(variables !== undefined ? { variables } : {}),
-    });
+    const supplied = variables?.['new'];
+    if (options.upsertSupplied === true && !isDocument(supplied))
+      throw new TesseraError('FAILED_TO_PARSE', 'an update with upsertSupplied needs the document to insert in c.new');
+    const seeded =
+      options.upsertSupplied === true
+        ? (supplied as ValueObject)
+        : upsertDocument(query, update, {
+            now: this.clock.now(),
+            ...(arrayFilters !== undefined ? { arrayFilters } : {}),
+            ...(variables !== undefined ? { variables } : {}),
+          });
     const { document, size } = prepareInsert(seeded, { generateId: () => this.clock.generateId() }, index);
     const key = encodeKey(extractShardKey(handle.pattern, document));
     if (!handle.owns(key)) {

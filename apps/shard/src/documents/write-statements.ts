@@ -18,6 +18,8 @@ export interface UpdateStatement extends StatementQueryOptions {
   u: unknown;
   multi: boolean;
   upsert: boolean;
+  /** With `upsert`: when nothing matches, insert the `new` variable as it is. */
+  upsertSupplied?: boolean;
   /** For `$[<identifier>]` paths of `u`. */
   arrayFilters?: readonly ValueObject[];
 }
@@ -49,16 +51,21 @@ export function collationFromWire(collation: Record<string, unknown> | undefined
   return collation === undefined ? undefined : parseCollation(fromWire(collation));
 }
 
+/** The command's statements; a statement's variables are the command's `let` and its own constants `c` over them. */
 export function updateStatementsOf(command: z.output<typeof updateCommandSchema>): UpdateStatement[] {
-  const variables = variablesOf(command.let);
-  return command.updates.map((u) => ({
-    q: fromWire(u.q),
-    u: updateFromWire(u.u),
-    multi: u.multi,
-    upsert: u.upsert,
-    ...(u.arrayFilters !== undefined ? { arrayFilters: u.arrayFilters.map(fromWire) } : {}),
-    ...queryOptions(u.collation, variables),
-  }));
+  const shared = variablesOf(command.let);
+  return command.updates.map((u) => {
+    const variables = u.c === undefined ? shared : { ...shared, ...fromWire(u.c) };
+    return {
+      q: fromWire(u.q),
+      u: updateFromWire(u.u),
+      multi: u.multi,
+      upsert: u.upsert,
+      ...(u.upsertSupplied === true ? { upsertSupplied: true } : {}),
+      ...(u.arrayFilters !== undefined ? { arrayFilters: u.arrayFilters.map(fromWire) } : {}),
+      ...queryOptions(u.collation, variables),
+    };
+  });
 }
 
 export function deleteStatementsOf(command: z.output<typeof deleteCommandSchema>): DeleteStatement[] {

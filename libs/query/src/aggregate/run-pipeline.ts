@@ -104,8 +104,8 @@ function $lookup(collection: Iterator, spec: ValueObject, options: unknown): Ite
   });
 }
 
-/** The values of a `$lookup`'s `let` for one input document: each an expression over it. */
-function evaluateLet(document: ValueObject, letSpec: ValueObject): ValueObject {
+/** The values of a `let` (a `$lookup`'s, a `$merge`'s) for one input document: each an expression over it. */
+export function evaluateLet(document: ValueObject, letSpec: ValueObject): ValueObject {
   const [values] = new Aggregator([{ $replaceWith: letSpec }], { context: CONTEXT, scriptEnabled: true }).run([document]) as ValueObject[];
   return values ?? {};
 }
