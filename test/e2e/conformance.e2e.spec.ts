@@ -71,6 +71,18 @@ const CASES: Record<string, Case> = {
     route: 'find',
     body: (c) => ({ filter: { case: c }, projection: { name: 1, 'nested.v': 1 }, sort: { name: 1, n: -1 }, skip: 2, limit: 5 }),
   },
+  'projection operators: $slice, $elemMatch and computed fields': {
+    route: 'find',
+    body: (c) => ({
+      filter: { case: c, n: { $lt: 6 } },
+      projection: { tags: { $slice: -1 }, grades: { $elemMatch: { s: { $gte: 7 } } }, twice: { $multiply: ['$n', '$$two'] } },
+      let: { two: 2 },
+    }),
+  },
+  'the positional $ in a projection': {
+    route: 'find',
+    body: (c) => ({ filter: { case: c, 'grades.s': { $gte: 9 } }, projection: { name: 1, 'grades.$': 1 }, sort: { n: 1 } }),
+  },
   'an exclusion projection': { route: 'find', body: (c) => ({ filter: { case: c, n: { $lt: 3 } }, projection: { grades: 0, tags: 0 } }) },
   'find under a collation, sorted by it': {
     route: 'find',

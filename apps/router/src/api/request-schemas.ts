@@ -85,7 +85,10 @@ export const findBodySchema = z.strictObject({
   ...readSession,
   filter: documentSchema.default({}),
   sort: documentSchema.optional(),
-  projection: documentSchema.optional(),
+  projection: documentSchema.optional().meta({
+    description:
+      'Fields to return: 1 or 0 per field, `{ "arr": { "$slice": n } }` or `[skip, n]`, `{ "arr": { "$elemMatch": query } }`, `{ "arr.$": 1 }` (the element the filter matched) and computed fields (an aggregation expression, reading `let`).',
+  }),
   limit: count.optional().meta({ description: 'At most this many documents in all; 0 means no limit.' }),
   skip: count.optional(),
   batchSize: count.optional().meta({
@@ -121,11 +124,9 @@ export const updateStatementBodySchema = z.strictObject({
   arrayFilters: arrayFiltersSchema,
   hint,
   collation: writeCollation,
-  c: documentSchema
-    .optional()
-    .meta({
-      description: "Constants an update pipeline reads as `$$name`, over the command's `let` (MongoDB 5.0's `c`); only with a pipeline.",
-    }),
+  c: documentSchema.optional().meta({
+    description: "Constants an update pipeline reads as `$$name`, over the command's `let` (MongoDB 5.0's `c`); only with a pipeline.",
+  }),
 });
 export const updateBodySchema = z.strictObject({
   updates: z.array(updateStatementBodySchema).min(1).max(MAX_WRITE_BATCH),

@@ -11,7 +11,7 @@ import {
 } from '@tessera/core';
 import type { CursorBatch, ShardClient } from '@tessera/protocol';
 import { type Periodic, type TimeLimit, VectorClockService, runPeriodically, timeLimitField, timeLimitOf } from '@tessera/platform';
-import { compileProjection, compileSort, validateFilter } from '@tessera/query';
+import { compileProjection, compileSort, projectionOptions, validateFilter } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { fromWire, toWire } from '../api/extended-json.js';
 import type { CountBody, DistinctBody, FindBody } from '../api/request-schemas.js';
@@ -106,7 +106,13 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     const filter = validateFilter(fromWire(body.filter), '');
     const collation = collationOf(body);
     const compare = body.sort === undefined ? undefined : compileSort(fromWire(body.sort), collation);
-    const project = body.projection === undefined ? undefined : compileProjection(fromWire(body.projection));
+    const project =
+      body.projection === undefined
+        ? undefined
+        : compileProjection(
+            fromWire(body.projection),
+            projectionOptions(filter, collation, body.let && (fromWire(body.let) as ValueObject)),
+          );
     const firstBatchSize = body.batchSize ?? DEFAULT_BATCH_SIZE;
     const snapshot = atClusterTime === undefined ? {} : { atClusterTime: timestampToWire(atClusterTime) };
     const empty: CursorResponse = { cursor: { id: '0', ns, firstBatch: [], ...snapshot }, ok: 1 };

@@ -8,6 +8,7 @@ import {
   type PipelineOptions,
   bsonSize,
   compileProjection,
+  projectionOptions,
   compileSort,
   runPipeline,
 } from '@tessera/query';
@@ -81,7 +82,7 @@ export class CursorManager {
     const compiled = compileScanFilter(filter, request.collation, request.variables);
     const sort =
       request.sort === undefined || Object.keys(request.sort).length === 0 ? undefined : compileSort(request.sort, request.collation);
-    const project = compileProjection(request.projection);
+    const project = compileProjection(request.projection, projectionOptions(filter, request.collation, request.variables));
     const skip = nonNegative(request.skip, 'skip') ?? 0;
     const limit = nonNegative(request.limit, 'limit') || undefined;
     const where = scanConditions(handle, compiled.filter);

@@ -16,6 +16,7 @@ import {
   applyUpdate,
   checkDocumentSize,
   compileProjection,
+  projectionOptions,
   compileSort,
   isDocument,
   prepareInsert,
@@ -128,7 +129,7 @@ export class DocumentWrites {
     }
     if (request.remove && (request.upsert || request.new))
       throw new TesseraError('FAILED_TO_PARSE', 'findAndModify cannot combine remove with upsert or new');
-    const project = compileProjection(request.fields);
+    const project = compileProjection(request.fields, projectionOptions(request.query, request.collation, request.variables));
     const answer = (returned: ValueObject | undefined) => (returned === undefined ? null : toExtendedJsonObject(project(returned)));
     const recorded = history?.executed(0);
     if (recorded !== undefined) {

@@ -104,9 +104,16 @@ function $lookup(collection: Iterator, spec: ValueObject, options: unknown): Ite
   });
 }
 
-/** The values of a `let` (a `$lookup`'s, a `$merge`'s) for one input document: each an expression over it. */
-export function evaluateLet(document: ValueObject, letSpec: ValueObject): ValueObject {
-  const [values] = new Aggregator([{ $replaceWith: letSpec }], { context: CONTEXT, scriptEnabled: true }).run([document]) as ValueObject[];
+/**
+ * The values of a `let` (a `$lookup`'s, a `$merge`'s) or of a find projection's computed fields
+ * for one input document: each an expression over it, reading `variables` as `$$name`.
+ */
+export function evaluateLet(document: ValueObject, letSpec: ValueObject, variables?: ValueObject): ValueObject {
+  const [values] = new Aggregator([{ $replaceWith: letSpec }], {
+    context: CONTEXT,
+    scriptEnabled: true,
+    ...(variables !== undefined ? { variables } : {}),
+  }).run([document]) as ValueObject[];
   return values ?? {};
 }
 
@@ -165,7 +172,7 @@ export function checkPipeline(pipeline: unknown): ValueObject[] {
     if (FINAL_STAGES.has(name) && i !== pipeline.length - 1)
       throw stageError('STAGE_NOT_LAST', `${name} can only be the final stage in the pipeline`, i);
     if (name === '$count') checkCountName(stage['$count'], i);
-    refuseScripts(stage, i);
+    refuseScripts(stage, `pipeline.${i}`);
   });
   return pipeline as ValueObject[];
 }
@@ -174,23 +181,24 @@ export function checkPipeline(pipeline: unknown): ValueObject[] {
 const SCRIPT_OPERATORS = new Set(['$function', '$accumulator', '$where']);
 
 /**
- * Throws `BAD_VALUE` when a script operator appears anywhere in `value` (a stage, or `let`).
+ * Throws `BAD_VALUE` naming `field` when a script operator appears anywhere in `value` (a stage,
+ * a `let`, a find projection's expressions).
  * mingo runs with scripts enabled because its `$setWindowFields` computes every output through an
  * internal `$function`; this walk is what keeps users' scripts out.
  */
-function refuseScripts(value: unknown, index: number | undefined): void {
+export function refuseScripts(value: unknown, field: string): void {
   if (Array.isArray(value)) {
-    for (const item of value) refuseScripts(item, index);
+    for (const item of value) refuseScripts(item, field);
     return;
   }
   if (!isDocument(value)) return;
-  for (const [key, field] of Object.entries(value)) {
+  for (const key of Object.keys(value)) {
     if (SCRIPT_OPERATORS.has(key)) {
       throw new TesseraError('BAD_VALUE', `${key} is not supported: Tessera runs no server-side JavaScript`, {
-        details: { field: index === undefined ? 'let' : `pipeline.${index}` },
+        details: { field },
       });
     }
-    refuseScripts(field, index);
+    refuseScripts(value[key], field);
   }
 }
 
@@ -213,8 +221,8 @@ export function runPipeline(
   options: PipelineOptions = {},
 ): ValueObject[] {
   if (stages.length === 0) return [...documents];
-  stages.forEach((stage, i) => refuseScripts(stage, i));
-  refuseScripts(options.variables, undefined);
+  stages.forEach((stage, i) => refuseScripts(stage, `pipeline.${i}`));
+  refuseScripts(options.variables, 'let');
   try {
     const aggregator = new Aggregator(stages as never, {
       context: CONTEXT,

@@ -1,6 +1,7 @@
 /**
- * The positional `$` operator of update paths (`{ $set: { 'grades.$.score': 90 } }`): the
- * element of the array before the `$` that the update's query matched. MongoDB records the
+ * The positional `$` operator of update paths (`{ $set: { 'grades.$.score': 90 } }`) and of
+ * find projections (`{ 'grades.$': 1 }`): the element of the array before the `$` that the
+ * query matched. MongoDB records the
  * position while matching; here the query's conditions on that array are matched again, one
  * element at a time, against the document before the update:
  *
@@ -17,7 +18,7 @@ import type { Collation, Value, ValueObject } from '@tessera/core';
 import { parseFilter } from '../filter/parse-filter.js';
 import { isDocument } from '../values.js';
 
-/** The query of an update, for its `$` paths: the filter and how it compares. */
+/** The query of an update or find, for its `$` paths: the filter and how it compares. */
 export interface UpdateQuery {
   readonly filter: ValueObject;
   readonly collation?: Collation;
@@ -41,10 +42,15 @@ export function resolvePositional(document: ValueObject, path: string, operator:
   if (segments.lastIndexOf('$') !== at)
     throw positionalError(`Too many positional (i.e. '$') elements found in path '${path}'.`, path, operator);
   const arrayPath = segments.slice(0, at);
-  const array = valueAt(document, arrayPath);
-  const index = Array.isArray(array) && query !== undefined ? matchedIndex(array, arrayPath.join('.'), query) : undefined;
+  const index = query === undefined ? undefined : matchedPosition(document, arrayPath.join('.'), query);
   if (index === undefined) throw positionalError('The positional operator did not find the match needed from the query.', path, operator);
   return [...arrayPath, String(index), ...segments.slice(at + 1)].join('.');
+}
+
+/** The index in the array at `arrayPath` of `document` that `query` matched (see the module comment), or undefined. Throws nothing beyond `parseFilter`'s. */
+export function matchedPosition(document: ValueObject, arrayPath: string, query: UpdateQuery): number | undefined {
+  const array = valueAt(document, arrayPath.split('.'));
+  return Array.isArray(array) ? matchedIndex(array, arrayPath, query) : undefined;
 }
 
 function matchedIndex(array: readonly Value[], arrayPath: string, query: UpdateQuery): number | undefined {
