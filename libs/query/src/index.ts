@@ -13,4 +13,4 @@ export * from './projection/projection.js';
 export * from './sort/sort.js';
 export * from './aggregate/run-pipeline.js';
 export * from './aggregate/split-pipeline.js';
-export { isDocument } from './values.js';
+export { distinctValues, isDocument } from './values.js';

@@ -3,14 +3,25 @@
  * dotted-path walking that never looks inside BSON class instances, and printing for messages.
  */
 import { BSONRegExp } from 'bson';
-import { regexParts, TesseraError, toExtendedJson, typeBracketOf } from '@tessera/core';
-import type { Value, ValueObject } from '@tessera/core';
+import { compareValues, regexParts, stringComparatorFor, TesseraError, toExtendedJson, typeBracketOf } from '@tessera/core';
+import type { Collation, Value, ValueObject } from '@tessera/core';
 
 /** True when `value` is an embedded document (a plain object, not a BSON class, array, Date or RegExp). Throws nothing. */
 export function isDocument(value: unknown): value is ValueObject {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
   if (value instanceof Date || value instanceof RegExp) return false;
   return typeof (value as { _bsontype?: unknown })._bsontype !== 'string';
+}
+
+/**
+ * The distinct values of a list in MongoDB's value order, strings compared by `collation`. Of
+ * values the collation calls equal, the least by bytes stands for them all, so the answer does
+ * not depend on the order the values came in (which shard answered first). Throws nothing.
+ */
+export function distinctValues(values: readonly Value[], collation?: Collation): Value[] {
+  const strings = stringComparatorFor(collation);
+  const sorted = [...values].sort((a, b) => compareValues(a, b, strings) || compareValues(a, b));
+  return sorted.filter((value, i) => i === 0 || compareValues(sorted[i - 1]!, value, strings) !== 0);
 }
 
 /** True when `field` names an operator (starts with `$`). Throws nothing. */

@@ -1,17 +1,8 @@
 import { Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import {
-  type ClusterTimestamp,
-  type Collation,
-  TesseraError,
-  type Value,
-  type ValueObject,
-  compareValues,
-  parseCollation,
-  stringComparatorFor,
-} from '@tessera/core';
+import { type ClusterTimestamp, type Collation, TesseraError, type Value, type ValueObject, parseCollation } from '@tessera/core';
 import type { CursorBatch, ShardClient } from '@tessera/protocol';
 import { type Periodic, type TimeLimit, VectorClockService, runPeriodically, timeLimitField, timeLimitOf } from '@tessera/platform';
-import { compileProjection, compileSort, projectionOptions, validateFilter } from '@tessera/query';
+import { compileProjection, compileSort, distinctValues, projectionOptions, validateFilter } from '@tessera/query';
 import { withStaleRetries } from '@tessera/routing';
 import { fromWire, toWire } from '../api/extended-json.js';
 import type { CountBody, DistinctBody, FindBody } from '../api/request-schemas.js';
@@ -346,11 +337,9 @@ async function emptyIfMissing<T>(answer: Promise<T>, empty: T): Promise<T> {
   }
 }
 
-/** The distinct values of several lists, in MongoDB's value order (strings by `collation` when given). */
+/** The distinct values of several lists (`distinctValues`). */
 export function unionOfValues(lists: readonly (readonly Value[])[], collation?: Collation): Value[] {
-  const strings = stringComparatorFor(collation);
-  const all = lists.flat().sort((a, b) => compareValues(a, b, strings));
-  return all.filter((value, i) => i === 0 || compareValues(all[i - 1]!, value, strings) !== 0);
+  return distinctValues(lists.flat(), collation);
 }
 
 /** A read's checked collation (`parseCollation`); undefined for byte order. */

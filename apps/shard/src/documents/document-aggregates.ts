@@ -1,14 +1,7 @@
 import type { DataSource } from 'typeorm';
-import {
-  type Value,
-  type ValueObject,
-  compareValues,
-  stringComparatorFor,
-  toExtendedJsonObject,
-  typeBracketOf,
-  valuesEqual,
-} from '@tessera/core';
+import { type Value, type ValueObject, toExtendedJsonObject, typeBracketOf } from '@tessera/core';
 import { poolQueryable } from '@tessera/platform';
+import { distinctValues } from '@tessera/query';
 import { type ReadOptions, compileScanFilter, scanMatching } from './document-scan.js';
 import type { CollectionHandle } from './document-store.js';
 
@@ -30,7 +23,7 @@ export class DocumentAggregates {
   /**
    * The distinct values of `key` (a dotted path) among matching documents, as MongoDB: an array
    * value contributes its elements, missing fields contribute nothing; in MongoDB's value order.
-   * Under a collation, strings it calls equal count once (the first met stands for them).
+   * Under a collation, strings it calls equal count once (see `distinctValues`).
    */
   async distinct(handle: CollectionHandle, key: string, filter: ValueObject, read: ReadOptions = {}): Promise<unknown[]> {
     const matches = await scanMatching(
@@ -38,14 +31,9 @@ export class DocumentAggregates {
       handle,
       compileScanFilter(filter, read.collation),
     );
-    const strings = stringComparatorFor(read.collation);
-    const values: Value[] = [];
-    for (const { document } of matches) {
-      for (const element of valuesAtPath(document, key.split('.'))) {
-        if (!values.some((v) => valuesEqual(v, element, strings))) values.push(element);
-      }
-    }
-    return values.sort((a, b) => compareValues(a, b, strings)).map((v) => toExtendedJsonObject(v));
+    const segments = key.split('.');
+    const values = matches.flatMap(({ document }) => valuesAtPath(document, segments));
+    return distinctValues(values, read.collation).map((v) => toExtendedJsonObject(v));
   }
 }
 
