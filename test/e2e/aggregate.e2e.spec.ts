@@ -5,7 +5,7 @@ import { checkPipeline, runPipeline } from '@tessera/query';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, spreadChunks, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
+import { RouterApi, onShardDatabase } from './router-api.js';
 import { startTestCluster } from './test-cluster.js';
 
 /**
@@ -304,7 +304,7 @@ describe('aggregate across three shards', () => {
     );
   });
 
-  it('writes the results with $merge, refuses $out, and answers the errors MongoDB answers', async () => {
+  it('writes the results with $merge, and answers the errors MongoDB answers', async () => {
     const totals = [{ $group: { _id: '$customer', total: { $sum: '$amount' } } }, { $merge: { into: 'totals', whenMatched: 'replace' } }];
     expect(await aggregate(totals)).toEqual([]);
     await aggregate([{ $match: { x: 0 } }, { $project: { _id: '$customer', note: 'first order' } }, { $merge: 'totals' }]);
@@ -314,9 +314,6 @@ describe('aggregate across three shards', () => {
     >;
     expect(written).toEqual(expected.map((d) => (d['_id'] === 'c0' ? { ...d, note: 'first order' } : d)));
 
-    const out = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline: [{ $out: 'copy' }] });
-    expect(out.status).toBe(409);
-    expect(out.json).toMatchObject({ code: 20, codeName: 'IllegalOperation' });
     const unknown = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline: [{ $match: {} }, { $frobnicate: 1 }] });
     expect(unknown.status).toBe(400);
     expect(unknown.json).toMatchObject({
@@ -328,6 +325,58 @@ describe('aggregate across three shards', () => {
     expect(notLast.json).toMatchObject({ code: 40601 });
     const missing = await api.call('POST', '/v1/agg/nothing/aggregate', { pipeline: [{ $group: { _id: null, n: { $sum: 1 } } }] });
     expect(missing.json).toMatchObject({ cursor: { id: '0', firstBatch: [] } });
+  });
+
+  it('replaces a collection with $out at once, keeping its indexes, and leaves it whole when $out fails', async () => {
+    const byCustomer = { $group: { _id: '$customer', total: { $sum: '$amount' } } };
+    expect(await aggregate([byCustomer, { $out: 'summary' }])).toEqual([]);
+    expect(await api.findAll('agg.summary', { sort: { _id: 1 } })).toEqual(reference([byCustomer, { $sort: { _id: 1 } }]));
+    await api.call('POST', '/v1/agg/summary/indexes', { indexes: [{ key: { total: 1 }, name: 'total_1' }] });
+
+    const big = [{ $match: { amount: { $gte: 90 } } }, { $project: { amount: 1 } }];
+    await aggregate([...big, { $out: 'summary' }]);
+    expect(await api.findAll('agg.summary', { sort: { _id: 1 } })).toEqual(reference([...big, { $sort: { _id: 1 } }]));
+    const indexes = (await api.call('GET', '/v1/agg/summary/indexes')).json as { cursor: { firstBatch: Array<{ name: string }> } };
+    expect(indexes.cursor.firstBatch.map((index) => index.name)).toEqual(['_id_', 'total_1']);
+
+    // Two results with one _id: the insert into the temporary collection fails, the target stays.
+    const failing = await api.call('POST', '/v1/agg/orders/aggregate', {
+      pipeline: [{ $project: { _id: '$customer' } }, { $out: 'summary' }],
+    });
+    expect(failing.json).toMatchObject({ code: 11000 });
+    expect(await api.findAll('agg.summary', {})).toHaveLength(reference(big).length);
+    const temporary = [];
+    for (const shard of ['shard0', 'shard1', 'shard2']) {
+      temporary.push(
+        ...(await onShardDatabase(
+          cluster,
+          shard,
+          async (pool) => (await pool.query("SELECT ns FROM collections WHERE ns LIKE 'agg.tmp.%'")).rows,
+        )),
+      );
+    }
+    expect(temporary).toEqual([]);
+
+    const sharded = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline: [{ $out: 'hashed' }] });
+    expect(sharded.json).toMatchObject({ code: 20, codeName: 'IllegalOperation' });
+    const elsewhere = await api.call('POST', '/v1/agg/orders/aggregate', { pipeline: [{ $out: { db: 'other', coll: 'x' } }] });
+    expect(elsewhere.json).toMatchObject({ code: 20 });
+  });
+
+  it('renames an unsharded collection, and refuses what MongoDB refuses', async () => {
+    const rename = (body: Record<string, unknown>) => api.call('POST', '/v1/admin/renameCollection', body);
+    await api.call('POST', '/v1/agg/drafts/insert', { documents: [{ _id: 1 }, { _id: 2 }] });
+    await api.call('POST', '/v1/agg/final/insert', { documents: [{ _id: 9 }] });
+    expect((await rename({ renameCollection: 'agg.drafts', to: 'agg.final' })).json).toMatchObject({
+      code: 48,
+      codeName: 'NamespaceExists',
+    });
+    expect((await rename({ renameCollection: 'agg.drafts', to: 'agg.final', dropTarget: true })).json).toMatchObject({ ok: 1 });
+    expect(await api.findAll('agg.final', { sort: { _id: 1 } })).toEqual([{ _id: 1 }, { _id: 2 }]);
+    expect(await api.findAll('agg.drafts', {})).toEqual([]);
+    expect((await rename({ renameCollection: 'agg.drafts', to: 'agg.x' })).json).toMatchObject({ code: 26, codeName: 'NamespaceNotFound' });
+    expect((await rename({ renameCollection: 'agg.hashed', to: 'agg.x' })).json).toMatchObject({ code: 20 });
+    expect((await rename({ renameCollection: 'agg.final', to: 'other.final' })).json).toMatchObject({ code: 20 });
   });
 
   it('runs $merge with a pipeline whenMatched and let, and whenNotMatched "fail" and "discard"', async () => {

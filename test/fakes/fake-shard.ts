@@ -48,6 +48,7 @@ export class FakeShard {
         return { ok: 1 };
       })
       .on('POST', '/internal/collections/:uuid/refine', (r) => this.refine(r))
+      .on('POST', '/internal/collections/:uuid/rename', (r) => this.rename(r))
       .on('GET', '/internal/namespaces/:ns', (r) => {
         const [uuid, found] = this.byNamespace(r.params.ns!) ?? [];
         if (uuid === undefined || found === undefined) {
@@ -149,6 +150,19 @@ export class FakeShard {
       cloned.push({ ns, documents: source.documents, bytes: source.documents * DOCUMENT_BYTES, sessions: 0, done: true });
     }
     return { state: 'done', collections: cloned };
+  }
+
+  /** The real shard's rename: the target dropped first when asked, idempotent. */
+  private rename(request: FakeRequest): { renamed: boolean } {
+    const found = this.collections.get(request.params.uuid!);
+    const { to, dropTarget } = request.body as { to: string; dropTarget: boolean };
+    if (found === undefined) return { renamed: false };
+    if (found.ns === to) return { renamed: true };
+    const [target] = this.byNamespace(to) ?? [];
+    if (target !== undefined && !dropTarget) throw new TesseraError('NAMESPACE_EXISTS', `target namespace ${to} exists`);
+    if (target !== undefined) this.collections.delete(target);
+    found.ns = to;
+    return { renamed: true };
   }
 
   private refine(request: FakeRequest): { rekeyed: number } {

@@ -22,6 +22,7 @@ import type { CoordinatorDefinition } from '../../apps/config/src/ddl/ddl-coordi
 import { DdlCoordinatorService } from '../../apps/config/src/ddl/ddl-coordinator.service.js';
 import { DdlCoordinatorStore } from '../../apps/config/src/ddl/ddl-coordinator.store.js';
 import { DropCollectionCoordinator } from '../../apps/config/src/ddl/drop-collection.coordinator.js';
+import { RenameCollectionCoordinator } from '../../apps/config/src/ddl/rename-collection.coordinator.js';
 import { DropDatabaseCoordinator } from '../../apps/config/src/ddl/drop-database.coordinator.js';
 import { MovePrimaryCoordinator } from '../../apps/config/src/ddl/move-primary.coordinator.js';
 import { RefineShardKeyCoordinator } from '../../apps/config/src/ddl/refine-shard-key.coordinator.js';
@@ -410,6 +411,7 @@ export class ConfigProcess {
     this.collections = new CollectionDdlService(this.coordinators, catalog);
     new ShardCollectionCoordinator(this.coordinators, catalog, shards, this.databases, clock, changelog).onModuleInit();
     new DropCollectionCoordinator(this.coordinators, dropper).onModuleInit();
+    new RenameCollectionCoordinator(this.coordinators, catalog, databaseCatalog, shards, changelog).onModuleInit();
     new DropDatabaseCoordinator(this.coordinators, databaseCatalog, shards, dropper, clock, changelog).onModuleInit();
     new MovePrimaryCoordinator(this.coordinators, coordinatorRows, databaseCatalog, shards, clock, changelog, silent).onModuleInit();
     new RefineShardKeyCoordinator(this.coordinators, catalog, shards, clock, changelog, migrationRecords, silent).onModuleInit();

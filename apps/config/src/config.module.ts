@@ -19,6 +19,7 @@ import { ClusterIdentityService } from './cluster-identity.service.js';
 import { CollectionDdlService } from './ddl/collection-ddl.service.js';
 import { CollectionCatalogStore } from './ddl/collection-catalog.store.js';
 import { DropCollectionCoordinator } from './ddl/drop-collection.coordinator.js';
+import { RenameCollectionCoordinator } from './ddl/rename-collection.coordinator.js';
 import { RefineShardKeyCoordinator } from './ddl/refine-shard-key.coordinator.js';
 import { ShardCollectionCoordinator } from './ddl/shard-collection.coordinator.js';
 import { ShardDirectory } from './ddl/shard-directory.js';
@@ -114,6 +115,7 @@ export class ConfigServerModule {
         ShardDirectory,
         ShardCollectionCoordinator,
         DropCollectionCoordinator,
+        RenameCollectionCoordinator,
         RefineShardKeyCoordinator,
         CollectionDdlService,
         ZonesService,

@@ -23,6 +23,8 @@ import { ClusterRoutingService } from './routing/cluster-routing.service.js';
 import { BulkWriteService } from './writes/bulk-write.service.js';
 import { FindAndModifyService } from './writes/find-and-modify.service.js';
 import { CurrentOps } from './operations/current-ops.service.js';
+import { OutStage } from './reads/out-stage.js';
+import { DdlController } from './controllers/ddl.controller.js';
 import { WriteService } from './writes/write.service.js';
 import { WriteWithoutShardKeyService } from './writes/write-without-shard-key.service.js';
 
@@ -40,6 +42,7 @@ export const ROUTER_CONTROLLERS = [
   SessionsController,
   TransactionsController,
   BulkWriteController,
+  DdlController,
 ];
 
 /** A router's composition root. Routers are stateless: no database of their own. */
@@ -56,6 +59,7 @@ export class RouterModule {
         RouterSessions,
         QueryService,
         AggregateService,
+        OutStage,
         TransactionRouter,
         WriteService,
         WriteWithoutShardKeyService,

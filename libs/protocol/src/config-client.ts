@@ -16,6 +16,7 @@ import { SeedListClient } from './seed-list-client.js';
 import type {
   DatabaseDescription,
   DropCollectionRequest,
+  RenameCollectionRequest,
   DropDatabaseRequest,
   DropResult,
   EnableShardingRequest,
@@ -70,6 +71,10 @@ export class ConfigClient {
 
   refineCollectionShardKey(request: RefineShardKeyRequest): Promise<ShardCollectionResult> {
     return this.http.call('POST', '/internal/ddl/refineCollectionShardKey', request);
+  }
+
+  renameCollection(request: RenameCollectionRequest): Promise<{ ok: 1 }> {
+    return this.http.call('POST', '/internal/ddl/renameCollection', request);
   }
 
   dropCollection(request: DropCollectionRequest): Promise<DropResult> {

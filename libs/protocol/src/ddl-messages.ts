@@ -22,6 +22,11 @@ export const shardCollectionRequestSchema = z.strictObject({
 export type ShardCollectionRequest = z.input<typeof shardCollectionRequestSchema>;
 
 export const dropCollectionRequestSchema = z.strictObject({ ns: namespaceSchema });
+export const renameCollectionRequestSchema = z.strictObject({
+  from: namespaceSchema,
+  to: namespaceSchema,
+  dropTarget: z.boolean().default(false),
+});
 export const dropDatabaseRequestSchema = z.strictObject({ db: databaseNameSchema });
 export const movePrimaryRequestSchema = z.strictObject({ db: databaseNameSchema, to: shardNameSchema });
 export const refineShardKeyRequestSchema = z.strictObject({ ns: namespaceSchema, key: keyPatternSchema });
@@ -36,6 +41,7 @@ export const updateZoneKeyRangeRequestSchema = z.strictObject({
 });
 
 export type DropCollectionRequest = z.input<typeof dropCollectionRequestSchema>;
+export type RenameCollectionRequest = z.input<typeof renameCollectionRequestSchema>;
 export type DropDatabaseRequest = z.input<typeof dropDatabaseRequestSchema>;
 export type MovePrimaryRequest = z.input<typeof movePrimaryRequestSchema>;
 export type RefineShardKeyRequest = z.input<typeof refineShardKeyRequestSchema>;

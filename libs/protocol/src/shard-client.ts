@@ -83,6 +83,11 @@ export class ShardClient {
     return this.http.call('POST', `/internal/collections/${uuid}/refine`, { keyPattern });
   }
 
+  /** Renames an unsharded collection, dropping the target first when `dropTarget` (idempotent); answers whether it is there. */
+  renameCollection(uuid: string, to: string, dropTarget: boolean): Promise<{ renamed: boolean }> {
+    return this.http.call('POST', `/internal/collections/${uuid}/rename`, { to, dropTarget });
+  }
+
   /** The collection the shard stores under `ns`; `NAMESPACE_NOT_FOUND` if none. */
   describeNamespace(ns: string): Promise<{ uuid: string; keyPattern: Record<string, 1 | 'hashed'>; documents: number }> {
     return this.http.call('GET', `/internal/namespaces/${encodeURIComponent(ns)}`);

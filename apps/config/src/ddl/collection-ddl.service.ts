@@ -5,6 +5,8 @@ import {
   type ShardCollectionRequest,
   type ShardCollectionResult,
   dropCollectionRequestSchema,
+  type RenameCollectionRequest,
+  renameCollectionRequestSchema,
   refineShardKeyRequestSchema,
   shardCollectionRequestSchema,
 } from '@tessera/protocol';
@@ -15,7 +17,7 @@ import { DdlCoordinatorService } from './ddl-coordinator.service.js';
 /**
  * Collection DDL as the controller and the control plane call it: each command validated, then
  * run by its coordinator (`shard-collection.coordinator.ts`, `drop-collection.coordinator.ts`,
- * `refine-shard-key.coordinator.ts`), serialised by the database and collection locks.
+ * `refine-shard-key.coordinator.ts`, `rename-collection.coordinator.ts`), serialised by the database and collection locks.
  */
 @Injectable()
 export class CollectionDdlService {
@@ -37,6 +39,11 @@ export class CollectionDdlService {
 
   dropCollection(input: unknown): Promise<DropResult> {
     return this.coordinators.run('dropCollection', parseWith(dropCollectionRequestSchema, input, 'dropCollection request'));
+  }
+
+  /** Renames an unsharded collection within its database (`rename-collection.coordinator.ts`). */
+  renameCollection(input: RenameCollectionRequest): Promise<{ ok: 1 }> {
+    return this.coordinators.run('renameCollection', parseWith(renameCollectionRequestSchema, input, 'renameCollection request'));
   }
 
   /** Refines a shard key by suffix fields: a new epoch, the same chunk majors and minors, documents re-keyed. */

@@ -42,6 +42,12 @@ export class DdlController {
     return this.collections.dropCollection(body);
   }
 
+  @Post('renameCollection')
+  @HttpCode(200)
+  renameCollection(@Body() body: unknown): Promise<{ ok: 1 }> {
+    return this.collections.renameCollection(body as never);
+  }
+
   @Post('dropDatabase')
   @HttpCode(200)
   dropDatabase(@Body() body: unknown): Promise<DropResult> {

@@ -39,6 +39,14 @@ export function namespaceOf(db: string, coll: string): string {
   return ns;
 }
 
+/** Checks a full namespace `db.collection` given as one string (`where` names it in the message); throws as `namespaceOf`. */
+export function parseNamespace(ns: string, where: string): string {
+  const dot = ns.indexOf('.');
+  if (dot <= 0)
+    throw new TesseraError('INVALID_NAMESPACE', `Invalid namespace "${ns}" in ${where}: it must be db.collection.`, { details: { ns } });
+  return namespaceOf(ns.slice(0, dot), ns.slice(dot + 1));
+}
+
 /** The database part of a namespace. */
 export function databaseOf(ns: string): string {
   return ns.slice(0, ns.indexOf('.'));

@@ -242,6 +242,17 @@ export const aggregateBodySchema = z.strictObject({
   collation,
 });
 
+/** MongoDB's renameCollection admin command. */
+export const renameCollectionBodySchema = z.strictObject({
+  renameCollection: z.string().min(3).meta({ description: 'The collection to rename, "db.coll": an unsharded one.' }),
+  to: z.string().min(3).meta({ description: 'Its new name, "db.other", in the same database.' }),
+  dropTarget: z
+    .boolean()
+    .default(false)
+    .meta({ description: 'Drop an existing collection of the new name first (NamespaceExists otherwise).' }),
+  comment,
+});
+
 export const createIndexesBodySchema = z.strictObject({
   indexes: z
     .array(

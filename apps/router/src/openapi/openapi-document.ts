@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import {
   bulkWriteBodySchema,
+  renameCollectionBodySchema,
   countBodySchema,
   createIndexesBodySchema,
   deleteBodySchema,
@@ -120,6 +121,16 @@ const OPERATIONS: readonly Operation[] = [
       'On a sharded collection a limit:1 delete without the full shard key by equality in q deletes one matching document (a write without shard key, as MongoDB 7.0+).',
     body: deleteBodySchema,
     response: obj({ deletedCount: count, writeErrors, retriedStmtIds, ok }, ['deletedCount', ...WRITE_REQUIRED]),
+  },
+  {
+    tag: 'crud',
+    method: 'post',
+    path: '/v1/admin/renameCollection',
+    summary: "renameCollection, as MongoDB's admin command: an unsharded collection takes a new name in its database",
+    description:
+      'The collection keeps its documents and indexes. With dropTarget, an existing collection of the new name is dropped in the same step; without it that is NamespaceExists (48). A sharded collection, a sharded target or another database is IllegalOperation (20); a missing source NamespaceNotFound (26).',
+    body: renameCollectionBodySchema,
+    response: obj({ ok }, ['ok']),
   },
   {
     tag: 'crud',

@@ -6,6 +6,7 @@ import { errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
 import { WriteService } from '../writes/write.service.js';
 import { IndexesService } from '../indexes/indexes.service.js';
 import { type MergeStatement, type MergeTarget, mergeStatement, parseMergeStage } from './merge-stage.js';
+import { OutStage, parseOutStage } from './out-stage.js';
 import type { AggregateBody } from '../api/request-schemas.js';
 import { databaseOf } from '../api/namespace.js';
 import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
@@ -45,6 +46,7 @@ export class AggregateService {
     private readonly queries: QueryService,
     private readonly writes: WriteService,
     private readonly indexes: IndexesService,
+    private readonly out: OutStage,
   ) {}
 
   async aggregate(ns: string, body: AggregateBody): Promise<CursorResponse | { explain: AggregateExplain; ok: 1 }> {
@@ -94,20 +96,23 @@ export class AggregateService {
 
   /**
    * Runs the router's part over every document the shards' cursors give, and answers a cursor
-   * over the results; a final `$merge` writes them instead, and the cursor is empty.
+   * over the results; a final `$merge` or `$out` writes them instead, and the cursor is empty.
    */
   private async merge(ns: string, shards: RouterCursor, stages: ValueObject[], context: MergeContext): Promise<RouterCursor> {
     const last = stages.at(-1);
-    const writing = last !== undefined && ('$merge' in last || '$out' in last) ? parseMergeStage(last) : undefined;
-    if (writing !== undefined && context.read.transaction !== undefined)
-      throw new TesseraError('OPERATION_NOT_SUPPORTED_IN_TRANSACTION', '$merge cannot be used in a transaction', {
+    const merging = last !== undefined && '$merge' in last ? parseMergeStage(last) : undefined;
+    const out = last !== undefined && '$out' in last ? parseOutStage(last['$out'], ns) : undefined;
+    const writing = merging !== undefined || out !== undefined;
+    if (writing && context.read.transaction !== undefined)
+      throw new TesseraError('OPERATION_NOT_SUPPORTED_IN_TRANSACTION', `${merging ? '$merge' : '$out'} cannot be used in a transaction`, {
         details: { field: 'pipeline' },
       });
     const input = await drain(shards);
-    const running = writing === undefined ? stages : stages.slice(0, -1);
+    const running = writing ? stages.slice(0, -1) : stages;
     const results = await this.runStages(ns, input, running, context);
-    if (writing !== undefined) await this.write(`${writing.db ?? databaseOf(ns)}.${writing.coll}`, writing, results);
-    const held: ShardBatch = { cursorId: null, documents: writing === undefined ? results : [] };
+    if (merging !== undefined) await this.write(`${merging.db ?? databaseOf(ns)}.${merging.coll}`, merging, results);
+    if (out !== undefined) await this.out.replace(out, results);
+    const held: ShardBatch = { cursorId: null, documents: writing ? [] : results };
     return new RouterCursor(ns, [{ shard: 'router', batch: held }], {}, this.queries.cursorPort());
   }
 

@@ -1,6 +1,6 @@
 /**
- * The `$out` and `$merge` stages, which end a pipeline by writing its results: parsed here into
- * the router's update statements. `$merge` writes each result by its `on` fields (default
+ * The `$merge` stage, which ends a pipeline by writing its results: parsed here into the
+ * router's update statements (`$out` is out-stage.ts). `$merge` writes each result by its `on` fields (default
  * `_id`), as MongoDB's modes:
  *
  * - `whenMatched`: `merge` ($set), `replace`, `keepExisting` ($setOnInsert), `fail` (an insert,
@@ -43,18 +43,9 @@ function badMerge(message: string): TesseraError {
 /**
  * Reads a `$merge` specification. Throws `BAD_VALUE` for a malformed one, a combination of modes
  * MongoDB does not have, or `let` without a pipeline `whenMatched`; `FAILED_TO_PARSE` as
- * `checkUpdatePipeline` for a pipeline with a stage an update may not hold. `$out` is refused
- * with `ILLEGAL_OPERATION`: it replaces a collection atomically, which needs a rename Tessera's
- * DDL does not have; `$merge` with `whenMatched: "replace"` writes the same documents without
- * removing the others.
+ * `checkUpdatePipeline` for a pipeline with a stage an update may not hold.
  */
 export function parseMergeStage(stage: ValueObject): MergeTarget {
-  if ('$out' in stage)
-    throw new TesseraError(
-      'ILLEGAL_OPERATION',
-      '$out is not supported: it replaces a collection atomically, which needs renameCollection; use $merge with whenMatched: "replace"',
-      { details: { field: 'pipeline.$out' } },
-    );
   const spec = stage['$merge'];
   if (typeof spec === 'string') return { db: undefined, coll: spec, on: ['_id'], whenMatched: 'merge', whenNotMatched: 'insert' };
   if (!isDocument(spec)) throw badMerge('$merge takes a collection name or a document with "into"');

@@ -104,6 +104,16 @@ export class ClusterRoutingService implements OnApplicationBootstrap, OnApplicat
     }
   }
 
+  /** Renames an unsharded collection within its database: the config server's renameCollection coordinator. */
+  renameCollection(from: string, to: string, dropTarget: boolean): Promise<{ ok: 1 }> {
+    return this.config.renameCollection({ from, to, dropTarget });
+  }
+
+  /** Drops a collection: the config server's dropCollection coordinator. */
+  async dropCollection(ns: string): Promise<void> {
+    await this.config.dropCollection({ ns });
+  }
+
   /** Routing for a read, or `undefined` when the database does not exist (reads of it are empty). */
   async routingForRead(ns: string): Promise<CollectionRouting | undefined> {
     try {

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { TesseraError } from '@tessera/core';
 import type { PublicWriteError } from '../api/extended-json.js';
-import { namespaceOf } from '../api/namespace.js';
+import { parseNamespace } from '../api/namespace.js';
 import type { BulkWriteBody } from '../api/request-schemas.js';
 import type { DeleteResponse, InsertResponse, UpdateResponse } from './write-responses.js';
 import { WriteService } from './write.service.js';
@@ -48,12 +48,7 @@ export class BulkWriteService {
   constructor(private readonly writes: WriteService) {}
 
   async bulkWrite(body: BulkWriteBody): Promise<BulkWriteReply> {
-    const namespaces = body.nsInfo.map(({ ns }) => {
-      const dot = ns.indexOf('.');
-      if (dot <= 0)
-        throw new TesseraError('INVALID_NAMESPACE', `Invalid namespace "${ns}" in nsInfo: it must be db.collection.`, { details: { ns } });
-      return namespaceOf(ns.slice(0, dot), ns.slice(dot + 1));
-    });
+    const namespaces = body.nsInfo.map(({ ns }) => parseNamespace(ns, 'nsInfo'));
     const groups = groupsOf(body.ops, namespaces);
     const reply: BulkWriteReply = {
       ok: 1,

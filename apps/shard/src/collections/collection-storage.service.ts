@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import {
   type ClusterTimestamp,
+  TesseraError,
   encodeKey,
   extractShardKey,
   fromExtendedJsonObject,
@@ -12,6 +13,16 @@ import {
 import { type ShardCollectionSpec, type ShardStats, shardCollectionSpecSchema } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
 import { VALID_FROM_DEFAULT, clusterTimeFromSql, clusterTimeToSql } from '../history/write-time.js';
+
+/** Drops a collection's table, its index side tables and its catalog row, in `manager`'s transaction. */
+async function dropIn(manager: EntityManager, uuid: string): Promise<void> {
+  const sideTables: Array<{ table_name: string }> = await manager.query('SELECT table_name FROM indexes WHERE collection_uuid = $1', [
+    uuid,
+  ]);
+  for (const { table_name } of sideTables) await manager.query(`DROP TABLE IF EXISTS ${table_name}`);
+  await manager.query(`DROP TABLE IF EXISTS ${tableName(uuid)}`);
+  await manager.query('DELETE FROM collections WHERE uuid = $1', [uuid]);
+}
 
 interface CollectionRow {
   uuid: string;
@@ -126,14 +137,27 @@ export class CollectionStorageService {
 
   /** Drops the collection's table and its index side tables; a collection this shard never had is not an error. */
   async dropCollection(uuid: string): Promise<void> {
-    await this.writingCatalog(() =>
+    await this.writingCatalog(() => this.dataSource.transaction((manager) => dropIn(manager, uuid)));
+  }
+
+  /**
+   * Gives the collection `uuid` the name `to` in one transaction, after dropping the collection
+   * of that name when `dropTarget` (`NAMESPACE_EXISTS` otherwise). Idempotent: a collection that
+   * has the name already is left alone. Answers whether the collection is here.
+   */
+  async renameCollection(uuid: string, to: string, dropTarget: boolean): Promise<boolean> {
+    return this.writingCatalog(() =>
       this.dataSource.transaction(async (manager) => {
-        const sideTables: Array<{ table_name: string }> = await manager.query('SELECT table_name FROM indexes WHERE collection_uuid = $1', [
-          uuid,
-        ]);
-        for (const { table_name } of sideTables) await manager.query(`DROP TABLE IF EXISTS ${table_name}`);
-        await manager.query(`DROP TABLE IF EXISTS ${tableName(uuid)}`);
-        await manager.query('DELETE FROM collections WHERE uuid = $1', [uuid]);
+        const [source] = (await manager.query('SELECT ns FROM collections WHERE uuid = $1 FOR UPDATE', [uuid])) as Array<{ ns: string }>;
+        if (source === undefined) return false;
+        if (source.ns === to) return true;
+        const targets = (await manager.query('SELECT uuid FROM collections WHERE ns = $1 FOR UPDATE', [to])) as Array<{ uuid: string }>;
+        for (const target of targets) {
+          if (!dropTarget) throw new TesseraError('NAMESPACE_EXISTS', `target namespace ${to} exists`, { details: { ns: to } });
+          await dropIn(manager, target.uuid);
+        }
+        await manager.query('UPDATE collections SET ns = $2, db = $3 WHERE uuid = $1', [uuid, to, to.slice(0, to.indexOf('.'))]);
+        return true;
       }),
     );
   }

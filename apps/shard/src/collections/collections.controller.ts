@@ -7,6 +7,7 @@ import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { CollectionStorageService } from './collection-storage.service.js';
 
 const refineSchema = z.strictObject({ keyPattern: keyPatternSchema });
+const renameSchema = z.strictObject({ to: z.string().min(3), dropTarget: z.boolean() });
 
 @Controller('internal')
 @UseGuards(ClusterAuthGuard)
@@ -46,6 +47,29 @@ export class CollectionsController {
       return { rekeyed: await this.storage.refineShardKey(uuid, keyPattern) };
     } finally {
       section.release();
+    }
+  }
+
+  /**
+   * Renames the unsharded collection `uuid` (renameCollection's phase on the database's primary),
+   * under the critical sections of both names, so no command on either runs across the rename.
+   */
+  @Post('collections/:uuid/rename')
+  @HttpCode(200)
+  async rename(@Param('uuid', ParseUUIDPipe) uuid: string, @Body() body: unknown): Promise<{ renamed: boolean }> {
+    const { to, dropTarget } = parseWith(renameSchema, body, 'rename request');
+    const from = await this.storage.namespaceOf(uuid);
+    if (from === undefined || from === to) return { renamed: from === to };
+    const sections = [];
+    try {
+      for (const ns of [from, to].sort()) sections.push(await this.runtime.enterCriticalSection(ns, 'renameCollection'));
+      for (const section of sections) section.blockReads();
+      const renamed = await this.storage.renameCollection(uuid, to, dropTarget);
+      await this.forgetMetadata(from);
+      await this.forgetMetadata(to);
+      return { renamed };
+    } finally {
+      for (const section of sections) section.release();
     }
   }
 
