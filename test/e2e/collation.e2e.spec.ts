@@ -85,6 +85,16 @@ describe.each(['people', 'plain'])('collation on %s', (coll) => {
       { code: 'item10' },
       { code: 'item9' },
     ]);
+    const grouped = await api.call('POST', `/v1/col/${coll}/aggregate`, {
+      pipeline: [{ $group: { _id: '$name', n: { $sum: 1 } } }, { $sort: { _id: 1 } }],
+      collation: STRENGTH_2,
+    });
+    expect((grouped.json.cursor as { firstBatch: unknown[] }).firstBatch).toEqual([
+      { _id: 'ALICE', n: 3 },
+      { _id: 'bob', n: 1 },
+      { _id: 'Émile', n: 1 },
+      { _id: 'zoe', n: 1 },
+    ]);
   });
 
   it('updates, deletes and findAndModifies what the collation matches, one document or many', async () => {

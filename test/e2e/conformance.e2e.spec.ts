@@ -98,6 +98,21 @@ const CASES: Record<string, Case> = {
     route: 'distinct',
     body: (c) => ({ key: 'name', filter: { case: c }, collation: { locale: 'en', strength: 1 } }),
   },
+  'aggregate $group and $sortByCount under a collation': {
+    route: 'aggregate',
+    body: (c) => ({
+      pipeline: [
+        { $match: { case: c } },
+        {
+          $facet: {
+            byName: [{ $group: { _id: '$name', n: { $sum: '$n' } } }, { $sort: { _id: 1 } }],
+            counts: [{ $sortByCount: '$name' }, { $sort: { count: -1, _id: 1 } }],
+          },
+        },
+      ],
+      collation: STRENGTH_2,
+    }),
+  },
   'aggregate $group with let': {
     route: 'aggregate',
     body: (c) => ({

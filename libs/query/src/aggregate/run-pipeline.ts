@@ -17,6 +17,7 @@ import { TesseraError } from '@tessera/core';
 import type { Collation, Value, ValueObject } from '@tessera/core';
 import { parseFilter } from '../filter/parse-filter.js';
 import { compileSort } from '../sort/sort.js';
+import { collatedGroup, collatedSortByCount } from './collated-group.js';
 import { display, isDocument } from '../values.js';
 
 /** Stages that must be the pipeline's last. */
@@ -69,6 +70,8 @@ function copyingOutputs(stage: Stage): Stage {
 }
 
 const joins = mingoStages as Record<'$lookup' | '$graphLookup' | '$unionWith', Stage>;
+const grouping = mingoStages as Record<'$group' | '$addFields' | '$sortByCount', Stage>;
+const $group = collatedGroup(grouping.$group, grouping.$addFields);
 
 /** A field name no document of the pipeline uses, to hold a join's matches for a moment. */
 const MATCHED = '__tessera_lookup_matched';
@@ -122,6 +125,8 @@ const CONTEXT = Context.init({
     ...mingoStages,
     $match,
     $sort,
+    $group,
+    $sortByCount: collatedSortByCount($group, grouping.$sortByCount, $sort as Stage),
     $lookup: copyingOutputs($lookup as Stage),
     $graphLookup: copyingOutputs(joins.$graphLookup),
     $unionWith: copyingOutputs(joins.$unionWith),
@@ -207,7 +212,7 @@ export interface PipelineOptions {
   readonly variables?: ValueObject;
   /** The documents of a collection a `$lookup`/`$graphLookup`/`$unionWith` names, by name. */
   readonly collection?: (name: string) => ValueObject[];
-  /** How `$match` and `$sort` compare strings (mingo's own sorting stages too); byte order without one. */
+  /** How `$match`, `$sort`, `$group` and `$sortByCount` compare strings (mingo's own sorting stages too); byte order without one. */
   readonly collation?: Collation | undefined;
 }
 
