@@ -13,10 +13,11 @@ import * as pipelineOperators from 'mingo/operators/pipeline';
 import * as projectionOperators from 'mingo/operators/projection';
 import * as queryOperators from 'mingo/operators/query';
 import * as windowOperators from 'mingo/operators/window';
-import { TesseraError } from '@tessera/core';
+import { TesseraError, stringComparatorFor } from '@tessera/core';
 import type { Collation, Value, ValueObject } from '@tessera/core';
 import { parseFilter } from '../filter/parse-filter.js';
 import { compileSort } from '../sort/sort.js';
+import { collatedComparisons } from '../filter/collated-expressions.js';
 import { collatedGroup, collatedSortByCount } from './collated-group.js';
 import { display, isDocument } from '../values.js';
 
@@ -132,7 +133,7 @@ const CONTEXT = Context.init({
     $unionWith: copyingOutputs(joins.$unionWith),
   } as never,
   accumulator: accumulatorOperators as never,
-  expression: expressionOperators as never,
+  expression: { ...expressionOperators, ...collatedComparisons((options) => stringComparatorFor(collationOf(options))) } as never,
   projection: projectionOperators as never,
   query: queryOperators as never,
   window: windowOperators as never,

@@ -8,6 +8,7 @@
 import { Long } from 'bson';
 import { Context } from 'mingo';
 import * as expressionOperators from 'mingo/operators/expression';
+import { collatedComparisons } from './collated-expressions.js';
 import * as mingoQueryOperators from 'mingo/operators/query';
 import { Query } from 'mingo/query';
 import { numericValueOf, stringComparatorFor, TesseraError, typeBracketOf } from '@tessera/core';
@@ -280,7 +281,7 @@ function contextFor(strings: StringComparator | undefined): Context {
     const elemMatch = (criteria: ValueObject) => compileElemMatch(criteria, context!);
     context = Context.init({
       query: { ...mingoQueryOperators, ...buildFieldOperators(elemMatch, strings) } as unknown as MingoQueryOps,
-      expression: expressionOperators as never,
+      expression: { ...expressionOperators, ...collatedComparisons(() => strings) } as never,
     });
     contexts.set(strings, context);
   }
