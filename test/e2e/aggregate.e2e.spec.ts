@@ -183,6 +183,27 @@ describe('aggregate across three shards', () => {
     ],
     ['a $match with $expr', [{ $match: { $expr: { $gt: ['$amount', '$x'] } } }, { $count: 'n' }]],
     ['$skip and $limit after a $sort on the key', [{ $sort: { x: -1 } }, { $skip: 590 }, { $limit: 5 }, { $project: { x: 1 } }]],
+    [
+      '$set, $unset and $replaceWith',
+      [
+        { $match: { x: { $lt: 50 } } },
+        { $set: { double: { $multiply: ['$amount', 2] } } },
+        { $unset: ['items', 'rating'] },
+        { $replaceWith: { id: '$_id', d: '$double' } },
+        { $sort: { id: 1 } },
+      ],
+    ],
+    [
+      '$densify, then $fill',
+      [
+        { $match: { x: { $lt: 30, $ne: 7 } } },
+        { $project: { _id: 0, x: 1, rating: 1 } },
+        { $densify: { field: 'x', range: { step: 1, bounds: [0, 35] } } },
+        { $fill: { sortBy: { x: 1 }, output: { rating: { method: 'locf' } } } },
+        { $sort: { x: 1 } },
+      ],
+    ],
+    ['$sample, counted', [{ $sample: { size: 5 } }, { $count: 'n' }]],
   ] as Array<[string, unknown[]]>)('answers %s as a single node would, ranged, hashed and unsharded', async (_, pipeline) => {
     const expected = reference(pipeline);
     for (const coll of ['orders', 'hashed', 'plain'])
