@@ -21,7 +21,7 @@ import {
 import { collationOf } from '../reads/query.service.js';
 import { WriteWithoutShardKeyService } from './write-without-shard-key.service.js';
 import { IndexesService } from '../indexes/indexes.service.js';
-import { checkUpdateShape } from './write.service.js';
+import { checkUpdateShape } from './write-statements.js';
 
 /**
  * MongoDB's findAndModify: on the one shard the full shard key names, or as a write without

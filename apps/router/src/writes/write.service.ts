@@ -1,18 +1,17 @@
 import { Injectable } from '@nestjs/common';
 import { ObjectId } from 'bson';
-import { TesseraError, type Value, type ValueObject, valueAtPath } from '@tessera/core';
+import { TesseraError, type ValueObject, valueAtPath } from '@tessera/core';
 import type { DeleteCommandResult, InsertCommandResult, UpdateCommandResult, WithoutShardKeyPhase } from '@tessera/protocol';
-import { checkInsertFields, isOperatorUpdate } from '@tessera/query';
+import { checkInsertFields } from '@tessera/query';
 import { Failpoints } from '@tessera/platform';
 import { type PublicWriteError, documentFromWire, fromWire, publicWriteError, toWire } from '../api/extended-json.js';
-import type { DeleteBody, InsertBody, UpdateBody } from '../api/request-schemas.js';
+import type { DeleteBody, InsertBody } from '../api/request-schemas.js';
 import type { CommandSession } from '../api/session-fields.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { ClusterRoutingService, type CollectionRouting } from '../routing/cluster-routing.service.js';
 import { type ShardWriteReply, type StatementRouting, type WriteExecution, envelopeOf, executeWriteBatch } from './write-execution.js';
 import type { ChildBatch, RoutedStatement, RouterWriteError } from './write-plan.js';
 import {
-  type WriteShape,
   checkUnmovedSince,
   isWriteWithoutShardKey,
   routeFilter,
@@ -30,51 +29,17 @@ import {
 } from './write-responses.js';
 import { WriteWithoutShardKeyService, answeredByProbe } from './write-without-shard-key.service.js';
 import { IndexesService, badHint } from '../indexes/indexes.service.js';
-import { collationOf } from '../reads/query.service.js';
 import { isRetryableWrite, notRetryable, numbered, runAsStatement, sessionFields, sessionPartOf, statementOf } from './write-sessions.js';
 import { type RouterTransaction, TransactionRouter } from '../transactions/transaction-router.service.js';
 import { InsertCoalescer } from './insert-coalescer.js';
-
-export interface UpdateStatement {
-  q: ValueObject;
-  u: Value;
-  multi: boolean;
-  upsert: boolean;
-  /** As the client sent them (Extended JSON): the shard reads them. */
-  arrayFilters?: Array<Record<string, unknown>>;
-  /** As the client sent it (Extended JSON): the shard reads it; targeting reads it parsed (`collationOf`). */
-  collation?: Record<string, unknown>;
-  /** Constants of a pipeline update, as the client sent them (Extended JSON). */
-  c?: Record<string, unknown>;
-  /** With `upsert`: insert `c.new` when nothing matches (see `InternalUpdateBody`). */
-  upsertSupplied?: boolean;
-  /** Why the router refuses the statement before sending it (its `hint` names no index). */
-  refusal?: TesseraError;
-}
-
-/**
- * An update as the router's own callers may give it: `$merge` also sets a statement's
- * `upsertSupplied`, which the public schema does not have.
- */
-export type InternalUpdateBody = Omit<UpdateBody, 'updates'> & {
-  updates: Array<UpdateBody['updates'][number] & { upsertSupplied?: boolean }>;
-};
-
-interface DeleteStatement {
-  q: ValueObject;
-  limit: 0 | 1;
-  /** As for `UpdateStatement`. */
-  collation?: Record<string, unknown>;
-  refusal?: TesseraError;
-}
-
-function updateShape(s: UpdateStatement): WriteShape {
-  return { filter: s.q, single: !s.multi, upsert: s.upsert, operation: 'update', collation: collationOf(s) };
-}
-
-function deleteShape(s: DeleteStatement): WriteShape {
-  return { filter: s.q, single: s.limit === 1, upsert: false, operation: 'delete', collation: collationOf(s) };
-}
+import {
+  type DeleteStatement,
+  type InternalUpdateBody,
+  type UpdateStatement,
+  checkUpdateShape,
+  deleteShape,
+  updateShape,
+} from './write-statements.js';
 
 /**
  * The router's writes: validate at the edge, split per shard (`executeWriteBatch`), send in
@@ -487,25 +452,6 @@ export class WriteService {
     if (failed !== undefined) throw TesseraError.fromEnvelope(failed.error);
     await this.failpoints.pauseAt('router.write.beforeReply', ns);
     return execution;
-  }
-}
-
-/** MongoDB refuses a replacement document with `multi: true`. Throws `FAILED_TO_PARSE`; `BAD_VALUE` as `isOperatorUpdate`. */
-export function checkUpdateShape(statement: UpdateStatement): void {
-  if (Array.isArray(statement.u)) return;
-  if (statement.c !== undefined) {
-    throw new TesseraError('FAILED_TO_PARSE', 'Constant values (c) may only be given with an update pipeline.', {
-      details: { field: 'c' },
-    });
-  }
-  if (statement.multi && !isOperatorUpdate(statement.u)) {
-    throw new TesseraError(
-      'FAILED_TO_PARSE',
-      'A multi update (multi: true) needs update operators such as $set; a replacement document updates one document.',
-      {
-        details: { field: 'u' },
-      },
-    );
   }
 }
 
