@@ -325,6 +325,50 @@ describe('aggregate across three shards', () => {
     );
   });
 
+  it('joins with $unionWith and $graphLookup, on every layout', async () => {
+    const tiers = [
+      { _id: 'gold', next: 'silver' },
+      { _id: 'silver', next: 'bronze' },
+      { _id: 'bronze', next: null },
+      { _id: 'basic', next: 'bronze' },
+    ];
+    expect((await api.call('POST', '/v1/agg/tiers/insert', { documents: tiers })).json).toMatchObject({ insertedCount: 4 });
+    const collections = {
+      customers: customers.map((d) => fromExtendedJsonObject(d) as ValueObject),
+      tiers: tiers.map((d) => fromExtendedJsonObject(d) as ValueObject),
+    };
+    const pipelines = [
+      [
+        { $match: { x: { $lt: 3 } } },
+        { $project: { x: 1 } },
+        { $unionWith: { coll: 'customers', pipeline: [{ $match: { tier: 'gold' } }, { $project: { name: 1 } }] } },
+        { $sort: { _id: 1 } },
+      ],
+      [
+        { $match: { x: { $lt: 8 } } },
+        { $lookup: { from: 'customers', localField: 'customer', foreignField: '_id', as: 'who' } },
+        { $set: { tier: { $arrayElemAt: ['$who.tier', 0] } } },
+        {
+          $graphLookup: {
+            from: 'tiers',
+            startWith: '$tier',
+            connectFromField: 'next',
+            connectToField: '_id',
+            as: 'chain',
+            depthField: 'd',
+          },
+        },
+        { $project: { x: 1, chain: { $sortArray: { input: '$chain._id', sortBy: 1 } } } },
+        { $sort: { x: 1 } },
+      ],
+    ];
+    for (const pipeline of pipelines) {
+      const expected = reference(pipeline, collections);
+      expect((expected as unknown[]).length).toBeGreaterThan(2);
+      for (const coll of ['orders', 'hashed', 'plain']) expect(await aggregate(pipeline, {}, coll), coll).toEqual(expected);
+    }
+  });
+
   it('writes the results with $merge, and answers the errors MongoDB answers', async () => {
     const totals = [{ $group: { _id: '$customer', total: { $sum: '$amount' } } }, { $merge: { into: 'totals', whenMatched: 'replace' } }];
     expect(await aggregate(totals)).toEqual([]);

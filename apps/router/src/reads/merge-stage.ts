@@ -1,7 +1,7 @@
 /**
  * The `$merge` stage, which ends a pipeline by writing its results: parsed here into the
- * router's update statements (`$out` is out-stage.ts). `$merge` writes each result by its `on` fields (default
- * `_id`), as MongoDB's modes:
+ * router's update statements (`$out` is out-stage.ts). `$merge` writes each result by its `on`
+ * fields (default `_id`), in MongoDB's modes:
  *
  * - `whenMatched`: `merge` ($set), `replace`, `keepExisting` ($setOnInsert), `fail` (an insert,
  *   which a duplicate key refuses), or an update pipeline, whose expressions read the result as
