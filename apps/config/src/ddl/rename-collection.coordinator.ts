@@ -70,13 +70,13 @@ export class RenameCollectionCoordinator implements OnModuleInit {
     const missing = () => new TesseraError('NAMESPACE_NOT_FOUND', `Source collection ${from} does not exist`, { details: { ns: from } });
     const database = await this.databases.find(databaseOf(from));
     if (database === undefined) throw missing();
-    const primary = await this.shards.shard(database.primary_shard);
-    const source = await describe(primary, from);
+    const primary = database.primary_shard;
+    const source = await this.shards.storedCollection(primary, from);
     if (source === undefined) throw missing();
-    if (!dropTarget && (await describe(primary, to)) !== undefined) {
+    if (!dropTarget && (await this.shards.storedCollection(primary, to)) !== undefined) {
       throw new TesseraError('NAMESPACE_EXISTS', `target namespace ${to} exists`, { details: { ns: to } });
     }
-    return { ...state, primary: database.primary_shard, uuid: source.uuid };
+    return { ...state, primary, uuid: source.uuid };
   }
 
   /**
@@ -102,18 +102,5 @@ export class RenameCollectionCoordinator implements OnModuleInit {
       });
     });
     return state;
-  }
-}
-
-/** The collection `primary` stores under `ns`, or undefined. */
-async function describe(
-  primary: { describeNamespace(ns: string): Promise<{ uuid: string }> },
-  ns: string,
-): Promise<{ uuid: string } | undefined> {
-  try {
-    return await primary.describeNamespace(ns);
-  } catch (error) {
-    if (error instanceof TesseraError && error.code === 'NAMESPACE_NOT_FOUND') return undefined;
-    throw error;
   }
 }

@@ -111,7 +111,7 @@ export class ShardCollectionCoordinator implements OnModuleInit {
     if (existing !== undefined) return { ...state, existing: await this.alreadySharded(request, existing) };
     const database = await inFencedTransaction((manager) => this.databases.createDatabaseLocked(manager, databaseOf(request.ns)));
     const primary = database.primaryShard;
-    const unsharded = await this.existingUnsharded(primary, request.ns);
+    const unsharded = await this.shards.storedCollection(primary, request.ns);
     if (unsharded !== undefined && unsharded.documents > 0) return adopt(request, state, unsharded, primary);
     if (unsharded !== undefined) await (await this.shards.shard(primary)).dropNamespace(request.ns);
     if (!pattern.fields[0]!.hashed) return { ...state, shards: [primary], numChunks: 1 };
@@ -220,16 +220,6 @@ export class ShardCollectionCoordinator implements OnModuleInit {
       `collection "${request.ns}" is already sharded with key ${JSON.stringify(row.key_pattern)}${row.is_unique ? ' (unique)' : ''}`,
       { details: { ns: request.ns, key: row.key_pattern, unique: row.is_unique } },
     );
-  }
-
-  /** The collection the primary shard stores under `ns` before it is sharded, if any. */
-  private async existingUnsharded(primary: string, ns: string): Promise<{ uuid: string; documents: number } | undefined> {
-    try {
-      return await (await this.shards.shard(primary)).describeNamespace(ns);
-    } catch (error) {
-      if (error instanceof TesseraError && error.code === 'NAMESPACE_NOT_FOUND') return undefined;
-      throw error;
-    }
   }
 }
 

@@ -28,6 +28,16 @@ export class ShardDirectory {
     return target.client;
   }
 
+  /** The collection shard `name` stores under `ns` (its uuid and document count), or undefined when it stores none. */
+  async storedCollection(name: string, ns: string): Promise<{ uuid: string; documents: number } | undefined> {
+    try {
+      return await (await this.shard(name)).describeNamespace(ns);
+    } catch (error) {
+      if (error instanceof TesseraError && error.code === 'NAMESPACE_NOT_FOUND') return undefined;
+      throw error;
+    }
+  }
+
   /** The shards named in `names` that exist, each once (in no particular order). */
   async targets(names: readonly string[]): Promise<ShardTarget[]> {
     const rows: Array<{ url: string }> = await this.dataSource.query('SELECT url FROM shards WHERE name = ANY($1)', [[...new Set(names)]]);
