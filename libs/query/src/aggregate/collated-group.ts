@@ -50,6 +50,7 @@ export function collatedSortByCount(group: Stage, sortByCount: Stage, sort: Stag
   };
 }
 
-function collationOf(options: unknown): Collation | undefined {
+/** The pipeline's collation, which `runPipeline` hands mingo with its options. */
+export function collationOf(options: unknown): Collation | undefined {
   return (options as { collation?: Collation } | undefined)?.collation;
 }

@@ -18,7 +18,7 @@ import type { Collation, Value, ValueObject } from '@tessera/core';
 import { parseFilter } from '../filter/parse-filter.js';
 import { compileSort } from '../sort/sort.js';
 import { collatedComparisons } from '../filter/collated-expressions.js';
-import { collatedGroup, collatedSortByCount } from './collated-group.js';
+import { collatedGroup, collatedSortByCount, collationOf } from './collated-group.js';
 import { display, isDocument } from '../values.js';
 
 /** Stages that must be the pipeline's last. */
@@ -45,11 +45,6 @@ function $match(collection: Iterator, filter: ValueObject, options: unknown): It
 function $sort(collection: Iterator, spec: ValueObject, options: unknown): Iterator {
   const compare = compileSort(spec, collationOf(options));
   return collection.transform((documents) => Lazy([...(documents as ValueObject[])].sort(compare)));
-}
-
-/** The pipeline's collation, which `runPipeline` hands mingo with its options. */
-function collationOf(options: unknown): Collation | undefined {
-  return (options as { collation?: Collation } | undefined)?.collation;
 }
 
 /** A document's own copy: plain objects and arrays copied, BSON values (immutable) shared. */

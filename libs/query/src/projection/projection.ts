@@ -114,9 +114,14 @@ export function compileProjection(spec: unknown, options: ProjectionOptions = {}
         )(buildTree(includeId ? excluded : [...excluded, '_id']))
       : (document) => ({ ...document });
   if (steps.length === 0) return base;
+  // Every computed field of a document in one evaluation, by placeholder names (a field's own
+  // name may be a dotted path, which no expression document may hold).
+  const computed = steps.flatMap((step, i) => (step.kind === 'computed' ? [[`f${i}`, step] as const] : []));
+  const expressions = Object.fromEntries(computed.map(([name, step]) => [name, step.expression]));
   return (document) => {
     const out = base(document) as Record<string, Value>;
-    for (const step of steps) applyStep(out, document, step, options);
+    const values = computed.length === 0 ? {} : evaluateLet(document, expressions, options.variables);
+    for (const [i, step] of steps.entries()) applyStep(out, document, step, options, values[`f${i}`]);
     return out;
   };
 }
@@ -156,7 +161,14 @@ function isSliceOperand(operand: Value | undefined): boolean {
   return Array.isArray(operand) && operand.length === 2 && operand.every((n) => Number.isInteger(n));
 }
 
-function applyStep(out: Record<string, Value>, document: ValueObject, step: Step, options: ProjectionOptions): void {
+/** Applies one step to `out`; `computed` is a computed field's value (undefined when it is missing). */
+function applyStep(
+  out: Record<string, Value>,
+  document: ValueObject,
+  step: Step,
+  options: ProjectionOptions,
+  computed: Value | undefined,
+): void {
   switch (step.kind) {
     case 'slice': {
       const segments = step.path.split('.');
@@ -182,10 +194,8 @@ function applyStep(out: Record<string, Value>, document: ValueObject, step: Step
       setAt(out, segments, [(valueAt(document, segments) as Value[])[index]!]);
       return;
     }
-    case 'computed': {
-      const { v } = evaluateLet(document, { v: step.expression }, options.variables);
-      if (v !== undefined) setAt(out, step.path.split('.'), v);
-    }
+    case 'computed':
+      if (computed !== undefined) setAt(out, step.path.split('.'), computed);
   }
 }
 

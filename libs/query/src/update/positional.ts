@@ -17,6 +17,7 @@ import { TesseraError } from '@tessera/core';
 import type { Collation, Value, ValueObject } from '@tessera/core';
 import { parseFilter } from '../filter/parse-filter.js';
 import { isDocument } from '../values.js';
+import { getPath } from './update-paths.js';
 
 /** The query of an update or find, for its `$` paths: the filter and how it compares. */
 export interface UpdateQuery {
@@ -49,7 +50,7 @@ export function resolvePositional(document: ValueObject, path: string, operator:
 
 /** The index in the array at `arrayPath` of `document` that `query` matched (see the module comment), or undefined. Throws nothing beyond `parseFilter`'s. */
 export function matchedPosition(document: ValueObject, arrayPath: string, query: UpdateQuery): number | undefined {
-  const array = valueAt(document, arrayPath.split('.'));
+  const array = getPath(document, arrayPath.split('.'));
   return Array.isArray(array) ? matchedIndex(array, arrayPath, query) : undefined;
 }
 
@@ -78,16 +79,6 @@ function conditionsOn(filter: ValueObject, arrayPath: string): ValueObject[] {
     }
   }
   return out;
-}
-
-function valueAt(document: ValueObject, segments: readonly string[]): Value | undefined {
-  let current: Value | undefined = document;
-  for (const segment of segments) {
-    if (Array.isArray(current)) current = /^\d+$/.test(segment) ? current[Number(segment)] : undefined;
-    else if (isDocument(current)) current = Object.hasOwn(current, segment) ? current[segment] : undefined;
-    else return undefined;
-  }
-  return current;
 }
 
 function positionalError(message: string, path: string, operator: string): TesseraError {
