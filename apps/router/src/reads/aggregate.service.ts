@@ -1,7 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import { type Collation, TesseraError, type Value, type ValueObject } from '@tessera/core';
 import { timeLimitField } from '@tessera/platform';
-import { type SplitPipeline, checkPipeline, collectionsRead, compileSort, isDocument, runPipeline, splitPipeline } from '@tessera/query';
+import {
+  type SplitPipeline,
+  checkPipeline,
+  collectionsRead,
+  compileSort,
+  distinctValues,
+  isDocument,
+  runPipeline,
+  splitPipeline,
+} from '@tessera/query';
 import { errorFromPublic, fromWire, toWire } from '../api/extended-json.js';
 import { WriteService } from '../writes/write.service.js';
 import { IndexesService } from '../indexes/indexes.service.js';
@@ -13,7 +22,7 @@ import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 import { routeFilter } from '../writes/write-targeting.js';
 import { timestampToWire } from '../clock/cluster-time-wire.js';
-import { type CursorResponse, DEFAULT_BATCH_SIZE, QueryService, collationOf, targetingFilter, unionOfValues } from './query.service.js';
+import { type CursorResponse, DEFAULT_BATCH_SIZE, QueryService, collationOf, targetingFilter } from './query.service.js';
 import { RouterCursor, type ShardBatch } from './router-cursor.js';
 
 /** Documents asked of a shard per batch while the router drains the shards' results for its merge. */
@@ -276,6 +285,6 @@ function localValues(documents: readonly ValueObject[], path: string): Value[] |
   for (const document of documents) walk(document, path.split('.'));
   if (values.some((value) => value instanceof RegExp || (value as { _bsontype?: string } | null)?._bsontype === 'BSONRegExp'))
     return undefined;
-  const distinct = unionOfValues([values]);
+  const distinct = distinctValues(values);
   return distinct.length > MAX_JOIN_VALUES ? undefined : distinct;
 }

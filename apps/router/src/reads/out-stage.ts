@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { TesseraError, type Value, type ValueObject } from '@tessera/core';
-import type { ListedIndex } from '@tessera/protocol';
 import { isDocument } from '@tessera/query';
 import { errorFromPublic, toWire } from '../api/extended-json.js';
 import { databaseOf, namespaceOf } from '../api/namespace.js';
 import { IndexesService } from '../indexes/indexes.service.js';
 import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
 import { WriteService } from '../writes/write.service.js';
+import { emptyIfMissing } from './query.service.js';
 
 /** Results `$out` inserts per insert command. */
 const INSERT_BATCH = 1_000;
@@ -68,13 +68,8 @@ export class OutStage {
   /** Creates the temporary collection on the primary, with the target's secondary indexes when it exists. */
   private async createLike(temp: string, targetNs: string, primary: string): Promise<void> {
     await (await this.cluster.shard(primary)).createCollection(randomUUID(), { ns: temp, keyPattern: { _id: 1 } });
-    let indexes: readonly ListedIndex[] = [];
-    try {
-      indexes = (await this.indexes.listIndexes(targetNs)).cursor.firstBatch;
-    } catch (error) {
-      if (!(error instanceof TesseraError && error.code === 'NAMESPACE_NOT_FOUND')) throw error;
-    }
-    const secondary = indexes
+    const listed = await emptyIfMissing(this.indexes.listIndexes(targetNs), undefined);
+    const secondary = (listed?.cursor.firstBatch ?? [])
       .filter((index) => index.name !== '_id_')
       .map(({ key, name, unique }) => ({ key, name, ...(unique ? { unique } : {}) }));
     if (secondary.length > 0) await this.indexes.createIndexes(temp, { indexes: secondary });

@@ -1,5 +1,5 @@
 import { Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import { type ClusterTimestamp, type Collation, TesseraError, type Value, type ValueObject, parseCollation } from '@tessera/core';
+import { type ClusterTimestamp, type Collation, TesseraError, type ValueObject, parseCollation } from '@tessera/core';
 import type { CursorBatch, ShardClient } from '@tessera/protocol';
 import { type Periodic, type TimeLimit, VectorClockService, runPeriodically, timeLimitField, timeLimitOf } from '@tessera/platform';
 import { compileProjection, compileSort, distinctValues, projectionOptions, validateFilter } from '@tessera/query';
@@ -253,8 +253,8 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
         }),
       );
       return {
-        values: unionOfValues(
-          answers.map((a) => a.values.map(fromWire)),
+        values: distinctValues(
+          answers.flatMap((a) => a.values.map(fromWire)),
           collation,
         ).map(toWire),
         ok: 1 as const,
@@ -328,18 +328,13 @@ function batchFromWire(batch: CursorBatch): ShardBatch {
 }
 
 /** A collection missing on a shard reads as empty. */
-async function emptyIfMissing<T>(answer: Promise<T>, empty: T): Promise<T> {
+export async function emptyIfMissing<T>(answer: Promise<T>, empty: T): Promise<T> {
   try {
     return await answer;
   } catch (error) {
     if (error instanceof TesseraError && error.code === 'NAMESPACE_NOT_FOUND') return empty;
     throw error;
   }
-}
-
-/** The distinct values of several lists (`distinctValues`). */
-export function unionOfValues(lists: readonly (readonly Value[])[], collation?: Collation): Value[] {
-  return distinctValues(lists.flat(), collation);
 }
 
 /** A read's checked collation (`parseCollation`); undefined for byte order. */
