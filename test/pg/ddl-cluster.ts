@@ -121,12 +121,14 @@ export class DdlCluster {
     return config;
   }
 
-  /** Waits until no coordinator is unfinished (a resumed one has run to its end). */
+  /** Waits until no coordinator is unfinished (a resumed one has run to its end) or still holds a lock. */
   async settled(timeoutMs = 5_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
+      // A coordinator writes its last phase, then releases its locks: settled is after both.
       const rows: Array<{ kind: string; phase: string }> = await this.dataSource.query(
-        "SELECT kind, phase FROM ddl_coordinators WHERE phase NOT IN ('done', 'failed')",
+        `SELECT kind, phase FROM ddl_coordinators c WHERE phase NOT IN ('done', 'failed')
+            OR EXISTS (SELECT 1 FROM locks l WHERE l.operation = c.id::text)`,
       );
       if (rows.length === 0) return;
       if (Date.now() > deadline) throw new Error(`coordinators still running: ${rows.map((r) => `${r.kind} at ${r.phase}`).join(', ')}`);
