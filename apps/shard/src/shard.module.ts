@@ -50,6 +50,7 @@ import type { ShardSettings } from './shard.settings.js';
 import { CoordinatorStore } from './transactions/coordinator.store.js';
 import { ParticipantStore } from './transactions/participant.store.js';
 import { TransactionCoordinator } from './transactions/transaction-coordinator.service.js';
+import { PeerRecovery } from './transactions/peer-recovery.js';
 import { TransactionParticipants } from './transactions/transaction-participants.service.js';
 import { TransactionReporter } from './transactions/transaction-reporter.js';
 import { TransactionsController } from './transactions/transactions.controller.js';
@@ -89,6 +90,7 @@ export class ShardModule {
         RetryableWriteService,
         ParticipantStore,
         TransactionParticipants,
+        PeerRecovery,
         CoordinatorStore,
         TransactionCoordinator,
         TransactionReporter,

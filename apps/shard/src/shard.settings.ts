@@ -31,6 +31,12 @@ export const shardSettingsSchema = z.object({
   TESSERA_TRANSACTION_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(32),
   /** How long a prepared transaction waits for its decision before it asks its coordinator. */
   TESSERA_TRANSACTION_RESOLVE_AFTER_MS: millisecondsSetting(1_000),
+  /**
+   * This shard's database as its peers reach it, handed to them in two-phase commit so that they
+   * can resolve its transactions while its process is down; empty means TESSERA_DATABASE_URL,
+   * `off` hands nothing out (its transactions then wait for its restart).
+   */
+  TESSERA_DATABASE_URL_FOR_PEERS: z.string().default(''),
   ...logicalSessionSettingsShape,
 });
 

@@ -36,7 +36,8 @@ export class Failpoints {
   }
 
   private valueOf(name: string, resource: string | undefined): number | undefined {
-    return this.pauses.get(name) ?? (resource === undefined ? undefined : this.pauses.get(`${name}@${resource}`));
+    // The one set for this resource first: a test may pause one transaction longer than the rest.
+    return (resource === undefined ? undefined : this.pauses.get(`${name}@${resource}`)) ?? this.pauses.get(name);
   }
 }
 

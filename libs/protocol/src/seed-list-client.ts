@@ -71,7 +71,8 @@ export class SeedListClient {
   }
 }
 
-function notDelivered(error: unknown): boolean {
+/** Whether a request failed in a way that proves it never reached the node (refused, never connected). */
+export function notDelivered(error: unknown): boolean {
   if (!(error instanceof TesseraError) || (error.code !== 'HOST_UNREACHABLE' && error.code !== 'NETWORK_TIMEOUT')) return false;
   const cause = error.cause as { code?: string } | undefined;
   return NOT_DELIVERED.has(cause?.code ?? '');

@@ -41,6 +41,7 @@ import type {
   CoordinateCommit,
   DecisionAnswer,
   PrepareTransaction,
+  PrepareVote,
   ResolveOutcome,
   ShardTransactions,
   TransactionDecision,
@@ -215,7 +216,7 @@ export class ShardClient {
     return this.http.call('POST', '/internal/transactions/reserveCommitTime', id);
   }
 
-  prepareTransaction(command: PrepareTransaction): Promise<{ prepared: true }> {
+  prepareTransaction(command: PrepareTransaction): Promise<PrepareVote> {
     return this.http.call('POST', '/internal/transactions/prepare', command);
   }
 

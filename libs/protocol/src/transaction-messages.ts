@@ -27,14 +27,25 @@ export const reserveCommitTimeSchema = transactionIdSchema;
 /**
  * The prepare phase: the participant stamps what the transaction wrote with `commitTime`, makes
  * it durable (PREPARE TRANSACTION) and votes. `coordinator` is where it asks for the decision if
- * none comes.
+ * none comes; `coordinatorStorage`, the coordinator's database, is where it finds the decision
+ * (or records the presumed abort) while the coordinator's process is down.
  */
 export const prepareTransactionSchema = z.strictObject({
   ...transactionId,
   commitTime: clusterTimestampSchema,
   coordinator: participantSchema,
+  coordinatorStorage: z.string().min(1).optional(),
 });
 export type PrepareTransaction = z.infer<typeof prepareTransactionSchema>;
+
+/**
+ * A participant's vote. `storage` is its database, where the coordinator applies the decision
+ * while the participant's process is down.
+ */
+export interface PrepareVote {
+  prepared: true;
+  storage?: string;
+}
 
 /**
  * The commit phase, or a single-participant commit. `commitTime` is the decided one after a

@@ -19,9 +19,13 @@ export interface PreparedTransaction {
   commitTime: ClusterTimestamp;
   coordinator: Participant;
   gid: string;
+  /** The coordinator's database, when it handed it out: kept in memory only, not in the id. */
+  coordinatorStorage?: string;
 }
 
 const GID_PREFIX = 'tessera';
+/** Postgres's undefined_object: COMMIT/ROLLBACK PREPARED of an id no longer prepared. */
+const NOT_PREPARED = '42704';
 
 /**
  * The participant's SQL (sharding-internals.md, "Two-phase Commit Protocol"). A transaction's
@@ -90,11 +94,35 @@ export class ParticipantStore {
   }
 
   async commitPrepared(gid: string): Promise<void> {
-    await this.dataSource.query(`COMMIT PREPARED '${gid}'`);
+    await this.finishPrepared(`COMMIT PREPARED '${gid}'`);
   }
 
   async rollbackPrepared(gid: string): Promise<void> {
-    await this.dataSource.query(`ROLLBACK PREPARED '${gid}'`);
+    await this.finishPrepared(`ROLLBACK PREPARED '${gid}'`);
+  }
+
+  /**
+   * Ends a prepared transaction. One no longer prepared was ended by a peer while this shard's
+   * process was down, by the same decision (every resolver takes it from the coordinator's
+   * record), so it is done.
+   */
+  private async finishPrepared(sql: string): Promise<void> {
+    try {
+      await this.dataSource.query(sql);
+    } catch (error) {
+      if ((error as { code?: string }).code !== NOT_PREPARED) throw error;
+    }
+  }
+
+  /**
+   * The latest commit time of a transaction committed here: a restarted shard's clock starts
+   * past it, since a peer may have committed this shard's prepared transactions while it was down.
+   */
+  async latestCommitTime(): Promise<ClusterTimestamp | undefined> {
+    const rows: Array<{ latest: string | null }> = await this.dataSource.query(
+      "SELECT max(commit_time)::text AS latest FROM txn_records WHERE txn_state = 'committed'",
+    );
+    return rows[0]?.latest == null ? undefined : clusterTimeFromSql(rows[0].latest);
   }
 
   /** The transactions prepared on this shard's database and not yet resolved. */

@@ -1,19 +1,22 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { type ClusterTimestamp, TesseraError, compareClusterTimestamps } from '@tessera/core';
-import type {
-  CoordinateCommit,
-  CoordinatedTransaction,
-  DecisionAnswer,
-  Participant,
-  ShardClient,
-  TransactionDecision,
-  TransactionId,
+import {
+  type CoordinateCommit,
+  type CoordinatedTransaction,
+  type DecisionAnswer,
+  type Participant,
+  type ShardClient,
+  type TransactionDecision,
+  type TransactionId,
+  notDelivered,
 } from '@tessera/protocol';
 import { Failpoints, InternalClients, LOGGER, type Periodic, runPeriodically } from '@tessera/platform';
 import { CoordinatorStore } from './coordinator.store.js';
 import { transactionKey } from './open-transaction.js';
 import { ParticipantStore } from './participant.store.js';
+import { PeerRecovery } from './peer-recovery.js';
+import { recordedDecision } from './recorded-decision.js';
 import { TransactionParticipants } from './transaction-participants.service.js';
 import { TransactionReporter } from './transaction-reporter.js';
 
@@ -59,6 +62,7 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     private readonly clients: InternalClients,
     participant: TransactionParticipants,
     private readonly reporter: TransactionReporter,
+    private readonly peers: PeerRecovery,
     private readonly failpoints: Failpoints,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
@@ -125,19 +129,9 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     return this.recordedDecision(id);
   }
 
-  /**
-   * The decision of a transaction not being coordinated here now: the record's while there is
-   * one; once it is forgotten (every participant committed), this shard's own commit, as a
-   * participant, says so; otherwise abort, recorded first (presumed abort).
-   */
   private async recordedDecision(id: TransactionId): Promise<TransactionDecision> {
-    const recorded = await this.store.find(id);
-    if (recorded !== undefined) return recorded.decision;
-    const committedAt = await this.participants.committedAt(id);
-    if (committedAt !== undefined) return { decision: 'commit', commitTime: committedAt };
-    const decision = await this.store.decide(id, [], { decision: 'abort' });
-    if (decision.decision === 'abort')
-      this.reporter.decided(id, 'abort', 'presumedAbort', { reason: 'asked for a decision it has no record of' });
+    const { decision, presumed } = await recordedDecision(this.store, this.participants, id);
+    if (presumed) this.reporter.decided(id, 'abort', 'presumedAbort', { reason: 'asked for a decision it has no record of' });
     return decision;
   }
 
@@ -150,9 +144,12 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     if (committedAt !== undefined) return { decision: 'commit', commitTime: committedAt };
     let decision: TransactionDecision;
     let reason = 'a participant asked for the decision first (presumed abort)';
+    let storages = new Map<string, string>();
     try {
       const commitTime = await this.reserveCommitTimes(id, participants);
-      await this.prepareParticipants(id, participants, commitTime);
+      storages = await this.prepareParticipants(id, participants, commitTime);
+      // Test-only: a kill here leaves every participant prepared and no decision recorded.
+      await this.failpoints.pauseAt('shard.coordinator.beforeDecision', id.lsid.id);
       decision = await this.persistDecision(id, participants, { decision: 'commit', commitTime });
     } catch (error) {
       this.logger.info({ lsid: id.lsid.id, txnNumber: id.txnNumber, err: error }, 'aborting a transaction that could not prepare');
@@ -163,7 +160,7 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
       participants: participants.map((p) => p.shard),
       ...(decision.decision === 'commit' ? { commitTime: decision.commitTime } : { reason }),
     });
-    void this.deliverDecision(id, participants, decision);
+    void this.deliverDecision(id, participants, decision, storages);
     return decision;
   }
 
@@ -172,10 +169,24 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     return reserved.map((r) => r.reservedTime).reduce((a, b) => (compareClusterTimestamps(a, b) >= 0 ? a : b));
   }
 
-  private async prepareParticipants(id: TransactionId, participants: readonly Participant[], commitTime: ClusterTimestamp): Promise<void> {
-    await Promise.all(
-      participants.map((p) => this.client(p, participants).prepareTransaction({ ...id, commitTime, coordinator: participants[0]! })),
+  /** Answers the databases the participants handed out with their votes, by shard. */
+  private async prepareParticipants(
+    id: TransactionId,
+    participants: readonly Participant[],
+    commitTime: ClusterTimestamp,
+  ): Promise<Map<string, string>> {
+    const storage = this.peers.ownStorage;
+    const votes = await Promise.all(
+      participants.map((p) =>
+        this.client(p, participants).prepareTransaction({
+          ...id,
+          commitTime,
+          coordinator: participants[0]!,
+          ...(storage === undefined ? {} : { coordinatorStorage: storage }),
+        }),
+      ),
     );
+    return new Map(votes.flatMap((vote, n) => (vote.storage === undefined ? [] : [[participants[n]!.shard, vote.storage]])));
   }
 
   private persistDecision(
@@ -186,13 +197,22 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     return this.store.decide(id, participants, decision);
   }
 
-  /** Delivers the decision to every participant until each has applied it, then forgets a commit. */
-  private async deliverDecision(id: TransactionId, participants: readonly Participant[], decision: TransactionDecision): Promise<void> {
+  /**
+   * Delivers the decision to every participant until each has applied it, then forgets a commit.
+   * A participant whose process refuses the decision has it applied in its database meanwhile
+   * (`storages`: the ones handed out with the votes).
+   */
+  private async deliverDecision(
+    id: TransactionId,
+    participants: readonly Participant[],
+    decision: TransactionDecision,
+    storages: ReadonlyMap<string, string> = new Map(),
+  ): Promise<void> {
     await Promise.all(
       participants.map(async (p, n) => {
         // Test-only: widens the time in which the coordinator has committed and the others not yet.
-        if (n > 0) await this.failpoints.pauseAt('shard.coordinator.deliverToOthers');
-        await this.deliverTo(p, id, decision, participants);
+        if (n > 0) await this.failpoints.pauseAt('shard.coordinator.deliverToOthers', id.lsid.id);
+        await this.deliverTo(p, id, decision, participants, storages.get(p.shard));
       }),
     );
     if (decision.decision === 'commit' && !this.stopped) await this.store.forget(id);
@@ -203,6 +223,7 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
     id: TransactionId,
     decision: TransactionDecision,
     participants: readonly Participant[],
+    storage: string | undefined,
   ): Promise<void> {
     const client = this.client(participant, participants);
     for (let attempt = 0; !this.stopped; attempt++) {
@@ -222,6 +243,7 @@ export class TransactionCoordinator implements OnApplicationBootstrap, OnApplica
             this.logger.error({ shard: participant.shard, err: error }, 'a participant lost a committed transaction');
           return;
         }
+        if (storage !== undefined && notDelivered(error)) this.peers.recover({ ...participant, storage });
         if (attempt % 25 === 0)
           this.logger.warn({ shard: participant.shard, err: error }, `delivering the ${decision.decision} decision; retrying`);
         await new Promise((resolve) => setTimeout(resolve, REDELIVER_MS));

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ClusterTimestamp, type ValueObject, parseShardKeyPattern } from '@tessera/core';
+import { type ClusterTimestamp, TesseraError, type ValueObject, parseShardKeyPattern } from '@tessera/core';
 import { type InternalClients, VectorClockService } from '@tessera/platform';
 import type { DecisionAnswer, TransactionFields } from '@tessera/protocol';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
@@ -18,7 +18,9 @@ import { clusterTimeToSql } from '../history/write-time.js';
 import type { WriteTimes } from '../history/write-times.service.js';
 import type { ShardSettings } from '../shard.settings.js';
 import type { ShardIdentityService } from '../identity/shard-identity.service.js';
-import { ParticipantStore } from './participant.store.js';
+import { CoordinatorStore } from './coordinator.store.js';
+import { ParticipantStore, gidOf } from './participant.store.js';
+import { PeerRecovery } from './peer-recovery.js';
 import { TransactionReporter } from './transaction-reporter.js';
 import { type TransactionStatement, TransactionParticipants } from './transaction-participants.service.js';
 
@@ -36,13 +38,18 @@ let collectionUuid: string;
 const writes = () => new DocumentWrites(db.dataSource, { now: () => new Date(), generateId: () => new ObjectId() });
 const coordinator = { shard: 'shard9', url: 'http://coordinator.test:1' };
 /** What the fake coordinator answers a participant's question. */
-let coordinatorAnswer: DecisionAnswer = { decision: 'pending' };
+/** What the coordinator answers a participant's question; an error is thrown (its process refusing connections). */
+let coordinatorAnswer: DecisionAnswer | Error = { decision: 'pending' };
+/** The coordinator's database, where a participant finds the decision while the coordinator's process is down. */
+let coordinatorDb: TestDatabase;
 const started: TransactionParticipants[] = [];
+const peerRecoveries: PeerRecovery[] = [];
 const ADMIT = { admit: true };
 const histories: SnapshotHistory[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('shard');
+  coordinatorDb = await createTestDatabase('shard');
   collectionUuid = randomUUID();
   const ns = `txn.items_${collectionUuid.slice(0, 8)}`;
   await new CollectionStorageService(db.dataSource).createCollection(collectionUuid, { ns, keyPattern: { k: 1 } });
@@ -56,15 +63,23 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const participants of started) await participants.onApplicationShutdown();
+  for (const peers of peerRecoveries) await peers.onApplicationShutdown();
   for (const history of histories) history.onApplicationShutdown();
   await db?.drop();
+  await coordinatorDb?.drop();
 });
 
 /** A participant as a shard process has it, over the test database; `clock` is the process's. */
 async function startParticipants(
   overrides: Partial<ShardSettings> = {},
   runtime = ownedRuntime(),
-): Promise<{ participants: TransactionParticipants; writeTimes: WriteTimes; clock: VectorClockService; reporter: TransactionReporter }> {
+): Promise<{
+  participants: TransactionParticipants;
+  writeTimes: WriteTimes;
+  clock: VectorClockService;
+  reporter: TransactionReporter;
+  peers: PeerRecovery;
+}> {
   const clock = new VectorClockService();
   clock.tickClusterTime();
   const settings = {
@@ -74,15 +89,21 @@ async function startParticipants(
     TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS: 5,
     TESSERA_TRANSACTION_POOL_SIZE: 4,
     TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 60_000,
+    TESSERA_DATABASE_URL_FOR_PEERS: '',
     ...overrides,
   } as ShardSettings;
   const writeTimes = testWriteTimes(clock);
   const history = new SnapshotHistory(new ShardClockStore(db.dataSource), writeTimes, clock, settings, silent);
   await history.onApplicationBootstrap();
   histories.push(history);
-  const clients = { shard: () => ({ transactionDecision: async () => coordinatorAnswer }) } as unknown as InternalClients;
+  const transactionDecision = async () => {
+    if (coordinatorAnswer instanceof Error) throw coordinatorAnswer;
+    return coordinatorAnswer;
+  };
+  const clients = { shard: () => ({ transactionDecision }) } as unknown as InternalClients;
   // Without an identity the reporter sends nothing: the decisions stay in `unsent`.
   const reporter = new TransactionReporter({ get: async () => null } as unknown as ShardIdentityService, clients, silent);
+  const peers = new PeerRecovery(clients, reporter, settings, silent);
   const participants = new TransactionParticipants(
     new ParticipantStore(db.dataSource),
     writeTimes,
@@ -91,13 +112,15 @@ async function startParticipants(
     clients,
     runtime,
     reporter,
+    peers,
     settings,
     silent,
   );
   await participants.onModuleInit();
   await participants.onApplicationBootstrap();
   started.push(participants);
-  return { participants, writeTimes, clock, reporter };
+  peerRecoveries.push(peers);
+  return { participants, writeTimes, clock, reporter, peers };
 }
 
 /** A new transaction's fields at the clock's current time. */
@@ -216,7 +239,10 @@ describe('a transaction participant', () => {
     const read = second.writeTimes.appliedThrough(commitTime).then(() => (heldRead = true));
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(heldRead).toBe(false);
-    expect(await second.participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime, coordinator })).toEqual({ prepared: true });
+    expect(await second.participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime, coordinator })).toEqual({
+      prepared: true,
+      storage: db.url,
+    });
     await second.participants.commit({ lsid: fields.lsid, txnNumber: 1, commitTime });
     await read;
     expect(await findAt(before(commitTime), { k: 3 })).toEqual([{ _id: 3, k: 3, v: 'a' }]);
@@ -341,5 +367,97 @@ describe('a transaction participant', () => {
     expect(await findAt(undefined, { k: 5 })).toEqual([{ _id: 5, k: 5, v: 'a' }]);
     coordinatorAnswer = { decision: 'commit', commitTime };
     await expect.poll(() => findAt(undefined, { k: 5 }), { timeout: 10_000 }).toEqual([{ _id: 5, k: 5, v: 'decided' }]);
+  });
+});
+
+describe("a coordinator's process that is down", () => {
+  /** How a request to a process that is not listening fails. */
+  const refused = () => new TesseraError('HOST_UNREACHABLE', `${coordinator.url}: ECONNREFUSED`, { cause: { code: 'ECONNREFUSED' } });
+  const coordinators = () => new CoordinatorStore(coordinatorDb.dataSource);
+
+  /** A transaction of `participants` prepared with the coordinator's database handed out, writing `v` into k. */
+  async function preparedWrite(participants: TransactionParticipants, clock: VectorClockService, k: number, v: string) {
+    const fields = newTransaction(clock);
+    await participants.statement(fields, ADMIT, (s) =>
+      writes().update(handleOf(s), [{ q: { k }, u: { $set: { v } }, multi: false, upsert: false }], true),
+    );
+    const { reservedTime: commitTime } = await participants.reserveCommitTime(fields);
+    const id = { lsid: fields.lsid, txnNumber: 1 };
+    await participants.prepare({ ...id, commitTime, coordinator, coordinatorStorage: coordinatorDb.url });
+    return { id, commitTime };
+  }
+
+  it('has its recorded commit applied from its database', async () => {
+    const { participants, clock } = await startParticipants({ TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 1 });
+    coordinatorAnswer = refused();
+    const { id, commitTime } = await preparedWrite(participants, clock, 4, 'from its database');
+    await coordinators().decide(id, [coordinator], { decision: 'commit', commitTime });
+    await expect.poll(() => findAt(undefined, { k: 4 }), { timeout: 10_000 }).toEqual([{ _id: 4, k: 4, v: 'from its database' }]);
+    expect(await preparedCount()).toBe(0);
+  });
+
+  it('is presumed to abort, recorded in its database, so that its own late commit meets the abort', async () => {
+    const { participants, clock, reporter } = await startParticipants({ TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 1 });
+    coordinatorAnswer = refused();
+    const { id, commitTime } = await preparedWrite(participants, clock, 4, 'never');
+    await expect.poll(() => preparedCount(), { timeout: 10_000 }).toBe(0);
+    expect(await findAt(undefined, { k: 4 })).toEqual([{ _id: 4, k: 4, v: 'from its database' }]);
+    expect(await coordinators().decide(id, [coordinator], { decision: 'commit', commitTime })).toEqual({ decision: 'abort' });
+    expect(reporter.unsent.some((d) => d.lsid === id.lsid.id && d.by === 'presumedAbort')).toBe(true);
+  });
+
+  it('waits for a coordinator that may have received the question (a timeout, not a refusal)', async () => {
+    const { participants, clock } = await startParticipants({ TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 1 });
+    coordinatorAnswer = new Error('headers timeout');
+    const { id, commitTime } = await preparedWrite(participants, clock, 2, 'later');
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(await preparedCount()).toBe(1);
+    expect(await coordinators().find(id)).toBeUndefined();
+    coordinatorAnswer = { decision: 'commit', commitTime };
+    await expect.poll(() => preparedCount(), { timeout: 10_000 }).toBe(0);
+  });
+
+  it('has what it prepared in its own database ended there by a peer, and its clock restarts past that commit', async () => {
+    const { peers } = await startParticipants();
+    // Transactions the coordinator itself prepared as a participant, at a time far ahead of any clock here.
+    const far = { t: Math.floor(Date.now() / 1000) + 3_600, i: 1 };
+    const committed = { lsid: { id: randomUUID() }, txnNumber: 1 };
+    const aborted = { lsid: { id: randomUUID() }, txnNumber: 1 };
+    const store = new ParticipantStore(coordinatorDb.dataSource);
+    for (const id of [committed, aborted]) {
+      const runner = coordinatorDb.dataSource.createQueryRunner();
+      await runner.connect();
+      await runner.query('BEGIN');
+      await runner.query(
+        "INSERT INTO txn_records (lsid, txn_number, last_write_at, txn_state, commit_time) VALUES ($1, 1, now(), 'committed', $2)",
+        [id.lsid.id, clusterTimeToSql(far)],
+      );
+      const database = coordinatorDb.url.slice(coordinatorDb.url.lastIndexOf('/') + 1);
+      await runner.query(`PREPARE TRANSACTION '${gidOf(database, { id, commitTime: far, coordinator })}'`);
+      await runner.release();
+    }
+    await coordinators().decide(committed, [coordinator], { decision: 'commit', commitTime: far });
+    expect(await store.preparedTransactions()).toHaveLength(2);
+    peers.recover({ ...coordinator, storage: coordinatorDb.url });
+    await expect.poll(() => store.preparedTransactions(), { timeout: 10_000 }).toEqual([]);
+    expect(await store.committedAt(committed)).toEqual(far);
+    expect(await store.committedAt(aborted)).toBeUndefined();
+    expect((await coordinators().find(aborted))?.decision).toEqual({ decision: 'abort' });
+    // The coordinator's process, restarted, starts its clock past the commit a peer made for it.
+    const clock = new VectorClockService();
+    const restarted = new TransactionParticipants(
+      store,
+      testWriteTimes(clock),
+      {} as SnapshotHistory,
+      clock,
+      {} as InternalClients,
+      ownedRuntime(),
+      {} as TransactionReporter,
+      peers,
+      {} as ShardSettings,
+      silent,
+    );
+    await restarted.onModuleInit();
+    expect(clock.now().clusterTime).toEqual(far);
   });
 });

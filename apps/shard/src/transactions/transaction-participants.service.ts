@@ -2,16 +2,18 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShut
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { type ClusterTimestamp, ERROR_CODES, IGNORED_VERSION, TesseraError, compareClusterTimestamps } from '@tessera/core';
-import type {
-  AbortTransaction,
-  CommitTransaction,
-  DecisionAnswer,
-  ParticipantTransaction,
-  PrepareTransaction,
-  ResolveOutcome,
-  TransactionFields,
-  TransactionId,
-  WriteErrorEntry,
+import {
+  type AbortTransaction,
+  type CommitTransaction,
+  type DecisionAnswer,
+  type ParticipantTransaction,
+  type PrepareTransaction,
+  type PrepareVote,
+  type ResolveOutcome,
+  type TransactionFields,
+  type TransactionId,
+  type WriteErrorEntry,
+  notDelivered,
 } from '@tessera/protocol';
 import { InternalClients, LOGGER, type Periodic, SETTINGS, VectorClockService, runPeriodically } from '@tessera/platform';
 import type { TransactionWork } from '../documents/document-store.js';
@@ -21,6 +23,7 @@ import type { ShardSettings } from '../shard.settings.js';
 import { ShardingRuntime } from '../sharding/sharding-runtime.service.js';
 import { OpenTransaction, transactionKey } from './open-transaction.js';
 import { ParticipantStore, type PreparedTransaction } from './participant.store.js';
+import { PeerRecovery } from './peer-recovery.js';
 import { transientInTransaction } from './transaction-errors.js';
 import { type DecidedBy, TransactionReporter } from './transaction-reporter.js';
 
@@ -67,6 +70,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     private readonly clients: InternalClients,
     private readonly runtime: ShardingRuntime,
     private readonly reporter: TransactionReporter,
+    private readonly peers: PeerRecovery,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -77,6 +81,9 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       this.clock.advance({ clusterTime: prepared.commitTime });
       this.recovered.set(transactionKey(prepared.id), { prepared, release: this.writeTimes.hold(prepared.commitTime) });
     }
+    // After the list: what a peer committed here while this process was down, even meanwhile.
+    const latest = await this.store.latestCommitTime();
+    if (latest !== undefined) this.clock.advance({ clusterTime: latest });
     if (this.recovered.size > 0)
       this.logger.warn({ prepared: this.recovered.size }, 'found prepared transactions; asking their coordinators');
   }
@@ -180,14 +187,15 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
    * below this shard's reservation, so no read here was served at or after it), and makes it
    * durable with PREPARE TRANSACTION. Answers again for a transaction already prepared.
    */
-  async prepare(command: PrepareTransaction): Promise<{ prepared: true }> {
+  async prepare(command: PrepareTransaction): Promise<PrepareVote> {
     const key = transactionKey(command);
-    if (this.recovered.has(key)) return { prepared: true };
+    const vote: PrepareVote = { prepared: true, ...(this.peers.ownStorage === undefined ? {} : { storage: this.peers.ownStorage }) };
+    if (this.recovered.has(key)) return vote;
     const transaction = this.open.get(key);
     if (transaction === undefined) throw noSuchTransaction(command, 'it is not open here: it was aborted or never started');
     return transaction.serially(async () => {
       if (this.open.get(key) !== transaction) throw noSuchTransaction(command, 'it was aborted before it could prepare');
-      if (transaction.state === 'prepared') return { prepared: true as const };
+      if (transaction.state === 'prepared') return vote;
       const reserved = transaction.reservation?.writeTime.time;
       if (reserved === undefined || compareClusterTimestamps(command.commitTime, reserved) < 0) {
         await this.abortOpen(transaction, { by: 'participant', reason: 'prepare named a commit time before the reservation' });
@@ -198,11 +206,10 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
         await this.holdWhatItWrote(transaction);
         const manager = transaction.runner!.manager;
         await this.store.restamp(manager, command, transaction.writtenDocuments(), command.commitTime);
-        transaction.prepared = await this.store.prepare(manager, {
-          id: transaction.id,
-          commitTime: command.commitTime,
-          coordinator: command.coordinator,
-        });
+        transaction.prepared = {
+          ...(await this.store.prepare(manager, { id: transaction.id, commitTime: command.commitTime, coordinator: command.coordinator })),
+          ...(command.coordinatorStorage === undefined ? {} : { coordinatorStorage: command.coordinatorStorage }),
+        };
       } catch (error) {
         await this.abortOpen(transaction, { by: 'participant', reason: `could not prepare: ${reasonOf(error)}` });
         throw transientInTransaction(error);
@@ -211,7 +218,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       transaction.runner = null;
       transaction.state = 'prepared';
       transaction.preparedAt = Date.now();
-      return { prepared: true as const };
+      return vote;
     });
   }
 
@@ -496,7 +503,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
   }
 
   private async resolveOne(prepared: PreparedTransaction): Promise<DecisionAnswer['decision']> {
-    const answer = await this.clients.shard(prepared.coordinator.url, 5_000).transactionDecision(prepared.id);
+    const answer = await this.askCoordinator(prepared);
     if (answer.decision === 'pending') return 'pending';
     this.logger.info(
       { lsid: prepared.id.lsid.id, txnNumber: prepared.id.txnNumber, decision: answer.decision },
@@ -505,6 +512,21 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     if (answer.decision === 'commit') await this.commit({ ...prepared.id, commitTime: answer.commitTime });
     else await this.abort({ ...prepared.id, decided: true });
     return answer.decision;
+  }
+
+  /**
+   * The coordinator's answer; while its process refuses connections, the decision in its
+   * database, and the rest of what it prepared there is resolved too (`PeerRecovery`).
+   */
+  private async askCoordinator(prepared: PreparedTransaction): Promise<DecisionAnswer> {
+    try {
+      return await this.clients.shard(prepared.coordinator.url, 5_000).transactionDecision(prepared.id);
+    } catch (error) {
+      if (prepared.coordinatorStorage === undefined || !notDelivered(error)) throw error;
+      const coordinator = { ...prepared.coordinator, storage: prepared.coordinatorStorage };
+      this.peers.recover(coordinator);
+      return this.peers.decisionIn(coordinator, prepared.id);
+    }
   }
 }
 
