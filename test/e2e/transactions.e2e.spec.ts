@@ -7,7 +7,9 @@
  * instead (a test-only failpoint), and none across a kill -9 of the coordinator shard while
  * transfers commit, after which every prepared transaction is resolved and every balance is
  * explained by the acknowledged transfers. The kill's moment comes from a seed, printed, and
- * replayed with TESSERA_TXN_KILL_SEED. Every two-phase commit here delivers its decision to the
+ * replayed with TESSERA_TXN_KILL_SEED. A coordinator killed and left down has its transactions
+ * resolved by its peer from its database: the one it had not decided aborts, the one it had
+ * decided commits. Every two-phase commit here delivers its decision to the
  * other participants 100 ms after the coordinator's own, to widen the window a reader could see
  * half a transaction in.
  */
@@ -40,6 +42,9 @@ const KEYED_PATH = '/v1/bank/keyed';
 const ACCOUNTS = 20;
 const SHARDS = ['shard0', 'shard1'];
 const OPENING = 100;
+/** Sessions whose coordinator pauses 30 s before its decision, and after it before it tells the other participant. */
+const UNDECIDED_LSID = randomUUID();
+const DECIDED_LSID = randomUUID();
 
 let t: RoutedTestCluster;
 let routerA: RouterApi;
@@ -51,7 +56,9 @@ beforeAll(async () => {
     routers: 2,
     env: {
       ...FAST_CONFIG_ENV,
-      TESSERA_FAILPOINTS: `shard.transactions.readLatest@${UNSAFE_NS}=1,shard.transactions.readLatest@${UNSAFE_LISTS_NS}=1,shard.coordinator.deliverToOthers=100`,
+      TESSERA_FAILPOINTS:
+        `shard.transactions.readLatest@${UNSAFE_NS}=1,shard.transactions.readLatest@${UNSAFE_LISTS_NS}=1,shard.coordinator.deliverToOthers=100,` +
+        `shard.coordinator.beforeDecision@${UNDECIDED_LSID}=30000,shard.coordinator.deliverToOthers@${DECIDED_LSID}=30000`,
     },
   });
   routerA = t.api;
@@ -89,11 +96,16 @@ afterAll(async () => {
 
 /** One client session's transactions through one router, as a driver runs them. */
 class Session {
-  readonly lsid = { id: { $uuid: randomUUID() } };
+  readonly lsid: { id: { $uuid: string } };
   txnNumber = 0;
   private started = false;
 
-  constructor(readonly router: RouterApi) {}
+  constructor(
+    readonly router: RouterApi,
+    uuid = randomUUID(),
+  ) {
+    this.lsid = { id: { $uuid: uuid } };
+  }
 
   begin(): void {
     this.txnNumber++;
@@ -443,5 +455,50 @@ describe('a kill -9 of the coordinator shard while transfers commit', () => {
     const final = await settledBalances(t.cluster, SHARDS, routerA, NS);
     expect(unexplainedBalances(history, initial, final), `seed ${seed}: ${JSON.stringify(bankSummary(history))}`).toBeUndefined();
     expect(bankSummary(history).committed).toBeGreaterThan(0);
+  }, 120_000);
+});
+
+describe('a coordinator shard killed and left down', () => {
+  it('has its transactions resolved from its database: the undecided aborted, the decided committed', async () => {
+    const transfer = async (uuid: `${string}-${string}-${string}-${string}-${string}`, from: number, to: number, amount: number) => {
+      const session = new Session(routerA, uuid);
+      session.begin();
+      for (const [id, delta] of [
+        [from, -amount],
+        [to, amount],
+      ] as const) {
+        const answer = await session.statement(`${PATH}/update`, { updates: [{ q: { _id: id }, u: { $inc: { balance: delta } } }] });
+        expect(answer.json).toMatchObject({ modifiedCount: 1 });
+      }
+      return session;
+    };
+    const before = await settledBalances(t.cluster, SHARDS, routerA, NS);
+    // Undecided: both participants prepared, no decision recorded (its coordinator pauses).
+    const undecided = await transfer(UNDECIDED_LSID, 4, ACCOUNTS - 4, 11);
+    const commit = undecided.commit();
+    await eventually(async () => ((await preparedLeft(t.cluster, SHARDS)) === 2 ? true : undefined), 'both parts prepared');
+    // Decided: shard0 (the coordinator) recorded commit and committed its part; shard1 would hear
+    // of it 30 s later, and asks on its own only after TESSERA_TRANSACTION_RESOLVE_AFTER_MS (1 s).
+    const decided = await transfer(DECIDED_LSID, 3, ACCOUNTS - 3, 7);
+    expect((await decided.commit()).status).toBe(200);
+    await t.cluster.kill('shard0');
+    const killed = Date.now();
+    await eventually(async () => ((await preparedLeft(t.cluster, SHARDS)) === 0 ? true : undefined), 'every prepared part resolved');
+    console.log(`coordinator left down: every prepared part resolved ${Date.now() - killed} ms after its kill`);
+    expect((await commit).json).toMatchObject({ errorLabels: ['UnknownTransactionCommitResult'] });
+    const onShard1 = (await routerB.findAll(NS, { filter: { _id: { $in: [ACCOUNTS - 4, ACCOUNTS - 3] } } })) as Array<{ balance: number }>;
+    expect(onShard1.map((d) => d.balance)).toEqual([before.get(String(ACCOUNTS - 4)), before.get(String(ACCOUNTS - 3))! + 7]);
+
+    await t.cluster.restart('shard0');
+    // The restarted coordinator answers from its database what its peers found there.
+    expect((await undecided.commit()).json).toMatchObject({ codeName: 'NoSuchTransaction' });
+    expect((await decided.commit()).json).toMatchObject({ ok: 1 });
+    const after = await settledBalances(t.cluster, SHARDS, routerA, NS);
+    expect([3, 4, ACCOUNTS - 4, ACCOUNTS - 3].map((id) => after.get(String(id)))).toEqual([
+      before.get('3')! - 7,
+      before.get('4'),
+      before.get(String(ACCOUNTS - 4)),
+      before.get(String(ACCOUNTS - 3))! + 7,
+    ]);
   }, 120_000);
 });
