@@ -24,6 +24,8 @@ export interface PreparedTransaction {
 }
 
 const GID_PREFIX = 'tessera';
+/** A transaction's connection is named `tessera-txn:<lsid>:<txnNumber>` while it is open. */
+const TRANSACTION_NAME_PREFIX = 'tessera-txn:';
 /** Postgres's undefined_object: COMMIT/ROLLBACK PREPARED of an id no longer prepared. */
 const NOT_PREPARED = '42704';
 
@@ -45,16 +47,46 @@ export class ParticipantStore {
    * Opens the transaction's Postgres transaction: READ COMMITTED, since its reads name their
    * snapshot themselves (`readRelation`) and must see versions committed after it began with a
    * time before the snapshot; statements that would wait on another transaction's lock give up
-   * after `lockTimeoutMs` (MongoDB's maxTransactionLockRequestTimeoutMillis); the snapshot time
-   * is declared as the write time, which commit replaces.
+   * after `lockTimeoutMs`; the snapshot time is declared as the write time, which commit
+   * replaces; and the connection carries the transaction's `name` as its application_name, so
+   * that a lock wait shows which transaction waits for which (`blockersOf`).
    */
-  async begin(manager: EntityManager, snapshot: WriteTime, lockTimeoutMs: number): Promise<void> {
-    // One round trip: every value written into the text is a number we made (or on/off).
+  async begin(manager: EntityManager, snapshot: WriteTime, lockTimeoutMs: number, name: string): Promise<void> {
+    // One round trip: every value written into the text is a number we made (or on/off), or a
+    // transaction name of a uuid and a number.
     if (!/^-?\d+$/.test(snapshot.sql)) throw new Error(`not a write time: ${snapshot.sql}`);
+    if (!/^[\w:-]+$/.test(name)) throw new Error(`not a transaction name: ${name}`);
     await manager.query(
       `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}; ` +
-        `SELECT set_config('tessera.write_time', '${snapshot.sql}', true), set_config('tessera.keep_history', '${snapshot.keepHistory ? 'on' : 'off'}', true)`,
+        `SELECT set_config('tessera.write_time', '${snapshot.sql}', true), set_config('tessera.keep_history', '${snapshot.keepHistory ? 'on' : 'off'}', true), ` +
+        `set_config('application_name', '${TRANSACTION_NAME_PREFIX}${name}', true)`,
     );
+  }
+
+  /**
+   * What the connection of transaction `name` waits for, if it waits on a lock: its backend and
+   * the names of the transactions holding the lock, null for a holder that is none of this
+   * shard's open transactions (a prepared one, a write outside transactions, a migration).
+   */
+  async blockersOf(name: string): Promise<{ pid: number; blockers: Array<string | null> } | undefined> {
+    const rows: Array<{ pid: number; holder: string | null }> = await this.dataSource.query(
+      `SELECT w.pid, h.application_name AS holder
+       FROM pg_stat_activity w
+       CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS b(pid)
+       LEFT JOIN pg_stat_activity h ON h.pid = b.pid
+       WHERE w.application_name = $1 AND w.datname = current_database()`,
+      [`${TRANSACTION_NAME_PREFIX}${name}`],
+    );
+    if (rows.length === 0) return undefined;
+    return {
+      pid: rows[0]!.pid,
+      blockers: rows.map((r) => (r.holder?.startsWith(TRANSACTION_NAME_PREFIX) ? r.holder.slice(TRANSACTION_NAME_PREFIX.length) : null)),
+    };
+  }
+
+  /** Cancels the statement backend `pid` runs (a lock wait's victim). */
+  async cancel(pid: number): Promise<void> {
+    await this.dataSource.query('SELECT pg_cancel_backend($1)', [pid]);
   }
 
   /**

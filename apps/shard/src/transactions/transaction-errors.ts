@@ -7,6 +7,8 @@ const POSTGRES_CONFLICTS: Readonly<Record<string, ErrorCode>> = {
   /** serialization_failure and deadlock_detected: Postgres chose this transaction to fail. */
   '40001': 'WRITE_CONFLICT',
   '40P01': 'WRITE_CONFLICT',
+  /** query_canceled: a transaction's statement is cancelled only by wait-die, as a lock wait's victim. */
+  '57014': 'LOCK_TIMEOUT',
 };
 
 /**

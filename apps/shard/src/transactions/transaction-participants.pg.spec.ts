@@ -87,6 +87,7 @@ async function startParticipants(
     TESSERA_MIN_SNAPSHOT_HISTORY_WINDOW_SECS: 300,
     TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: 60,
     TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS: 5,
+    TESSERA_TRANSACTION_OLDER_WAIT_MS: 1_000,
     TESSERA_TRANSACTION_POOL_SIZE: 4,
     TESSERA_TRANSACTION_RESOLVE_AFTER_MS: 60_000,
     TESSERA_DATABASE_URL_FOR_PEERS: '',
@@ -459,5 +460,35 @@ describe("a coordinator's process that is down", () => {
     );
     await restarted.onModuleInit();
     expect(clock.now().clusterTime).toEqual(far);
+  });
+});
+
+describe('a wait cycle between two transactions (wait-die)', () => {
+  it('costs the younger one only: the older waits for it, the younger dies with LockTimeout', async () => {
+    const { participants, clock, reporter } = await startParticipants();
+    const older = newTransaction(clock);
+    clock.tickClusterTime();
+    const younger = newTransaction(clock);
+    const insert = (fields: TransactionFields, start: boolean, _id: string) =>
+      participants.statement({ ...fields, startTransaction: start }, ADMIT, (s) =>
+        new DocumentStore(db.dataSource).insert(handleOf(s), [{ _id, k: 100 }], { ordered: true, generateId: () => new ObjectId() }),
+      );
+    await insert(older, true, 'held by the older');
+    await insert(younger, true, 'held by the younger');
+    // Each now inserts the key the other holds: a cycle that Postgres would break by its own
+    // deadlock detection (WriteConflict), and no single Postgres sees across shards.
+    const olderWaits = insert(older, false, 'held by the younger');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await expect(insert(younger, false, 'held by the older')).rejects.toMatchObject({
+      code: 'LOCK_TIMEOUT',
+      errorLabels: ['TransientTransactionError'],
+    });
+    await expect(olderWaits).resolves.toMatchObject({ insertedCount: 1, writeErrors: [] });
+    await participants.commit(older);
+    expect((await findAt(undefined, { k: 100 })).map((d) => (d as { _id: string })._id).sort()).toEqual([
+      'held by the older',
+      'held by the younger',
+    ]);
+    expect(reporter.unsent.filter((d) => d.decision === 'abort').map((d) => d.lsid)).toEqual([younger.lsid.id]);
   });
 });

@@ -26,6 +26,7 @@ import { ParticipantStore, type PreparedTransaction } from './participant.store.
 import { PeerRecovery } from './peer-recovery.js';
 import { transientInTransaction } from './transaction-errors.js';
 import { type DecidedBy, TransactionReporter } from './transaction-reporter.js';
+import { WaitDie } from './wait-die.js';
 
 const REAP_INTERVAL_MS = 1_000;
 const RESOLVE_INTERVAL_MS = 250;
@@ -57,6 +58,7 @@ export interface TransactionStatement {
 @Injectable()
 export class TransactionParticipants implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
   private readonly open = new Map<string, OpenTransaction>();
+  private readonly waitDie: WaitDie;
   /** Prepared transactions found at start, with the hold on their commit time. */
   private readonly recovered = new Map<string, { prepared: PreparedTransaction; release: () => void }>();
   private pool: DataSource | undefined;
@@ -73,7 +75,9 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     private readonly peers: PeerRecovery,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    this.waitDie = new WaitDie(store, this.open, settings.TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS);
+  }
 
   /** Finds the prepared transactions a previous process left, before any write takes a time. */
   async onModuleInit(): Promise<void> {
@@ -129,7 +133,9 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
       }
       let result: T;
       try {
-        result = await run({ atClusterTime: transaction.atClusterTime, writeTime: transaction.snapshot, work: transaction.work() });
+        result = await this.waitDie.guard(transaction, () =>
+          run({ atClusterTime: transaction.atClusterTime, writeTime: transaction.snapshot, work: transaction.work() }),
+        );
       } catch (error) {
         // Not a failure: the router moves the document to its new owner in this transaction.
         // Nothing was written (the check comes before the UPDATE), so the transaction goes on.
@@ -313,7 +319,12 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     const snapshot = this.writeTimes.writeTimeAt(fields.atClusterTime);
     try {
       await runner.connect();
-      await this.store.begin(runner.manager, snapshot, this.settings.TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS);
+      // The older side of a wait waits this long; wait-die ends any other wait sooner.
+      const lockTimeoutMs = Math.max(
+        this.settings.TESSERA_TRANSACTION_OLDER_WAIT_MS,
+        this.settings.TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS,
+      );
+      await this.store.begin(runner.manager, snapshot, lockTimeoutMs, key);
     } catch (error) {
       await runner.release();
       throw error;
