@@ -51,6 +51,7 @@ import { CoordinatorStore } from './transactions/coordinator.store.js';
 import { ParticipantStore } from './transactions/participant.store.js';
 import { TransactionCoordinator } from './transactions/transaction-coordinator.service.js';
 import { PeerRecovery } from './transactions/peer-recovery.js';
+import { TransactionResolver } from './transactions/transaction-resolver.js';
 import { TransactionParticipants } from './transactions/transaction-participants.service.js';
 import { TransactionReporter } from './transactions/transaction-reporter.js';
 import { TransactionsController } from './transactions/transactions.controller.js';
@@ -91,6 +92,7 @@ export class ShardModule {
         ParticipantStore,
         TransactionParticipants,
         PeerRecovery,
+        TransactionResolver,
         CoordinatorStore,
         TransactionCoordinator,
         TransactionReporter,

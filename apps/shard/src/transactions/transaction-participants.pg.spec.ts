@@ -23,6 +23,7 @@ import { ParticipantStore, gidOf } from './participant.store.js';
 import { PeerRecovery } from './peer-recovery.js';
 import { TransactionReporter } from './transaction-reporter.js';
 import { type TransactionStatement, TransactionParticipants } from './transaction-participants.service.js';
+import { TransactionResolver } from './transaction-resolver.js';
 
 /**
  * A shard as a transaction participant on its real Postgres: statements in one held transaction
@@ -44,6 +45,7 @@ let coordinatorAnswer: DecisionAnswer | Error = { decision: 'pending' };
 let coordinatorDb: TestDatabase;
 const started: TransactionParticipants[] = [];
 const peerRecoveries: PeerRecovery[] = [];
+const resolvers: TransactionResolver[] = [];
 const ADMIT = { admit: true };
 const histories: SnapshotHistory[] = [];
 
@@ -62,6 +64,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  for (const resolver of resolvers) resolver.onApplicationShutdown();
   for (const participants of started) await participants.onApplicationShutdown();
   for (const peers of peerRecoveries) await peers.onApplicationShutdown();
   for (const history of histories) history.onApplicationShutdown();
@@ -79,6 +82,7 @@ async function startParticipants(
   clock: VectorClockService;
   reporter: TransactionReporter;
   peers: PeerRecovery;
+  resolver: TransactionResolver;
 }> {
   const clock = new VectorClockService();
   clock.tickClusterTime();
@@ -110,18 +114,20 @@ async function startParticipants(
     writeTimes,
     history,
     clock,
-    clients,
     runtime,
     reporter,
     peers,
     settings,
     silent,
   );
+  const resolver = new TransactionResolver(participants, clients, peers, settings, silent);
   await participants.onModuleInit();
   await participants.onApplicationBootstrap();
+  resolver.onApplicationBootstrap();
   started.push(participants);
+  resolvers.push(resolver);
   peerRecoveries.push(peers);
-  return { participants, writeTimes, clock, reporter, peers };
+  return { participants, writeTimes, clock, reporter, peers, resolver };
 }
 
 /** A new transaction's fields at the clock's current time. */
@@ -338,21 +344,21 @@ describe('a transaction participant', () => {
   });
 
   it("resolves a prepared transaction at an operator's request, by its coordinator's decision only", async () => {
-    const { participants, clock } = await startParticipants();
+    const { participants, clock, resolver } = await startParticipants();
     const fields = newTransaction(clock);
     await participants.statement(fields, ADMIT, (s) =>
       writes().update(handleOf(s), [{ q: { k: 1 }, u: { $set: { v: 'resolved' } }, multi: false, upsert: false }], true),
     );
-    expect(await participants.resolveNow(fields)).toEqual({ outcome: 'notPrepared' });
+    expect(await resolver.resolveNow(fields)).toEqual({ outcome: 'notPrepared' });
     const { reservedTime: commitTime } = await participants.reserveCommitTime(fields);
     await participants.prepare({ lsid: fields.lsid, txnNumber: 1, commitTime, coordinator });
     coordinatorAnswer = { decision: 'pending' };
-    expect(await participants.resolveNow(fields)).toEqual({ outcome: 'pending' });
+    expect(await resolver.resolveNow(fields)).toEqual({ outcome: 'pending' });
     expect(await preparedCount()).toBe(1);
     coordinatorAnswer = { decision: 'commit', commitTime };
-    expect(await participants.resolveNow(fields)).toEqual({ outcome: 'commit' });
+    expect(await resolver.resolveNow(fields)).toEqual({ outcome: 'commit' });
     expect(await findAt(undefined, { k: 1 })).toEqual([{ _id: 1, k: 1, v: 'resolved' }]);
-    expect(await participants.resolveNow(fields)).toEqual({ outcome: 'notHere' });
+    expect(await resolver.resolveNow(fields)).toEqual({ outcome: 'notHere' });
   });
 
   it('asks its coordinator for a decision it did not get, and applies it', async () => {
@@ -451,7 +457,6 @@ describe("a coordinator's process that is down", () => {
       testWriteTimes(clock),
       {} as SnapshotHistory,
       clock,
-      {} as InternalClients,
       ownedRuntime(),
       {} as TransactionReporter,
       peers,

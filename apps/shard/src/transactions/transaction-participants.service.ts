@@ -5,17 +5,14 @@ import { type ClusterTimestamp, ERROR_CODES, IGNORED_VERSION, TesseraError, comp
 import {
   type AbortTransaction,
   type CommitTransaction,
-  type DecisionAnswer,
   type ParticipantTransaction,
   type PrepareTransaction,
   type PrepareVote,
-  type ResolveOutcome,
   type TransactionFields,
   type TransactionId,
   type WriteErrorEntry,
-  notDelivered,
 } from '@tessera/protocol';
-import { InternalClients, LOGGER, type Periodic, SETTINGS, VectorClockService, runPeriodically } from '@tessera/platform';
+import { LOGGER, type Periodic, SETTINGS, VectorClockService, runPeriodically } from '@tessera/platform';
 import type { TransactionWork } from '../documents/document-store.js';
 import { SnapshotHistory } from '../history/snapshot-history.service.js';
 import { WriteTimes } from '../history/write-times.service.js';
@@ -29,7 +26,6 @@ import { type DecidedBy, TransactionReporter } from './transaction-reporter.js';
 import { WaitDie } from './wait-die.js';
 
 const REAP_INTERVAL_MS = 1_000;
-const RESOLVE_INTERVAL_MS = 250;
 /** How long a session's new transaction waits for the decision of its prepared previous one. */
 const PREPARED_WAIT_MS = 5_000;
 
@@ -50,8 +46,8 @@ export interface TransactionStatement {
  * transaction per (lsid, txnNumber), held across requests, reading at the transaction's
  * snapshot; then MongoDB's phases, one method each: reserve a commit time, prepare, commit,
  * abort. A prepared transaction survives a kill: at start every prepared transaction is found
- * again, holds reads after its commit time back, and asks its coordinator for the decision,
- * as does one left prepared for `TESSERA_TRANSACTION_RESOLVE_AFTER_MS`. The reaper aborts
+ * again and holds reads after its commit time back until `TransactionResolver` has its
+ * coordinator's decision applied, as for one left prepared too long. The reaper aborts
  * transactions older than transactionLifetimeLimitSeconds that are not yet committing, and
  * reservations never followed by a prepare.
  */
@@ -69,7 +65,6 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     private readonly writeTimes: WriteTimes,
     private readonly history: SnapshotHistory,
     private readonly clock: VectorClockService,
-    private readonly clients: InternalClients,
     private readonly runtime: ShardingRuntime,
     private readonly reporter: TransactionReporter,
     private readonly peers: PeerRecovery,
@@ -103,10 +98,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     });
     await this.pool.initialize();
     const onError = (error: unknown) => this.logger.warn({ err: error }, 'transaction housekeeping failed; retrying');
-    this.loops = [
-      runPeriodically(() => this.reap(), REAP_INTERVAL_MS, onError),
-      runPeriodically(() => this.resolve(), RESOLVE_INTERVAL_MS, onError),
-    ];
+    this.loops = [runPeriodically(() => this.reap(), REAP_INTERVAL_MS, onError)];
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -484,60 +476,23 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
   }
 
   /**
-   * Asks the coordinator of every transaction prepared here for longer than
-   * `TESSERA_TRANSACTION_RESOLVE_AFTER_MS` (or found at start) for its decision, and applies it.
+   * The prepared transactions waiting for their coordinator's decision: those found at start, and
+   * those prepared here at or before `preparedBy` (ms since the epoch).
    */
-  private async resolve(): Promise<void> {
-    const due = Date.now() - this.settings.TESSERA_TRANSACTION_RESOLVE_AFTER_MS;
-    const waiting: PreparedTransaction[] = [...this.recovered.values()].map((r) => r.prepared);
+  awaitingDecision(preparedBy: number): PreparedTransaction[] {
+    const waiting = [...this.recovered.values()].map((r) => r.prepared);
     for (const transaction of this.open.values()) {
-      if (transaction.state === 'prepared' && transaction.preparedAt! <= due) waiting.push(transaction.prepared!);
+      if (transaction.state === 'prepared' && transaction.preparedAt! <= preparedBy) waiting.push(transaction.prepared!);
     }
-    await Promise.all(
-      waiting.map((prepared) =>
-        this.resolveOne(prepared).catch((error: unknown) => this.logger.debug({ err: error }, 'coordinator not answering yet')),
-      ),
-    );
+    return waiting;
   }
 
-  /**
-   * An operator's resolveTransaction: asks the coordinator of the transaction, if it is prepared
-   * here, for its decision now and applies it. Never decides itself: only the coordinator's
-   * record (or its presumed abort) keeps every participant to one outcome.
-   */
-  async resolveNow(id: TransactionId): Promise<ResolveOutcome> {
+  /** The transaction as prepared here; or whether it is open and not yet prepared, or not here. */
+  preparedHere(id: TransactionId): PreparedTransaction | 'notPrepared' | 'notHere' {
     const key = transactionKey(id);
     const open = this.open.get(key);
     const prepared = this.recovered.get(key)?.prepared ?? (open?.state === 'prepared' ? open.prepared : undefined);
-    if (prepared === undefined) return { outcome: open === undefined ? 'notHere' : 'notPrepared' };
-    return { outcome: await this.resolveOne(prepared) };
-  }
-
-  private async resolveOne(prepared: PreparedTransaction): Promise<DecisionAnswer['decision']> {
-    const answer = await this.askCoordinator(prepared);
-    if (answer.decision === 'pending') return 'pending';
-    this.logger.info(
-      { lsid: prepared.id.lsid.id, txnNumber: prepared.id.txnNumber, decision: answer.decision },
-      'resolved a prepared transaction from its coordinator',
-    );
-    if (answer.decision === 'commit') await this.commit({ ...prepared.id, commitTime: answer.commitTime });
-    else await this.abort({ ...prepared.id, decided: true });
-    return answer.decision;
-  }
-
-  /**
-   * The coordinator's answer; while its process refuses connections, the decision in its
-   * database, and the rest of what it prepared there is resolved too (`PeerRecovery`).
-   */
-  private async askCoordinator(prepared: PreparedTransaction): Promise<DecisionAnswer> {
-    try {
-      return await this.clients.shard(prepared.coordinator.url, 5_000).transactionDecision(prepared.id);
-    } catch (error) {
-      if (prepared.coordinatorStorage === undefined || !notDelivered(error)) throw error;
-      const coordinator = { ...prepared.coordinator, storage: prepared.coordinatorStorage };
-      this.peers.recover(coordinator);
-      return this.peers.decisionIn(coordinator, prepared.id);
-    }
+    return prepared ?? (open === undefined ? 'notHere' : 'notPrepared');
   }
 }
 

@@ -16,6 +16,7 @@ import {
 import type { ClusterTimestamp } from '@tessera/core';
 import { TransactionCoordinator } from './transaction-coordinator.service.js';
 import { TransactionParticipants } from './transaction-participants.service.js';
+import { TransactionResolver } from './transaction-resolver.js';
 
 /** The participant's and the coordinator's commands, from routers and from other shards. */
 @Controller('internal/transactions')
@@ -24,6 +25,7 @@ export class TransactionsController {
   constructor(
     private readonly participants: TransactionParticipants,
     private readonly coordinator: TransactionCoordinator,
+    private readonly resolver: TransactionResolver,
   ) {}
 
   @Get()
@@ -58,7 +60,7 @@ export class TransactionsController {
   @Post('resolve')
   @HttpCode(200)
   resolve(@Body() body: unknown): Promise<ResolveOutcome> {
-    return this.participants.resolveNow(parseWith(resolveTransactionSchema, body, 'resolveTransaction command'));
+    return this.resolver.resolveNow(parseWith(resolveTransactionSchema, body, 'resolveTransaction command'));
   }
 
   @Post('coordinateCommit')
