@@ -9,7 +9,7 @@
  * explained by the acknowledged transfers. The kill's moment comes from a seed, printed, and
  * replayed with TESSERA_TXN_KILL_SEED. A coordinator killed and left down has its transactions
  * resolved by its peer from its database: the one it had not decided aborts, the one it had
- * decided commits. Every two-phase commit here delivers its decision to the
+ * decided commits, and one whose commit finds it down is aborted by the router at once. Every two-phase commit here delivers its decision to the
  * other participants 100 ms after the coordinator's own, to widen the window a reader could see
  * half a transaction in.
  */
@@ -473,6 +473,9 @@ describe('a coordinator shard killed and left down', () => {
       return session;
     };
     const before = await settledBalances(t.cluster, SHARDS, routerA, NS);
+    // Not yet committing: its commit will find the coordinator down. (Started first: a transaction
+    // whose snapshot is past the undecided one's commit time waits on shard0 until it is resolved.)
+    const uncommitted = await transfer(randomUUID(), 5, ACCOUNTS - 5, 2);
     // Undecided: both participants prepared, no decision recorded (its coordinator pauses).
     const undecided = await transfer(UNDECIDED_LSID, 4, ACCOUNTS - 4, 11);
     const commit = undecided.commit();
@@ -481,11 +484,20 @@ describe('a coordinator shard killed and left down', () => {
     // of it 30 s later, and asks on its own only after TESSERA_TRANSACTION_RESOLVE_AFTER_MS (1 s).
     const decided = await transfer(DECIDED_LSID, 3, ACCOUNTS - 3, 7);
     expect((await decided.commit()).status).toBe(200);
+    expect(await preparedLeft(t.cluster, SHARDS)).toBe(3);
     await t.cluster.kill('shard0');
     const killed = Date.now();
     await eventually(async () => ((await preparedLeft(t.cluster, SHARDS)) === 0 ? true : undefined), 'every prepared part resolved');
     console.log(`coordinator left down: every prepared part resolved ${Date.now() - killed} ms after its kill`);
     expect((await commit).json).toMatchObject({ errorLabels: ['UnknownTransactionCommitResult'] });
+    // The coordinator never got this commit, so no two-phase commit began: the router aborts the
+    // transaction on shard1 at once (not at its lifetime limit), and says so.
+    expect((await uncommitted.commit()).json).toMatchObject({ codeName: 'NoSuchTransaction', errorLabels: ['TransientTransactionError'] });
+    const next = new Session(routerA);
+    next.begin();
+    const free = await next.statement(`${PATH}/update`, { updates: [{ q: { _id: ACCOUNTS - 5 }, u: { $inc: { balance: 0 } } }] });
+    expect(free.json).toMatchObject({ ok: 1, matchedCount: 1 });
+    expect((await next.commit()).status).toBe(200);
     const onShard1 = (await routerB.findAll(NS, { filter: { _id: { $in: [ACCOUNTS - 4, ACCOUNTS - 3] } } })) as Array<{ balance: number }>;
     expect(onShard1.map((d) => d.balance)).toEqual([before.get(String(ACCOUNTS - 4)), before.get(String(ACCOUNTS - 3))! + 7]);
 
@@ -494,9 +506,11 @@ describe('a coordinator shard killed and left down', () => {
     expect((await undecided.commit()).json).toMatchObject({ codeName: 'NoSuchTransaction' });
     expect((await decided.commit()).json).toMatchObject({ ok: 1 });
     const after = await settledBalances(t.cluster, SHARDS, routerA, NS);
-    expect([3, 4, ACCOUNTS - 4, ACCOUNTS - 3].map((id) => after.get(String(id)))).toEqual([
+    expect([3, 4, 5, ACCOUNTS - 5, ACCOUNTS - 4, ACCOUNTS - 3].map((id) => after.get(String(id)))).toEqual([
       before.get('3')! - 7,
       before.get('4'),
+      before.get('5'),
+      before.get(String(ACCOUNTS - 5)),
       before.get(String(ACCOUNTS - 4)),
       before.get(String(ACCOUNTS - 3))! + 7,
     ]);

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { type ClusterTimestamp, TesseraError, labelInTransaction } from '@tessera/core';
-import type { Participant, TransactionFields, TransactionId } from '@tessera/protocol';
+import { type Participant, type TransactionFields, type TransactionId, notDelivered } from '@tessera/protocol';
 import { LOGGER, VectorClockService } from '@tessera/platform';
 import { ClusterRoutingService } from '../routing/cluster-routing.service.js';
 import type { TransactionStatementOf } from './transaction-fields.js';
@@ -13,6 +13,8 @@ export class RouterTransaction {
   readonly participants = new Map<string, { wrote: boolean }>();
   /** The first shard written to: the coordinator of two-phase commit, and the recovery shard. */
   coordinator: string | undefined;
+  /** Whether a coordinateCommit was ever sent, whether or not it arrived. */
+  coordinatorAsked = false;
 
   constructor(
     readonly id: TransactionId,
@@ -166,7 +168,16 @@ export class TransactionRouter {
     const participants: Participant[] = await Promise.all(
       ordered.map(async (shard) => ({ shard, url: (await this.cluster.shard(shard)).url })),
     );
-    const decision = await (await this.cluster.shard(coordinator)).coordinateCommitTransaction({ ...transaction.id, participants });
+    const firstAsk = !transaction.coordinatorAsked;
+    transaction.coordinatorAsked = true;
+    let decision;
+    try {
+      decision = await (await this.cluster.shard(coordinator)).coordinateCommitTransaction({ ...transaction.id, participants });
+    } catch (error) {
+      if (!notDelivered(error)) throw error;
+      await this.releaseParticipants(transaction, firstAsk, error);
+      throw error;
+    }
     if (decision.decision === 'abort') {
       transaction.state = 'aborted';
       throw new TesseraError(
@@ -177,6 +188,27 @@ export class TransactionRouter {
         },
       );
     }
+  }
+
+  /**
+   * The coordinator's process did not take coordinateCommit (refused, never connected): what the
+   * participants hold is aborted now rather than at their lifetime limit, since a client that gives
+   * up would leave it holding connections and locks. Safe whatever an earlier request began: a
+   * prepared participant refuses a router's abort, and one not yet prepared has not voted, so no
+   * commit can be decided without it. When no earlier request was sent, no two-phase commit began,
+   * and the transaction is known to be aborted: the client retries it whole.
+   */
+  private async releaseParticipants(transaction: RouterTransaction, firstAsk: boolean, error: unknown): Promise<void> {
+    if (!firstAsk) {
+      await this.tellParticipantsToAbort(transaction);
+      return;
+    }
+    await this.abortParticipants(transaction);
+    throw new TesseraError(
+      'NO_SUCH_TRANSACTION',
+      `transaction ${transaction.id.txnNumber} of session ${transaction.id.lsid.id} was aborted: its coordinator ${transaction.coordinator} could not be reached (${(error as Error).message})`,
+      { errorLabels: ['TransientTransactionError'], cause: error },
+    );
   }
 
   private async recoverCommit(id: TransactionId, recoveryShard: string): Promise<CommitAnswer> {
@@ -194,6 +226,10 @@ export class TransactionRouter {
   /** Tells every participant to abort; one that cannot be reached aborts on its own (reaper, presumed abort). */
   private async abortParticipants(transaction: RouterTransaction): Promise<void> {
     transaction.state = 'aborted';
+    await this.tellParticipantsToAbort(transaction);
+  }
+
+  private async tellParticipantsToAbort(transaction: RouterTransaction): Promise<void> {
     await Promise.all(
       [...transaction.participants.keys()].map(async (shard) => {
         try {
