@@ -174,8 +174,9 @@ export class TransactionRouter {
     try {
       decision = await (await this.cluster.shard(coordinator)).coordinateCommitTransaction({ ...transaction.id, participants });
     } catch (error) {
-      if (!notDelivered(error)) throw error;
-      await this.releaseParticipants(transaction, firstAsk, error);
+      if (error instanceof TesseraError && error.code === 'HOST_UNREACHABLE') {
+        await this.releaseParticipants(transaction, firstAsk && notDelivered(error), error);
+      }
       throw error;
     }
     if (decision.decision === 'abort') {
@@ -191,15 +192,17 @@ export class TransactionRouter {
   }
 
   /**
-   * The coordinator's process did not take coordinateCommit (refused, never connected): what the
-   * participants hold is aborted now rather than at their lifetime limit, since a client that gives
-   * up would leave it holding connections and locks. Safe whatever an earlier request began: a
-   * prepared participant refuses a router's abort, and one not yet prepared has not voted, so no
-   * commit can be decided without it. When no earlier request was sent, no two-phase commit began,
-   * and the transaction is known to be aborted: the client retries it whole.
+   * The coordinator's process could not be reached, or its connection broke (it died, most
+   * likely): what the participants hold is aborted now rather than at their lifetime limit,
+   * since a client that gives up on the commit would leave them holding connections and locks.
+   * Safe whatever the coordinator began: a prepared participant refuses a router's abort, and one
+   * not yet prepared has not voted, so no commit can be decided without it. When the request
+   * provably never arrived and no earlier one was sent (`neverAsked`), no two-phase commit began
+   * and the transaction is known to be aborted: the client retries it whole. A coordinator that
+   * only timed out (paused, slow) is left to finish.
    */
-  private async releaseParticipants(transaction: RouterTransaction, firstAsk: boolean, error: unknown): Promise<void> {
-    if (!firstAsk) {
+  private async releaseParticipants(transaction: RouterTransaction, neverAsked: boolean, error: unknown): Promise<void> {
+    if (!neverAsked) {
       await this.tellParticipantsToAbort(transaction);
       return;
     }
