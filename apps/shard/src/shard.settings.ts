@@ -24,10 +24,10 @@ export const shardSettingsSchema = z.object({
   TESSERA_TRANSACTION_LIFETIME_LIMIT_SECS: z.coerce.number().int().min(0).max(86_400).default(60),
   /**
    * MongoDB's maxTransactionLockRequestTimeoutMillis: how long a transaction's statement waits for
-   * a lock another transaction holds before it fails with LockTimeout (TransientTransactionError),
-   * unless wait-die lets it wait longer (it is the older).
+   * a lock another transaction holds before wait-die judges it; the younger side then fails with
+   * LockTimeout (TransientTransactionError). Judging costs a query, hence not MongoDB's 5 ms.
    */
-  TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(5),
+  TESSERA_MAX_TRANSACTION_LOCK_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(100),
   /** Wait-die: the longest an older transaction's statement waits for a younger one's lock. */
   TESSERA_TRANSACTION_OLDER_WAIT_MS: millisecondsSetting(1_000),
   /** Connections for open transactions (each holds one until it prepares or ends), apart from the shard's pool. */

@@ -7,10 +7,10 @@ import type { ParticipantStore } from './participant.store.js';
  * across shards, which no single Postgres sees, costs one transaction and not both. Transactions
  * are ordered by age the same way on every shard: their snapshot (`atClusterTime`, which the
  * router chose for all of them), then session and number. A statement still running after
- * `checkAfterMs` (maxTransactionLockRequestTimeoutMillis) is looked at: blocked by younger open
- * transactions of this shard only, it waits on (up to the Postgres lock_timeout its transaction
- * began with); blocked by an older one, or by a holder that is none of this shard's open
- * transactions, it dies with LockTimeout. Every wait then points from older to younger, so no
+ * `checkAfterMs` (maxTransactionLockRequestTimeoutMillis; each look is a query, so not too soon)
+ * is looked at: blocked by younger open transactions of this shard only, it waits on (up to the
+ * Postgres lock_timeout its transaction began with); blocked by an older one, or by a holder that
+ * is none of this shard's open transactions, it dies with LockTimeout. Every wait then points from older to younger, so no
  * cycle can form, and in a cycle the younger side dies while the older one waits for it.
  *
  * Updates never wait (they lock NOWAIT: first-committer-wins); what waits is an insert behind
