@@ -38,6 +38,8 @@ export const ERROR_CODES = {
   DOLLAR_PREFIXED_FIELD_NAME: { code: 52, codeName: 'DollarPrefixedFieldName', retryable: false },
   CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
   EXCEEDED_TIME_LIMIT: { code: 262, codeName: 'ExceededTimeLimit', retryable: true },
+  /** A resource is exhausted for now (MongoDB 7's code for it); retrying later may succeed. */
+  TEMPORARILY_UNAVAILABLE: { code: 365, codeName: 'TemporarilyUnavailable', retryable: true },
   MAX_TIME_MS_EXPIRED: { code: 50, codeName: 'MaxTimeMSExpired', retryable: false },
   DUPLICATE_KEY: { code: 11000, codeName: 'DuplicateKey', retryable: false },
   DOCUMENT_TOO_LARGE: { code: 10334, codeName: 'BSONObjectTooLarge', retryable: false },
@@ -208,6 +210,7 @@ const TRANSIENT_IN_TRANSACTION: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'NETWORK_TIMEOUT',
   'SHUTDOWN_IN_PROGRESS',
   'EXCEEDED_TIME_LIMIT',
+  'TEMPORARILY_UNAVAILABLE',
 ]);
 
 /** `error` as a transaction's statement answers it: labelled `TransientTransactionError` when retrying the transaction may succeed. Throws nothing. */

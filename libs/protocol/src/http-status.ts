@@ -55,6 +55,7 @@ export function httpStatusFor(code: ErrorCode): number {
       return 413;
     case 'NOT_LEADER':
     case 'SHUTDOWN_IN_PROGRESS':
+    case 'TEMPORARILY_UNAVAILABLE':
       return 503;
     case 'HOST_UNREACHABLE':
       return 502;

@@ -497,3 +497,17 @@ describe('a wait cycle between two transactions (wait-die)', () => {
     expect(reporter.unsent.filter((d) => d.decision === 'abort').map((d) => d.lsid)).toEqual([younger.lsid.id]);
   });
 });
+
+describe('a shard whose transaction connections are all held', () => {
+  it('refuses a new transaction at once with TemporarilyUnavailable, a transient error', async () => {
+    const { participants, clock } = await startParticipants({ TESSERA_TRANSACTION_POOL_SIZE: 1 });
+    const held = newTransaction(clock);
+    await participants.statement(held, ADMIT, async () => undefined);
+    await expect(participants.statement(newTransaction(clock), ADMIT, async () => undefined)).rejects.toMatchObject({
+      code: 'TEMPORARILY_UNAVAILABLE',
+      errorLabels: ['TransientTransactionError'],
+    });
+    await participants.abort(held);
+    await expect(participants.statement(newTransaction(clock), ADMIT, async () => 'began')).resolves.toBe('began');
+  });
+});

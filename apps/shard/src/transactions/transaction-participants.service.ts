@@ -26,6 +26,12 @@ import { type DecidedBy, TransactionReporter } from './transaction-reporter.js';
 import { WaitDie } from './wait-die.js';
 
 const REAP_INTERVAL_MS = 1_000;
+/**
+ * How long a new transaction waits for one of the pool's connections. Open transactions hold them
+ * until they end, so a full pool (clients that left transactions open) fails new ones quickly,
+ * with a transient error, instead of queueing them to the router's request timeout.
+ */
+const CONNECTION_WAIT_MS = 2_000;
 /** How long a session's new transaction waits for the decision of its prepared previous one. */
 const PREPARED_WAIT_MS = 5_000;
 
@@ -93,7 +99,7 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     this.pool = new DataSource({
       type: 'postgres',
       url: this.settings.TESSERA_DATABASE_URL,
-      extra: { max: this.settings.TESSERA_TRANSACTION_POOL_SIZE },
+      extra: { max: this.settings.TESSERA_TRANSACTION_POOL_SIZE, connectionTimeoutMillis: CONNECTION_WAIT_MS },
       logging: false,
     });
     await this.pool.initialize();
@@ -310,7 +316,9 @@ export class TransactionParticipants implements OnModuleInit, OnApplicationBoots
     const runner = this.pool!.createQueryRunner();
     const snapshot = this.writeTimes.writeTimeAt(fields.atClusterTime);
     try {
-      await runner.connect();
+      await runner.connect().catch((error: unknown) => {
+        throw poolExhausted(error, this.settings.TESSERA_TRANSACTION_POOL_SIZE);
+      });
       // The older side of a wait waits this long; wait-die ends any other wait sooner.
       const lockTimeoutMs = Math.max(
         this.settings.TESSERA_TRANSACTION_OLDER_WAIT_MS,
@@ -508,6 +516,16 @@ function firstWriteError(result: unknown): WriteErrorEntry | undefined {
 
 function describe(id: TransactionId): string {
   return `transaction ${id.txnNumber} of session ${id.lsid.id}`;
+}
+
+/** A failure to get a transaction connection: the pool's timeout is TemporarilyUnavailable; any other stays as it is. */
+function poolExhausted(error: unknown, size: number): unknown {
+  if (!/timeout exceeded when trying to connect/i.test((error as Error).message)) return error;
+  return new TesseraError(
+    'TEMPORARILY_UNAVAILABLE',
+    `every one of this shard's ${size} transaction connections is held by an open transaction (TESSERA_TRANSACTION_POOL_SIZE); retry the transaction`,
+    { cause: error, errorLabels: ['TransientTransactionError'] },
+  );
 }
 
 /** A prepared transaction's answer to anything but its coordinator's decision. */
