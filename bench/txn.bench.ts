@@ -309,9 +309,10 @@ async function recoveries(router: string): Promise<void> {
     console.log(
       `  kill until every in-doubt transaction resolved (${times.length} kills): p50 ${percentile(times, 50)} ms  p99 ${percentile(times, 99)} ms  max ${times[times.length - 1]} ms (goal p99 <= 2000)`,
     );
-  console.log(
-    `  the restart until ready:                        p50 ${percentile(restarts, 50)} ms  max ${restarts[restarts.length - 1]} ms`,
-  );
+  if (restarts.length > 0)
+    console.log(
+      `  the restart until ready:                        p50 ${percentile(restarts, 50)} ms  max ${restarts[restarts.length - 1]} ms`,
+    );
 }
 
 /**
