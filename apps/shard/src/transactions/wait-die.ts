@@ -2,6 +2,9 @@ import { TesseraError, compareClusterTimestamps } from '@tessera/core';
 import { type OpenTransaction, transactionKey } from './open-transaction.js';
 import type { ParticipantStore } from './participant.store.js';
 
+/** The longest pause between two looks at a running statement. */
+const MAX_LOOK_MS = 400;
+
 /**
  * Wait-die between transactions (Rosenkrantz, Stearns and Lewis, 1978), so that a wait cycle
  * across shards, which no single Postgres sees, costs one transaction and not both. Transactions
@@ -10,15 +13,13 @@ import type { ParticipantStore } from './participant.store.js';
  * `checkAfterMs` (maxTransactionLockRequestTimeoutMillis; each look is a query, so not too soon)
  * is looked at: blocked by younger open transactions of this shard only, it waits on (up to the
  * Postgres lock_timeout its transaction began with); blocked by an older one, or by a holder that
- * is none of this shard's open transactions, it dies with LockTimeout. Every wait then points from older to younger, so no
- * cycle can form, and in a cycle the younger side dies while the older one waits for it.
+ * is none of this shard's open transactions, it dies with LockTimeout. Every wait then points
+ * from older to younger, so no cycle can form, and in a cycle the younger side dies while the
+ * older one waits for it.
  *
  * Updates never wait (they lock NOWAIT: first-committer-wins); what waits is an insert behind
  * another transaction's uncommitted insert of the same key.
  */
-/** The longest pause between two looks at a running statement. */
-const MAX_LOOK_MS = 100;
-
 export class WaitDie {
   constructor(
     private readonly store: ParticipantStore,
