@@ -1,13 +1,16 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import type { Participant, TransactionDecision, TransactionId } from '@tessera/protocol';
+import { type DecisionAnswer, type Participant, type TransactionDecision, type TransactionId, notDelivered } from '@tessera/protocol';
 import { InternalClients, LOGGER, SETTINGS } from '@tessera/platform';
 import type { ShardSettings } from '../shard.settings.js';
 import { CoordinatorStore } from './coordinator.store.js';
 import { ParticipantStore, type PreparedTransaction } from './participant.store.js';
 import { recordedDecision } from './recorded-decision.js';
 import { TransactionReporter } from './transaction-reporter.js';
+
+/** How long a coordinator is given to answer a question about a decision. */
+const DECISION_TIMEOUT_MS = 5_000;
 
 /** A peer shard whose process does not answer, and the database it keeps its transactions in. */
 export interface PeerShard extends Participant {
@@ -79,7 +82,7 @@ export class PeerRecovery implements OnApplicationShutdown {
     const store = new ParticipantStore(await this.database(peer.storage));
     for (const prepared of await store.preparedTransactions()) {
       try {
-        const decision = await this.decisionOf(peer, prepared);
+        const decision = await this.decisionFor(peer, prepared);
         if (decision === undefined) continue;
         if (decision.decision === 'commit') await store.commitPrepared(prepared.gid);
         else await store.rollbackPrepared(prepared.gid);
@@ -93,10 +96,26 @@ export class PeerRecovery implements OnApplicationShutdown {
     }
   }
 
+  /**
+   * A coordinator's answer about a transaction it coordinated; while its process refuses
+   * connections and its database is known (`storage`), the decision in its database, and the
+   * rest of what it prepared there is resolved too.
+   */
+  async decisionOf(coordinator: Participant, storage: string | undefined, id: TransactionId): Promise<DecisionAnswer> {
+    try {
+      return await this.clients.shard(coordinator.url, DECISION_TIMEOUT_MS).transactionDecision(id);
+    } catch (error) {
+      if (storage === undefined || !notDelivered(error)) throw error;
+      const peer = { ...coordinator, storage };
+      this.recover(peer);
+      return this.decisionIn(peer, id);
+    }
+  }
+
   /** The decision for a transaction `peer` prepared: its own record, or its coordinator's answer (none while pending). */
-  private async decisionOf(peer: PeerShard, prepared: PreparedTransaction): Promise<TransactionDecision | undefined> {
+  private async decisionFor(peer: PeerShard, prepared: PreparedTransaction): Promise<TransactionDecision | undefined> {
     if (prepared.coordinator.shard === peer.shard) return this.decisionIn(peer, prepared.id);
-    const answer = await this.clients.shard(prepared.coordinator.url, 5_000).transactionDecision(prepared.id);
+    const answer = await this.decisionOf(prepared.coordinator, undefined, prepared.id);
     return answer.decision === 'pending' ? undefined : answer;
   }
 

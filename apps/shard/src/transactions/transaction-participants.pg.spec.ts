@@ -120,7 +120,7 @@ async function startParticipants(
     settings,
     silent,
   );
-  const resolver = new TransactionResolver(participants, clients, peers, settings, silent);
+  const resolver = new TransactionResolver(participants, peers, settings, silent);
   await participants.onModuleInit();
   await participants.onApplicationBootstrap();
   resolver.onApplicationBootstrap();

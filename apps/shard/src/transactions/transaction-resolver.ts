@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { type DecisionAnswer, type ResolveOutcome, type TransactionId, notDelivered } from '@tessera/protocol';
-import { InternalClients, LOGGER, type Periodic, SETTINGS, runPeriodically } from '@tessera/platform';
+import type { DecisionAnswer, ResolveOutcome, TransactionId } from '@tessera/protocol';
+import { LOGGER, type Periodic, SETTINGS, runPeriodically } from '@tessera/platform';
 import type { ShardSettings } from '../shard.settings.js';
 import type { PreparedTransaction } from './participant.store.js';
 import { PeerRecovery } from './peer-recovery.js';
@@ -15,7 +15,7 @@ const RESOLVE_INTERVAL_MS = 250;
  * `TESSERA_TRANSACTION_RESOLVE_AFTER_MS` asks its coordinator and applies the answer; so does an
  * operator's resolveTransaction, at once. It never decides itself: only the coordinator's record
  * (or its presumed abort) keeps every participant to one outcome. While the coordinator's
- * process refuses connections, that record is read in its database (`PeerRecovery`).
+ * process refuses connections, that record is read in its database (`PeerRecovery.decisionOf`).
  */
 @Injectable()
 export class TransactionResolver implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -23,7 +23,6 @@ export class TransactionResolver implements OnApplicationBootstrap, OnApplicatio
 
   constructor(
     private readonly participants: TransactionParticipants,
-    private readonly clients: InternalClients,
     private readonly peers: PeerRecovery,
     @Inject(SETTINGS) private readonly settings: ShardSettings,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -58,7 +57,7 @@ export class TransactionResolver implements OnApplicationBootstrap, OnApplicatio
   }
 
   private async resolve(prepared: PreparedTransaction): Promise<DecisionAnswer['decision']> {
-    const answer = await this.askCoordinator(prepared);
+    const answer = await this.peers.decisionOf(prepared.coordinator, prepared.coordinatorStorage, prepared.id);
     if (answer.decision === 'pending') return 'pending';
     this.logger.info(
       { lsid: prepared.id.lsid.id, txnNumber: prepared.id.txnNumber, decision: answer.decision },
@@ -67,20 +66,5 @@ export class TransactionResolver implements OnApplicationBootstrap, OnApplicatio
     if (answer.decision === 'commit') await this.participants.commit({ ...prepared.id, commitTime: answer.commitTime });
     else await this.participants.abort({ ...prepared.id, decided: true });
     return answer.decision;
-  }
-
-  /**
-   * The coordinator's answer; while its process refuses connections, the decision in its
-   * database, and the rest of what it prepared there is resolved too.
-   */
-  private async askCoordinator(prepared: PreparedTransaction): Promise<DecisionAnswer> {
-    try {
-      return await this.clients.shard(prepared.coordinator.url, 5_000).transactionDecision(prepared.id);
-    } catch (error) {
-      if (prepared.coordinatorStorage === undefined || !notDelivered(error)) throw error;
-      const coordinator = { ...prepared.coordinator, storage: prepared.coordinatorStorage };
-      this.peers.recover(coordinator);
-      return this.peers.decisionIn(coordinator, prepared.id);
-    }
   }
 }
