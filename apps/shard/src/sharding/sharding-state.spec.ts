@@ -12,6 +12,7 @@ import {
   globalMinKey,
   moveChunk,
   parseShardKeyPattern,
+  splitChunk,
 } from '@tessera/core';
 import { type CatalogDatabase, type GetChunksRequest, type GetChunksResult, chunkToWire } from '@tessera/protocol';
 import { CatalogCache } from '@tessera/routing';
@@ -59,7 +60,15 @@ function config() {
     state.chunks = [result.moved, result.control ?? second];
     return RoutingTable.fromChunks(state.chunks);
   };
-  return { state, source, moveFirstChunkTo };
+  /** Splits the chunk at `point` in two, on its shard: a minor bump of the collection version. */
+  const splitAt = (point: number) => {
+    const table = RoutingTable.fromChunks(state.chunks);
+    const chunk = table.chunkFor(encodeKey([point]));
+    const pieces = splitChunk(chunk, [[Long.fromNumber(point)]], table.collectionVersion);
+    state.chunks = [...state.chunks.filter((c) => c !== chunk), ...pieces];
+    return RoutingTable.fromChunks(state.chunks);
+  };
+  return { state, source, moveFirstChunkTo, splitAt };
 }
 
 const key = (x: number) => encodeKey([x]);
@@ -87,6 +96,25 @@ describe("a shard's sharding state", () => {
       details: { namespace: 'db.c', shard: 's1', received: old, wanted: now },
     });
     expect(state.chunkReads).toBe(reads);
+  });
+
+  it('serves a router that missed a split on this shard (same major), in both directions, without a refresh', async () => {
+    const { state, source, splitAt } = config();
+    const shard = new ShardingState('s1', new CatalogCache(source));
+    const before = RoutingTable.fromChunks(state.chunks).shardVersion('s1');
+    const after = splitAt(7).shardVersion('s1');
+    expect(after.minor).not.toBe(before.minor);
+    const reads = state.chunkReads;
+    // The shard saw the split, the router did not.
+    await shard.checkShardVersion('db.c', after);
+    const served = await shard.checkShardVersion('db.c', before);
+    expect(served.owns(key(5))).toBe(true);
+    // A shard that has not seen the split yet serves a router that has.
+    const behind = new ShardingState('s1', new CatalogCache(source));
+    await behind.checkShardVersion('db.c', before);
+    splitAt(3);
+    await behind.checkShardVersion('db.c', RoutingTable.fromChunks(state.chunks).shardVersion('s1'));
+    expect(state.chunkReads).toBe(reads + 2);
   });
 
   it('refreshes itself first when the router is ahead, then serves the request', async () => {

@@ -10,6 +10,7 @@ import {
   compareDatabaseVersions,
   databaseVersionToString,
   isIgnoredVersion,
+  isPlacementCompatible,
 } from '@tessera/core';
 import type { CatalogCache, CollectionRoutingInfo } from '@tessera/routing';
 
@@ -31,7 +32,9 @@ export interface FilteringMetadata {
 /**
  * A shard's view of placement (MongoDB's CollectionShardingRuntime and DatabaseShardingState):
  * it checks the version a router sent against its own and answers `STALE_CONFIG` /
- * `STALE_DB_VERSION` with both versions on a mismatch. When the router is ahead, the shard is
+ * `STALE_DB_VERSION` with both versions on a mismatch. A shard version matches when it is
+ * placement-compatible (`isPlacementCompatible`: same major), so splits and merges the router
+ * has not seen send nobody back. When the router is ahead, the shard is
  * the one behind: it refreshes from the config server first, and fails only if it still
  * disagrees. Queries take the metadata once, at their start, and filter orphans with it, so a
  * query keeps one ownership view for its whole life.
@@ -48,14 +51,13 @@ export class ShardingState {
    */
   async checkShardVersion(ns: string, received: ChunkVersion): Promise<FilteringMetadata> {
     let metadata = await this.metadata(ns);
-    if (isIgnoredVersion(received)) return metadata;
-    let relation = compareChunkVersions(received, metadata.shardVersion);
+    if (isIgnoredVersion(received) || isPlacementCompatible(received, metadata.shardVersion)) return metadata;
+    const relation = compareChunkVersions(received, metadata.shardVersion);
     if (relation === 'newer' || relation === 'differentGeneration') {
       this.cache.markCollectionStale(ns, received);
       metadata = await this.metadata(ns);
-      relation = compareChunkVersions(received, metadata.shardVersion);
     }
-    if (relation !== 'same') {
+    if (!isPlacementCompatible(received, metadata.shardVersion)) {
       throw new TesseraError(
         'STALE_CONFIG',
         `shard ${this.shardName} has version ${chunkVersionToString(metadata.shardVersion)} of ${ns}, the request was sent with ${chunkVersionToString(received)}`,

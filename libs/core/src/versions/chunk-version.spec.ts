@@ -52,6 +52,15 @@ describe('checkShardVersion', () => {
     expect(() => checkShardVersion('db.c', IGNORED_VERSION, v(2, 1))).not.toThrow();
   });
 
+  it('passes across splits and merges (minor versions), not across a migration (major) or a new generation', () => {
+    expect(() => checkShardVersion('db.c', v(2, 1), v(2, 7))).not.toThrow();
+    expect(() => checkShardVersion('db.c', v(2, 7), v(2, 1))).not.toThrow();
+    expect(() => checkShardVersion('db.c', v(2, 7), v(3, 0))).toThrow(expect.objectContaining({ code: 'STALE_CONFIG' }));
+    expect(() => checkShardVersion('db.c', v(3, 0), v(2, 7))).toThrow(expect.objectContaining({ code: 'STALE_CONFIG' }));
+    const otherGeneration = makeChunkVersion({ ...GEN, epoch: '65a000000000000000000002' }, 2, 1);
+    expect(() => checkShardVersion('db.c', otherGeneration, v(2, 1))).toThrow(expect.objectContaining({ code: 'STALE_CONFIG' }));
+  });
+
   it('answers a retryable STALE_CONFIG carrying both versions on a mismatch', () => {
     try {
       checkShardVersion('db.c', v(2, 1), v(3, 0));

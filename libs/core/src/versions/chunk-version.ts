@@ -147,15 +147,26 @@ export function chunkVersionToString(version: ChunkVersion): string {
 }
 
 /**
+ * True when a request versioned `received` may run on a shard holding `wanted` (MongoDB's
+ * isWriteCompatibleWith): same generation and same major version. Only a migration changes
+ * which shard owns a key, and it bumps the major version of both shards; splits and merges bump
+ * the minor only and leave ownership as it was, so a router that missed them still targets
+ * right and need not be sent back to refresh. Throws nothing.
+ */
+export function isPlacementCompatible(received: ChunkVersion, wanted: ChunkVersion): boolean {
+  return isSameGeneration(received, wanted) && received.major === wanted.major;
+}
+
+/**
  * Checks the shard version a request carries against the version the shard holds, as a shard
- * does on every versioned request. Passes when they are the same or the request carries
- * `IGNORED_VERSION`. Throws `STALE_CONFIG` (retryable) with both versions in `details`
- * (`received`, `wanted`, `namespace`) otherwise; the side that is behind refreshes.
+ * does on every versioned request. Passes when they are placement-compatible
+ * (`isPlacementCompatible`) or the request carries `IGNORED_VERSION`. Throws `STALE_CONFIG`
+ * (retryable) with both versions in `details` (`received`, `wanted`, `namespace`) otherwise;
+ * the side that is behind refreshes.
  */
 export function checkShardVersion(namespace: string, received: ShardVersion, wanted: ShardVersion): void {
-  if (isIgnoredVersion(received)) return;
+  if (isIgnoredVersion(received) || isPlacementCompatible(received, wanted)) return;
   const relation = compareChunkVersions(received, wanted);
-  if (relation === 'same') return;
   throw new TesseraError(
     'STALE_CONFIG',
     `Shard version mismatch for ${namespace}: request has ${chunkVersionToString(received)}, shard has ${chunkVersionToString(wanted)} (${relation}).`,
