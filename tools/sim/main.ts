@@ -1,7 +1,8 @@
 /**
  * `npm run sim [-- scenario-name... ] [--seed N]`: runs the balancer simulator over the scenario
  * files in tools/sim/scenarios/ (all of them by default) and prints, per scenario, the rounds
- * and simulated time to convergence and the final max/min data per shard.
+ * and simulated time to convergence and the final max/min data per shard under the scenario's
+ * scheduler (default `rounds`), then the simulated time under each scheduler and their ratio.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -32,7 +33,7 @@ function print(report: SimulationReport, description: string | undefined): void 
     .map(([reason, n]) => `${reason} ${n}`)
     .join(', ');
   const lines = [
-    `${report.scenario} (seed ${report.seed})${description ? `: ${description}` : ''}`,
+    `${report.scenario} (seed ${report.seed}, ${report.scheduler} scheduler)${description ? `: ${description}` : ''}`,
     `  ${report.converged ? 'converged' : 'DID NOT CONVERGE'} after ${report.rounds} rounds, ${duration(report.simulatedMs)} simulated` +
       `; compliant: ${report.status?.balancerCompliant === true ? 'yes' : `no (${report.status?.firstComplianceViolation ?? 'unknown'})`}`,
     `  migrations ${report.migrations}${reasons ? ` (${reasons})` : ''}, failed ${report.failedMigrations}, refused as too big ${report.tooBigRefusals}, moved ${mib(report.bytesMoved)}` +
@@ -43,6 +44,12 @@ function print(report: SimulationReport, description: string | undefined): void 
       .join(' | ')}`,
   ];
   console.log(lines.join('\n'));
+}
+
+function printSchedulers(rounds: SimulationReport, continuous: SimulationReport): void {
+  const time = (r: SimulationReport): string => `${duration(r.simulatedMs)}${r.converged ? '' : ' (did not converge)'}`;
+  const ratio = rounds.simulatedMs > 0 ? (continuous.simulatedMs / rounds.simulatedMs).toFixed(2) : 'n/a';
+  console.log(`  schedulers: rounds ${time(rounds)}, continuous ${time(continuous)}; continuous : rounds = ${ratio}`);
 }
 
 function main(): void {
@@ -58,7 +65,10 @@ function main(): void {
   for (const name of names) {
     const scenario = JSON.parse(readFileSync(`${dir}${name}.json`, 'utf8')) as SimulationScenario;
     const seeded = values.seed === undefined ? scenario : { ...scenario, seed: Number(values.seed) };
-    print(simulateBalancing(seeded), scenario.description);
+    const rounds = simulateBalancing({ ...seeded, scheduler: 'rounds' });
+    const continuous = simulateBalancing({ ...seeded, scheduler: 'continuous' });
+    print(seeded.scheduler === 'continuous' ? continuous : rounds, scenario.description);
+    printSchedulers(rounds, continuous);
   }
 }
 

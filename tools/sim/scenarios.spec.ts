@@ -1,39 +1,57 @@
 /**
  * The simulator over the scenario files (the deterministic-simulation tier): each converges,
- * deterministically from its seed, to what its policy promises.
+ * deterministically from its seed, to what its policy promises, under both schedulers.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { SimulationReport, SimulationScenario } from '@tessera/core';
+import type { BalancerScheduler, SimulationReport, SimulationScenario } from '@tessera/core';
 import { simulateBalancing } from '@tessera/core';
 
 const dir = fileURLToPath(new URL('./scenarios/', import.meta.url));
 const load = (name: string): SimulationScenario => JSON.parse(readFileSync(`${dir}${name}.json`, 'utf8')) as SimulationScenario;
 const MAX = 128 * 1024 * 1024;
+const names = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .map((f) => f.replace(/\.json$/, ''))
+  .sort();
 const reports = new Map<string, SimulationReport>();
-const run = (name: string): SimulationReport => {
-  const cached = reports.get(name);
+/** The scenario's report under `scheduler`; the files leave it unset, so `rounds` is their own. */
+const run = (name: string, scheduler: BalancerScheduler = 'rounds'): SimulationReport => {
+  const key = `${name}/${scheduler}`;
+  const cached = reports.get(key);
   if (cached) return cached;
-  const report = simulateBalancing(load(name));
-  reports.set(name, report);
+  const report = simulateBalancing({ ...load(name), scheduler });
+  reports.set(key, report);
   return report;
 };
 
 describe('balancer simulation scenarios', () => {
-  it.each(
-    readdirSync(dir)
-      .filter((f) => f.endsWith('.json'))
-      .map((f) => f.replace(/\.json$/, '')),
-  )('%s converges to a compliant collection', (name) => {
-    const report = run(name);
-    expect(report.converged).toBe(true);
-    expect(report.status?.balancerCompliant).toBe(true);
-    expect(report.finalBytes).toBe(report.initialBytes);
+  it.each(names.flatMap((name) => (['rounds', 'continuous'] as const).map((scheduler) => [name, scheduler] as const)))(
+    '%s converges to a compliant collection under the %s scheduler without losing data',
+    (name, scheduler) => {
+      const report = run(name, scheduler);
+      expect(report.scheduler).toBe(scheduler);
+      expect(report.converged).toBe(true);
+      expect(report.status?.balancerCompliant).toBe(true);
+      expect(report.finalBytes).toBe(report.initialBytes);
+    },
+  );
+
+  it.each(names)('%s converges no later under the continuous scheduler than under rounds', (name) => {
+    const rounds = run(name, 'rounds');
+    const continuous = run(name, 'continuous');
+    const seconds = (ms: number): string => (ms / 1000).toFixed(1);
+    console.log(
+      `${name}: rounds ${seconds(rounds.simulatedMs)} s, continuous ${seconds(continuous.simulatedMs)} s` +
+        ` (continuous : rounds = ${(continuous.simulatedMs / rounds.simulatedMs).toFixed(2)})`,
+    );
+    expect(continuous.simulatedMs).toBeLessThanOrEqual(rounds.simulatedMs);
   });
 
   it('gives the same report for the same scenario and seed', () => {
     expect(simulateBalancing(load('drain-shard'))).toEqual(run('drain-shard'));
+    expect(simulateBalancing({ ...load('drain-shard'), scheduler: 'continuous' })).toEqual(run('drain-shard', 'continuous'));
   });
 
   it('spreads 300 chunks over the new 4th shard until no two shards differ by more than 3 max chunk sizes', () => {
@@ -53,6 +71,21 @@ describe('balancer simulation scenarios', () => {
     const report = run('drain-shard');
     expect(report.shards.shard3).toEqual({ chunks: 0, bytes: 0 });
     expect(report.migrationsByReason.drain).toBeGreaterThan(0);
+  });
+
+  it('drains one shard into three under both schedulers', () => {
+    for (const scheduler of ['rounds', 'continuous'] as const) {
+      const report = run('drain-into-three', scheduler);
+      expect(report.shards.shard0).toEqual({ chunks: 0, bytes: 0 });
+      expect(report.migrationsByReason.drain).toBe(120);
+    }
+  });
+
+  it('spreads 1,000 small chunks from one donor over 3 new shards under both schedulers', () => {
+    for (const scheduler of ['rounds', 'continuous'] as const) {
+      const report = run('small-chunks-donor', scheduler);
+      for (const shard of ['shard1', 'shard2', 'shard3']) expect(report.shards[shard]?.chunks).toBeGreaterThan(200);
+    }
   });
 
   it('splits at zone boundaries and moves every zone chunk onto a shard of its zone', () => {

@@ -83,3 +83,20 @@ export const BALANCER_ROUND_INTERVAL_MS = 10_000;
  * once; that round sleeps what is left of this before its migrations (its selection counts).
  */
 export const BALANCER_MIGRATIONS_THROTTLING_MS = 1000;
+
+/**
+ * When the balancer's main loop plans migrations:
+ * - `rounds`: MongoDB's. A round plans migrations for every free shard, issues them, waits for
+ *   all of them, then sleeps what is left of `balancerMigrationsThrottlingMs` before the next
+ *   round's migrations.
+ * - `continuous`: as soon as a migration ends, the leader plans again with the same policies, so
+ *   the shards it freed start their next migration without waiting for the round's others (as
+ *   CockroachDB and TiDB schedule moves).
+ */
+export type BalancerScheduler = 'rounds' | 'continuous';
+
+/** All schedulers, for validation at the edge. */
+export const BALANCER_SCHEDULERS: readonly BalancerScheduler[] = ['rounds', 'continuous'];
+
+/** The default scheduler. */
+export const DEFAULT_BALANCER_SCHEDULER: BalancerScheduler = 'continuous';

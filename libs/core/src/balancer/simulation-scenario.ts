@@ -3,9 +3,10 @@
  * hold it, and the report of a run.
  */
 import type { ShardId } from '../routing/chunk.js';
-import type { BalancingMode } from './balancer-settings.js';
+import type { BalancerScheduler, BalancingMode } from './balancer-settings.js';
 import type { ChunkRun } from './chunk-layout.js';
 import type { CollectionBalanceStatus } from './chunk-selection.policy.js';
+import type { MigrationPlan, SizedChunk } from './distribution.js';
 import type { Random } from './seeded-random.js';
 import { randomInt } from './seeded-random.js';
 
@@ -30,6 +31,11 @@ export interface SimulationScenario {
   readonly maxChunkSizeBytes: number;
   /** Chunk selection mode; default `dataSize`. */
   readonly mode?: BalancingMode;
+  /**
+   * When the main thread plans; default `rounds` (not the service's `DEFAULT_BALANCER_SCHEDULER`),
+   * so a scenario file means what it meant before the continuous scheduler existed.
+   */
+  readonly scheduler?: BalancerScheduler;
   readonly shards: readonly { readonly id: ShardId; readonly zones?: readonly string[]; readonly draining?: boolean }[];
   readonly chunks: readonly SimulatedChunkRun[];
   /** Zone ranges in chunk positions of the initial layout (`[from, to)`; fractions cut chunks). */
@@ -40,11 +46,11 @@ export interface SimulationScenario {
   readonly migrationBytesPerSecond?: number;
   /** Fixed cost of a migration (critical section, commit, refresh); default 400 ms. */
   readonly migrationOverheadMs?: number;
-  /** balancerMigrationsThrottlingMs; default `BALANCER_MIGRATIONS_THROTTLING_MS` (1,000). */
+  /** balancerMigrationsThrottlingMs, `rounds` only; default `BALANCER_MIGRATIONS_THROTTLING_MS` (1,000). */
   readonly migrationsThrottlingMs?: number;
   /** Probability that a migration fails (retryably); default 0. */
   readonly failureRate?: number;
-  /** Give up after this many rounds; default 20,000. */
+  /** Give up after this many rounds (`continuous`: planning events); default 20,000. */
   readonly maxRounds?: number;
 }
 
@@ -52,9 +58,13 @@ export interface SimulationScenario {
 export interface SimulationReport {
   readonly scenario: string;
   readonly seed: number;
+  readonly scheduler: BalancerScheduler;
   /** True when the policies had nothing left to do before `maxRounds`. */
   readonly converged: boolean;
-  /** Main-thread rounds that issued something. */
+  /**
+   * `rounds`: main-thread rounds that issued something (the secondary thread's work counts).
+   * `continuous`: planning events that issued a split or a migration.
+   */
   readonly rounds: number;
   /** Simulated time until the last action completed. */
   readonly simulatedMs: number;
@@ -78,6 +88,28 @@ export interface SimulationReport {
   readonly shards: Readonly<Record<ShardId, { readonly chunks: number; readonly bytes: number }>>;
   readonly status: CollectionBalanceStatus | undefined;
   readonly migrationsByReason: Readonly<Record<string, number>>;
+}
+
+/** One migration as the simulator ran it: issued at `startMs`, its outcome applied at `endMs`. */
+export interface SimulatedMigration {
+  readonly plan: MigrationPlan;
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly ok: boolean;
+}
+
+/** One planning of the main thread: the chunks the policy read, the shards it left alone, what it issued. */
+export interface SimulatedPlanning {
+  readonly nowMs: number;
+  readonly busyShards: ReadonlySet<ShardId>;
+  readonly chunks: readonly SizedChunk[];
+  readonly migrations: readonly MigrationPlan[];
+}
+
+/** Watches a simulation without changing it (tests look at the schedule through it). */
+export interface SimulationObserver {
+  readonly planned?: (planning: SimulatedPlanning) => void;
+  readonly migrationEnded?: (migration: SimulatedMigration) => void;
 }
 
 /** Expands a scenario's chunk runs into concrete runs with sizes, drawing from `random`. */

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { BALANCER_MIGRATIONS_THROTTLING_MS } from './balancer-settings.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
-import type { SimulationScenario } from './simulator.js';
+import type { BalancerScheduler } from './balancer-settings.js';
+import { rangeKey } from './distribution.js';
+import type { SimulatedMigration, SimulatedPlanning, SimulationReport, SimulationScenario } from './simulator.js';
 import { expandChunkRuns, simulateBalancing } from './simulator.js';
 
 const MB = 1024 * 1024;
@@ -20,6 +22,44 @@ function scenario(overrides: Partial<SimulationScenario> = {}): SimulationScenar
     ],
     ...overrides,
   };
+}
+
+/**
+ * A donor of ten 64 MiB chunks, a donor of ten 1 MiB chunks and two empty shards, balanced on
+ * chunk counts with no migration throttle: the small chunks' migrations end long before the big
+ * ones', and only the round barrier tells the schedulers apart.
+ */
+function unevenDonors(scheduler: BalancerScheduler): SimulationScenario {
+  return {
+    name: 'uneven donors',
+    seed: 3,
+    maxChunkSizeBytes: MAX,
+    mode: 'chunkCountOptimal',
+    scheduler,
+    migrationsThrottlingMs: 0,
+    shards: [{ id: 'a' }, { id: 'b' }, { id: 'c' }, { id: 'd' }],
+    chunks: [
+      { shard: 'a', count: 10, sizeBytes: 64 * MB },
+      { shard: 'b', count: 10, sizeBytes: MB },
+    ],
+  };
+}
+
+/** The report, every planning and every migration as it ran. */
+function traced(s: SimulationScenario): { report: SimulationReport; plannings: SimulatedPlanning[]; migrations: SimulatedMigration[] } {
+  const plannings: SimulatedPlanning[] = [];
+  const migrations: SimulatedMigration[] = [];
+  const report = simulateBalancing(s, { planned: (p) => plannings.push(p), migrationEnded: (m) => migrations.push(m) });
+  return { report, plannings, migrations };
+}
+
+/** Pairs of migrations that run at the same time. */
+function concurrentPairs(migrations: readonly SimulatedMigration[]): [SimulatedMigration, SimulatedMigration][] {
+  return migrations.flatMap((x, i) =>
+    migrations
+      .slice(i + 1)
+      .flatMap((y) => (x.startMs < y.endMs && y.startMs < x.endMs ? [[x, y] as [SimulatedMigration, SimulatedMigration]] : [])),
+  );
 }
 
 describe('the seeded random', () => {
@@ -93,5 +133,73 @@ describe('the balancer simulator', () => {
     );
     expect(runs).toHaveLength(100);
     for (let i = 2; i < 100; i += 2) expect(runs[i]?.shard).not.toBe(runs[i - 1]?.shard);
+  });
+});
+
+describe('the continuous scheduler', () => {
+  const continuous = (overrides: Partial<SimulationScenario> = {}): SimulationScenario =>
+    scenario({ scheduler: 'continuous', ...overrides });
+
+  it('is a function of its scenario and seed', () => {
+    expect(simulateBalancing(continuous())).toEqual(simulateBalancing(continuous()));
+    expect(simulateBalancing(continuous({ seed: 2 }))).not.toEqual(simulateBalancing(continuous()));
+    expect(traced(unevenDonors('continuous')).migrations).toEqual(traced(unevenDonors('continuous')).migrations);
+  });
+
+  it('converges with the empty shard within 3 max chunk sizes of the others and loses no data, through failures too', () => {
+    for (const report of [simulateBalancing(continuous()), simulateBalancing(continuous({ failureRate: 0.3 }))]) {
+      expect(report.scheduler).toBe('continuous');
+      expect(report.converged).toBe(true);
+      expect(report.status?.balancerCompliant).toBe(true);
+      expect(report.maxShardBytes - report.minShardBytes).toBeLessThanOrEqual(3 * MAX);
+      expect(report.finalBytes).toBe(report.initialBytes);
+    }
+  });
+
+  it('starts the next migration of a shard freed early before a slower concurrent migration ends', () => {
+    const rounds = traced(unevenDonors('rounds'));
+    const continuously = traced(unevenDonors('continuous'));
+    const startsDuringAnEarlierOne = (migrations: readonly SimulatedMigration[]): boolean =>
+      concurrentPairs(migrations).some(([x, y]) => x.startMs !== y.startMs);
+    expect(startsDuringAnEarlierOne(rounds.migrations)).toBe(false);
+    expect(startsDuringAnEarlierOne(continuously.migrations)).toBe(true);
+    expect(continuously.report.migrations).toBe(rounds.report.migrations);
+    expect(continuously.report.simulatedMs).toBeLessThan(rounds.report.simulatedMs);
+  });
+
+  it('never plans a migration on a shard that is in one still in flight', () => {
+    const fourShards = continuous({ shards: [{ id: 'a' }, { id: 'b' }, { id: 'c' }, { id: 'd' }], failureRate: 0.1 });
+    for (const s of [unevenDonors('continuous'), fourShards]) {
+      const pairs = concurrentPairs(traced(s).migrations);
+      expect(pairs.length).toBeGreaterThan(0);
+      const inTwoAtOnce = pairs.flatMap(([x, y]) =>
+        [x.plan.from, x.plan.to].filter((shard) => shard === y.plan.from || shard === y.plan.to),
+      );
+      expect(inTwoAtOnce).toEqual([]);
+    }
+  });
+
+  it('plans while a migration is in flight with its chunk still on the donor', () => {
+    const { plannings, migrations } = traced(unevenDonors('continuous'));
+    const seen = plannings.flatMap((p) =>
+      migrations
+        .filter((m) => m.startMs < p.nowMs && p.nowMs < m.endMs)
+        .map((m) => ({ on: p.chunks.find((c) => rangeKey(c.range) === rangeKey(m.plan.range))?.shard, donor: m.plan.from })),
+    );
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.filter((s) => s.on !== s.donor)).toEqual([]);
+  });
+
+  it('sleeps no migration throttle between migrations', () => {
+    const instant = continuous({ migrationOverheadMs: 0, migrationBytesPerSecond: Number.MAX_SAFE_INTEGER });
+    const report = simulateBalancing(instant);
+    expect(report.rounds).toBeGreaterThan(1);
+    expect(report.simulatedMs).toBe(0);
+  });
+
+  it('stops after maxRounds planning events and says it did not converge', () => {
+    const report = simulateBalancing(continuous({ maxRounds: 2 }));
+    expect(report.converged).toBe(false);
+    expect(report.rounds).toBe(2);
   });
 });

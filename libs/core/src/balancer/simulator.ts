@@ -3,10 +3,15 @@
  * (`balancer-round.policy.ts`) and the secondary thread's defragmentation actions run over
  * simulated shards holding one collection, on a simulated clock, with durations and failures
  * drawn from a seeded `Random`. Only the state and the clock are fake: same scenario and seed,
- * same report. Main-thread rounds: zone splits, then the round's plan, its migrations starting
- * after the plan's throttle and awaited; the next round after `nextRoundDelayMs`. The secondary
- * thread issues defragmentation merges and data sizes one per `defragmentationThrottlingMS`
- * while the main thread works and sleeps. Snapshots and planning take no simulated time.
+ * same report. The main thread runs one of two schedulers:
+ * - `rounds`: zone splits, then the round's plan, its migrations starting after the plan's
+ *   throttle and awaited; the next round after `nextRoundDelayMs`. A migration is committed when
+ *   issued (with its end time), as nothing plans again before it ends;
+ * - `continuous` (`continuous-simulation.ts`): the same planning again as soon as a migration
+ *   ends, each migration committed when it ends.
+ * The secondary thread issues defragmentation merges and data sizes one per
+ * `defragmentationThrottlingMS` while the main thread works and sleeps. Snapshots and planning
+ * take no simulated time.
  */
 import type { ShardId } from '../routing/chunk.js';
 import {
@@ -15,20 +20,22 @@ import {
   DEFAULT_CHUNK_SELECTION_SETTINGS,
   DEFAULT_DEFRAGMENTATION_SETTINGS,
 } from './balancer-settings.js';
-import type { BalancerRoundSettings, BalancerRoundSnapshot, RoundMigrationOutcome } from './balancer-round.policy.js';
+import type { BalancerRoundSettings, BalancerRoundSnapshot } from './balancer-round.policy.js';
 import { followUpMigration, nextRoundDelayMs, planBalancerRound, planZoneBoundarySplits } from './balancer-round.policy.js';
 import { layoutKey } from './chunk-layout.js';
 import type { CollectionBalanceStatus } from './chunk-selection.policy.js';
+import type { ContinuousSimulationCluster, IssuedMigration } from './continuous-simulation.js';
+import { runContinuousScheduler } from './continuous-simulation.js';
 import type { DefragmentationAction, DefragmentationOutcome, DefragmentationState } from './defragmentation.machine.js';
 import { nextDefragmentationActions, onDefragmentationOutcome, startDefragmentation } from './defragmentation.machine.js';
-import type { BalancingMode } from './balancer-settings.js';
+import type { BalancerScheduler, BalancingMode } from './balancer-settings.js';
 import type { CollectionDistribution, MigrationPlan, ShardStatistics, SplitPlan } from './distribution.js';
 import { unknownChunkBytesOf } from './distribution-status.js';
 import { decideOnSplitVector, isTooBigToMove } from './jumbo.js';
 import type { Random } from './seeded-random.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
 import { SimulatedCollection } from './simulated-collection.js';
-import type { SimulationReport, SimulationScenario } from './simulation-scenario.js';
+import type { SimulationObserver, SimulationReport, SimulationScenario } from './simulation-scenario.js';
 import { expandChunkRuns } from './simulation-scenario.js';
 
 export * from './simulation-scenario.js';
@@ -36,9 +43,9 @@ export * from './simulation-scenario.js';
 const NAMESPACE = 'sim.coll';
 const MIB = 1024 * 1024;
 
-/** Runs `scenario` to convergence (or `maxRounds`) and returns the report. */
-export function simulateBalancing(scenario: SimulationScenario): SimulationReport {
-  return new Simulation(scenario).run();
+/** Runs `scenario` to convergence (or `maxRounds`) and returns the report; `observer` watches its plannings and migrations. */
+export function simulateBalancing(scenario: SimulationScenario, observer: SimulationObserver = {}): SimulationReport {
+  return new Simulation(scenario, undefined, observer).run();
 }
 
 /** A recorded snapshot of one collection, as the simulator's starting state. */
@@ -81,13 +88,17 @@ export function simulateFirstRound(recorded: RecordedCollectionSnapshot): Simula
   return simulation.firstRound!;
 }
 
-class Simulation {
+class Simulation implements ContinuousSimulationCluster {
   private readonly random: Random;
   private readonly collection: SimulatedCollection;
   private readonly shards: ShardStatistics[];
   private readonly settings: BalancerRoundSettings;
+  /** The rounds scheduler's clock (the continuous one keeps its own). */
   private nowMs = 0;
-  /** When the last round's migrations ended (MongoDB's lastMigrationTime). */
+  /**
+   * When the last round's migrations ended (MongoDB's lastMigrationTime). Stays null under the
+   * continuous scheduler, which has no migration throttle, so its plans' `throttleMs` is 0.
+   */
   private lastMigrationMs: number | null = null;
   private defrag: DefragmentationState | undefined;
   private chunkCountInProgress: ReadonlySet<string> = new Set();
@@ -111,6 +122,7 @@ class Simulation {
   constructor(
     private readonly scenario: SimulationScenario,
     recorded?: SimulatedCollection,
+    private readonly observer: SimulationObserver = {},
   ) {
     this.random = createSeededRandom(scenario.seed);
     const zones = (scenario.zones ?? []).map((z) => ({ zone: z.zone, range: { min: layoutKey(z.from), max: layoutKey(z.to) } }));
@@ -129,15 +141,26 @@ class Simulation {
     const initialChunks = this.collection.chunks.length;
     const initialBytes = this.collection.totalBytes();
     const maxRounds = this.scenario.maxRounds ?? 20_000;
-    let converged = false;
+    const converged = this.scheduler() === 'continuous' ? this.runContinuously(maxRounds) : this.runRounds(maxRounds);
+    return this.report(converged, initialChunks, initialBytes);
+  }
+
+  private scheduler(): BalancerScheduler {
+    return this.scenario.scheduler ?? 'rounds';
+  }
+
+  private runRounds(maxRounds: number): boolean {
     for (let round = 0; round < maxRounds; round++) {
-      if (!this.runRound()) {
-        converged = true;
-        break;
-      }
+      if (!this.runRound()) return true;
       this.counters.rounds++;
     }
-    return this.report(converged, initialChunks, initialBytes);
+    return false;
+  }
+
+  private runContinuously(maxPlannings: number): boolean {
+    const { converged, issuingPlannings } = runContinuousScheduler(this, maxPlannings);
+    this.counters.rounds = issuingPlannings;
+    return converged;
   }
 
   private report(converged: boolean, initialChunks: number, initialBytes: number): SimulationReport {
@@ -153,6 +176,7 @@ class Simulation {
     return {
       scenario: this.scenario.name,
       seed: this.scenario.seed,
+      scheduler: this.scheduler(),
       converged,
       ...counters,
       simulatedMs: lastActionMs,
@@ -169,58 +193,79 @@ class Simulation {
     };
   }
 
-  private isDefragmenting(): boolean {
+  isDefragmenting(): boolean {
     return this.defrag !== undefined && this.defrag.phase !== 'finished';
+  }
+
+  hasDefragmentationWorkPending(): boolean {
+    return this.isDefragmenting() && this.defrag!.inFlight.length + this.defrag!.retries.length > 0;
   }
 
   private snapshot(): BalancerRoundSnapshot {
     return { shards: this.shards, collections: [{ distribution: this.collection.distribution(), defragmenting: this.isDefragmenting() }] };
   }
 
-  /** One main-thread round and the secondary thread's work meanwhile. Returns whether anything was issued. */
-  private runRound(): boolean {
-    const roundStart = this.nowMs;
-    const wasDefragmenting = this.isDefragmenting();
+  /**
+   * The main thread's planning: splits at zone bounds, issued at once, then the production plan
+   * on the shards not in `busyShards`. Keeps the state it carries over to the next planning.
+   */
+  plan(nowMs: number, busyShards: ReadonlySet<ShardId>): SimulatedRound & { readonly throttleMs: number } {
     const splits = planZoneBoundarySplits(this.snapshot());
     for (const split of splits) this.split(split.range, split.splitPoints);
+    if (splits.length > 0) this.counters.lastActionMs = Math.max(this.counters.lastActionMs, nowMs);
     const plan = planBalancerRound(
       this.snapshot(),
       {
         defragmentation: new Map(this.isDefragmenting() && this.defrag ? [[this.collection.namespace, this.defrag]] : []),
         chunkCountInProgress: this.chunkCountInProgress,
-        busyShards: new Set(),
+        busyShards,
         lastMigrationEndMs: this.lastMigrationMs,
       },
       this.settings,
-      roundStart,
+      nowMs,
     );
     this.defrag = plan.defragmentation[0] ?? this.defrag;
     this.chunkCountInProgress = plan.chunkCountInProgress;
     this.lastStatus = plan.statuses.find((s) => s.firstComplianceViolation !== 'defragmentingChunks') ?? this.lastStatus;
-    const migrations = plan.migrations;
-    this.firstRound ??= { splits, migrations, statuses: plan.statuses };
-    const migrationsStart = roundStart + plan.throttleMs;
+    const round = { splits, migrations: plan.migrations, statuses: plan.statuses };
+    this.firstRound ??= round;
+    // A copy of the chunks the policy read: the collection changes its array in place.
+    this.observer.planned?.({ nowMs, busyShards, chunks: [...this.collection.chunks], migrations: plan.migrations });
+    return { ...round, throttleMs: plan.throttleMs };
+  }
+
+  /** One main-thread round and the secondary thread's work meanwhile. Returns whether anything was issued. */
+  private runRound(): boolean {
+    const roundStart = this.nowMs;
+    const wasDefragmenting = this.isDefragmenting();
+    const { splits, migrations, throttleMs } = this.plan(roundStart, new Set());
+    const migrationsStart = roundStart + throttleMs;
     let roundMs = 0;
     for (const m of migrations) roundMs = Math.max(roundMs, this.migrate(m, migrationsStart));
     const roundEnd = migrationsStart + roundMs;
     if (migrations.length > 0) this.lastMigrationMs = roundEnd;
     const interval = nextRoundDelayMs({ issuedMigrations: migrations.length > 0, woken: false }, BALANCER_ROUND_INTERVAL_MS);
     // The secondary thread works while the main thread sleeps and migrates.
-    const secondaryIssued = this.runSecondary(roundStart, roundEnd - roundStart + interval);
+    const secondaryIssued = this.runSecondary(roundStart, roundEnd + interval).issued;
     this.nowMs = roundEnd + interval;
     const issued = splits.length > 0 || migrations.length > 0 || secondaryIssued > 0;
     if (issued) this.counters.lastActionMs = Math.max(this.counters.lastActionMs, roundEnd);
     // A defragmentation that is not finished has something in flight or to do; one that ended in
     // this round leaves its collection to the chunk selection policy from the next round on.
     if (wasDefragmenting && !this.isDefragmenting()) return true;
-    return issued || (this.isDefragmenting() && this.defrag!.inFlight.length + this.defrag!.retries.length > 0);
+    return issued || this.hasDefragmentationWorkPending();
   }
 
-  private runSecondary(start: number, windowMs: number): number {
-    if (this.defrag === undefined || this.defrag.phase === 'finished') return 0;
+  /**
+   * The secondary thread from `fromMs` until `untilMs`, one action per throttle; stops early when
+   * defragmentation has nothing to issue (the next planning signals it again).
+   */
+  runSecondary(fromMs: number, untilMs: number): { issued: number; nextAtMs: number } {
+    if (this.defrag === undefined || this.defrag.phase === 'finished') return { issued: 0, nextAtMs: fromMs };
     const throttle = DEFAULT_DEFRAGMENTATION_SETTINGS.defragmentationThrottlingMS;
     let issued = 0;
-    for (let at = start; at < start + windowMs; at += throttle) {
+    let at = fromMs;
+    for (; at < untilMs; at += throttle) {
       const snapshot = { chunks: this.collection.chunks, maxChunkSizeBytes: this.scenario.maxChunkSizeBytes };
       const next = nextDefragmentationActions(this.defrag, snapshot, DEFAULT_DEFRAGMENTATION_SETTINGS, 1);
       this.defrag = next.state;
@@ -231,7 +276,7 @@ class Simulation {
       this.counters.lastActionMs = Math.max(this.counters.lastActionMs, doneAt);
       this.defrag = onDefragmentationOutcome(this.defrag, action, this.applySecondary(action, doneAt));
     }
-    return issued;
+    return { issued, nextAtMs: at };
   }
 
   private applySecondary(action: DefragmentationAction, atMs: number): DefragmentationOutcome {
@@ -248,9 +293,48 @@ class Simulation {
     }
   }
 
-  /** Issues one migration of the plan and applies its follow-up; returns its duration. */
+  /** Issues one migration of a round and applies its end at once; returns its duration. */
   private migrate(m: MigrationPlan, startMs: number): number {
-    const { outcome, durationMs } = this.simulateMigration(m, startMs);
+    const migration = this.issueMigration(m);
+    this.endMigration(migration, startMs, startMs + migration.durationMs);
+    return migration.durationMs;
+  }
+
+  /**
+   * Draws how the donor's side of `m` will end and how long it takes: it refuses a chunk too big
+   * after a short check, fails at `failureRate`, else moves the chunk. Changes nothing yet.
+   */
+  issueMigration(m: MigrationPlan): IssuedMigration {
+    const sizeBytes = this.collection.find(m.range)?.estimatedSizeBytes ?? 0;
+    const rate = this.scenario.migrationBytesPerSecond ?? 64 * MIB;
+    const overhead = this.scenario.migrationOverheadMs ?? 400;
+    const jitter = 0.8 + 0.4 * this.random.nextFloat();
+    const durationMs = Math.round((overhead + (sizeBytes / rate) * 1000) * jitter);
+    if (isTooBigToMove(sizeBytes, this.scenario.maxChunkSizeBytes)) {
+      const error = 'chunk too big to move';
+      return {
+        plan: m,
+        outcome: { ok: false, code: 'CHUNK_TOO_BIG', retryable: false, error },
+        durationMs: Math.round(overhead * jitter),
+        sizeBytes,
+      };
+    }
+    if (this.random.nextFloat() < (this.scenario.failureRate ?? 0))
+      return { plan: m, outcome: { ok: false, code: 'SIMULATED', retryable: true, error: 'simulated failure' }, durationMs, sizeBytes };
+    return { plan: m, outcome: { ok: true }, durationMs, sizeBytes };
+  }
+
+  /** Commits a successful migration at `endMs` (a failed one changes nothing), then applies its follow-up. */
+  endMigration(migration: IssuedMigration, startMs: number, endMs: number): void {
+    const { plan: m, outcome } = migration;
+    this.counters.lastActionMs = Math.max(this.counters.lastActionMs, endMs);
+    if (outcome.ok) {
+      this.collection.move(m.range, m.to, endMs);
+      this.counters.migrations++;
+      this.counters.bytesMoved += migration.sizeBytes;
+      this.byReason[m.reason] = (this.byReason[m.reason] ?? 0) + 1;
+    } else if (outcome.code === 'CHUNK_TOO_BIG') this.counters.tooBigRefusals++;
+    else this.counters.failedMigrations++;
     const followUp = followUpMigration(m, outcome);
     if (followUp.defragmentation && this.defrag)
       this.defrag = onDefragmentationOutcome(this.defrag, followUp.defragmentation.action, followUp.defragmentation.outcome);
@@ -261,31 +345,7 @@ class Simulation {
       if (decision.action === 'split') this.split(chunk.range, decision.splitPoints);
       else if (decision.action === 'markJumbo') this.collection.markJumbo(chunk.range);
     }
-    return durationMs;
-  }
-
-  /** The donor's side: refuses a chunk too big, fails at `failureRate`, else commits the move. A failure changes nothing. */
-  private simulateMigration(m: MigrationPlan, startMs: number): { outcome: RoundMigrationOutcome; durationMs: number } {
-    const size = this.collection.find(m.range)?.estimatedSizeBytes ?? 0;
-    const rate = this.scenario.migrationBytesPerSecond ?? 64 * MIB;
-    const overhead = this.scenario.migrationOverheadMs ?? 400;
-    const jitter = 0.8 + 0.4 * this.random.nextFloat();
-    const durationMs = Math.round((overhead + (size / rate) * 1000) * jitter);
-    if (isTooBigToMove(size, this.scenario.maxChunkSizeBytes)) {
-      // The donor refuses after a short check.
-      this.counters.tooBigRefusals++;
-      const error = 'chunk too big to move';
-      return { outcome: { ok: false, code: 'CHUNK_TOO_BIG', retryable: false, error }, durationMs: Math.round(overhead * jitter) };
-    }
-    if (this.random.nextFloat() < (this.scenario.failureRate ?? 0)) {
-      this.counters.failedMigrations++;
-      return { outcome: { ok: false, code: 'SIMULATED', retryable: true, error: 'simulated failure' }, durationMs };
-    }
-    this.collection.move(m.range, m.to, startMs + durationMs);
-    this.counters.migrations++;
-    this.counters.bytesMoved += size;
-    this.byReason[m.reason] = (this.byReason[m.reason] ?? 0) + 1;
-    return { outcome: { ok: true }, durationMs };
+    this.observer.migrationEnded?.({ plan: m, startMs, endMs, ok: outcome.ok });
   }
 
   private split(range: MigrationPlan['range'], points: readonly MigrationPlan['range']['min'][]): void {
