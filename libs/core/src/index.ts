@@ -20,6 +20,7 @@ export * from './routing/routing-table.js';
 export * from './versions/vector-time.js';
 export * from './balancer/balancer-settings.js';
 export * from './balancer/migration-throttle.js';
+export * from './balancer/load-throttle.js';
 export * from './balancer/distribution.js';
 export * from './balancer/chunk-layout.js';
 export * from './balancer/distribution-status.js';

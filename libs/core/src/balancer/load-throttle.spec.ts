@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import {
+  DEFAULT_LOAD_THROTTLE_SETTINGS,
+  INITIAL_LOAD_THROTTLE_STATE,
+  type LoadThrottleState,
+  MAX_PAUSE_MS,
+  PAUSE_STEP_MS,
+  migrationGate,
+  observeForegroundLoad,
+} from './load-throttle.js';
+
+const settings = DEFAULT_LOAD_THROTTLE_SETTINGS;
+const idle = (p99Ms: number, writes = 100) => ({ writes, p99Ms, migrating: false });
+const migrating = (p99Ms: number, writes = 100) => ({ writes, p99Ms, migrating: true });
+const observe = (state: LoadThrottleState, ...windows: Array<ReturnType<typeof idle>>) =>
+  windows.reduce((s, w) => observeForegroundLoad(s, w, settings), state);
+
+describe('the load throttle', () => {
+  it('learns the idle p99 from windows without migrations, as a moving average', () => {
+    const state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), idle(20));
+    expect(state.idleP99Ms).toBeCloseTo(12);
+    expect(state.pauseMs).toBe(0);
+  });
+
+  it('ignores windows with too few writes to have a p99', () => {
+    expect(observe(INITIAL_LOAD_THROTTLE_STATE, idle(10, settings.minWrites - 1))).toBe(INITIAL_LOAD_THROTTLE_STATE);
+    const throttled = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(50));
+    expect(observe(throttled, migrating(1, settings.minWrites - 1))).toBe(throttled);
+  });
+
+  it('ends any pause at once when a window has no write at all: nothing to protect', () => {
+    const throttled = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(50), migrating(50));
+    expect(throttled.pauseMs).toBeGreaterThan(0);
+    expect(observeForegroundLoad(throttled, { writes: 0, p99Ms: null, migrating: true }, settings)).toMatchObject({
+      pauseMs: 0,
+      reason: null,
+      idleP99Ms: 10,
+    });
+  });
+
+  it('runs at full speed while migrations keep the p99 within the target multiple of idle', () => {
+    const state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(19), migrating(20));
+    expect(state).toMatchObject({ pauseMs: 0, reason: null, migratingP99Ms: 20 });
+  });
+
+  it('doubles the pause while over the target, up to its cap, and shrinks it a step at a time once under', () => {
+    let state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(25));
+    expect(state.pauseMs).toBe(PAUSE_STEP_MS);
+    expect(state.reason).toBe('write p99 25 ms over 2 x its idle 10 ms');
+    state = observe(state, migrating(30));
+    expect(state.pauseMs).toBe(2 * PAUSE_STEP_MS);
+    for (let i = 0; i < 20; i++) state = observe(state, migrating(40));
+    expect(state.pauseMs).toBe(MAX_PAUSE_MS);
+    state = observe(state, migrating(15));
+    expect(state.pauseMs).toBe(MAX_PAUSE_MS - PAUSE_STEP_MS);
+    expect(state.reason).not.toBeNull();
+    state = observe(state, ...Array.from({ length: MAX_PAUSE_MS / PAUSE_STEP_MS }, () => migrating(15)));
+    expect(state).toMatchObject({ pauseMs: 0, reason: null });
+  });
+
+  it('does not throttle on latency before it knows the idle p99, or with a multiple of 0', () => {
+    expect(observe(INITIAL_LOAD_THROTTLE_STATE, migrating(500)).pauseMs).toBe(0);
+    const off = { ...settings, targetLatencyMultiple: 0 };
+    const state = [idle(10), migrating(500)].reduce((s, w) => observeForegroundLoad(s, w, off), INITIAL_LOAD_THROTTLE_STATE);
+    expect(state.pauseMs).toBe(0);
+  });
+});
+
+describe('the migration gate', () => {
+  const fullSpeed = INITIAL_LOAD_THROTTLE_STATE;
+  const paused: LoadThrottleState = { ...fullSpeed, idleP99Ms: 10, pauseMs: 500, reason: 'write p99 high' };
+
+  it('lets every migration start at once at full speed, however many run', () => {
+    expect(migrationGate(fullSpeed, { inFlight: 3, lastStart: { atMs: 990, bytes: 1e9 }, lastEndMs: 999 }, settings, 1000)).toEqual({
+      waitMs: 0,
+      why: null,
+    });
+  });
+
+  it('while throttled, runs one migration at a time, each the pause after the last one ended', () => {
+    expect(migrationGate(paused, { inFlight: 1, lastStart: null, lastEndMs: null }, settings, 1000).waitMs).toBe(Number.POSITIVE_INFINITY);
+    const gate = migrationGate(paused, { inFlight: 0, lastStart: null, lastEndMs: 800 }, settings, 1000);
+    expect(gate).toEqual({ waitMs: 300, why: 'paused 500 ms between migrations: write p99 high' });
+    expect(migrationGate(paused, { inFlight: 0, lastStart: null, lastEndMs: 400 }, settings, 1000).waitMs).toBe(0);
+  });
+
+  it('keeps all migrations together under the byte rate', () => {
+    const capped = { ...settings, maxBytesPerSecond: 1_000_000 };
+    const pacing = { inFlight: 1, lastStart: { atMs: 1000, bytes: 2_000_000 }, lastEndMs: null };
+    expect(migrationGate(fullSpeed, pacing, capped, 1500)).toEqual({ waitMs: 1500, why: 'at most 1000000 bytes per second' });
+    expect(migrationGate(fullSpeed, pacing, capped, 3000).waitMs).toBe(0);
+  });
+});

@@ -1,0 +1,128 @@
+/**
+ * The continuous scheduler's throttle: migrations are paced by the foreground write latency the
+ * routers see and by a byte rate, instead of MongoDB's fixed `balancerMigrationsThrottlingMs`.
+ * Balancing runs at full speed on an idle cluster and backs off while it hurts the writes.
+ *
+ * - The routers report, per window, how many writes they completed and their p99.
+ * - A window in which no migration ran teaches the idle p99 (a moving average).
+ * - A window in which one ran compares its p99 with `targetLatencyMultiple` × the idle p99. Over
+ *   it, the pause before each migration doubles (from `PAUSE_STEP_MS` up to `MAX_PAUSE_MS`) and
+ *   migrations go one at a time; at or under it, the pause shrinks by a step (additive increase,
+ *   multiplicative decrease of the rate, as TCP's congestion control).
+ * - A window with no write at all ends any pause: an idle cluster balances at full speed.
+ * - With `maxBytesPerSecond`, a migration of B bytes keeps the next one from starting until
+ *   B ÷ rate after it started.
+ */
+
+/** The routers' foreground writes over one report window, summed over routers. */
+export interface ForegroundWriteLoad {
+  /** Writes the routers completed in the window. */
+  readonly writes: number;
+  /** The highest p99 a router reported for the window, in ms; null with no writes. */
+  readonly p99Ms: number | null;
+  /** Whether a balancer migration ran at any time during the window. */
+  readonly migrating: boolean;
+}
+
+/** The throttle's settings. */
+export interface LoadThrottleSettings {
+  /** Throttle while the write p99 is above this multiple of its idle value (0: never on latency). */
+  readonly targetLatencyMultiple: number;
+  /** All migrations together move at most this many bytes per second (0: no limit). */
+  readonly maxBytesPerSecond: number;
+  /** A window with fewer writes says nothing about latency. */
+  readonly minWrites: number;
+}
+
+export const DEFAULT_LOAD_THROTTLE_SETTINGS: LoadThrottleSettings = Object.freeze({
+  targetLatencyMultiple: 2,
+  maxBytesPerSecond: 0,
+  minWrites: 20,
+});
+
+/** The first pause once throttled, and the step by which a pause shrinks. */
+export const PAUSE_STEP_MS = 250;
+/** The longest pause between two migrations. */
+export const MAX_PAUSE_MS = 8_000;
+/** Weight of a new idle window in the idle p99's moving average. */
+const IDLE_WEIGHT = 0.2;
+
+/** What the throttle knows. */
+export interface LoadThrottleState {
+  /** The write p99 while no migration ran (moving average), in ms; null until learned. */
+  readonly idleP99Ms: number | null;
+  /** The last window's write p99 with a migration running, in ms; null: none yet. */
+  readonly migratingP99Ms: number | null;
+  /** Pause before each migration; 0: full speed. */
+  readonly pauseMs: number;
+  /** Why migrations are paused, when they are. */
+  readonly reason: string | null;
+}
+
+export const INITIAL_LOAD_THROTTLE_STATE: LoadThrottleState = Object.freeze({
+  idleP99Ms: null,
+  migratingP99Ms: null,
+  pauseMs: 0,
+  reason: null,
+});
+
+/** The state after one more report window. */
+export function observeForegroundLoad(state: LoadThrottleState, load: ForegroundWriteLoad, settings: LoadThrottleSettings): LoadThrottleState {
+  // No write at all: nothing to protect, full speed.
+  if (load.writes === 0) return state.pauseMs === 0 ? state : { ...state, pauseMs: 0, reason: null };
+  if (load.p99Ms === null || load.writes < settings.minWrites) return state;
+  if (!load.migrating) {
+    const idleP99Ms = state.idleP99Ms === null ? load.p99Ms : (1 - IDLE_WEIGHT) * state.idleP99Ms + IDLE_WEIGHT * load.p99Ms;
+    return { ...state, idleP99Ms };
+  }
+  if (state.idleP99Ms === null || settings.targetLatencyMultiple <= 0) return { ...state, migratingP99Ms: load.p99Ms };
+  const target = settings.targetLatencyMultiple * state.idleP99Ms;
+  if (load.p99Ms > target) {
+    const pauseMs = Math.min(MAX_PAUSE_MS, state.pauseMs === 0 ? PAUSE_STEP_MS : state.pauseMs * 2);
+    const reason = `write p99 ${Math.round(load.p99Ms)} ms over ${settings.targetLatencyMultiple} x its idle ${Math.round(state.idleP99Ms)} ms`;
+    return { ...state, migratingP99Ms: load.p99Ms, pauseMs, reason };
+  }
+  const pauseMs = Math.max(0, state.pauseMs - PAUSE_STEP_MS);
+  return { ...state, migratingP99Ms: load.p99Ms, pauseMs, reason: pauseMs === 0 ? null : state.reason };
+}
+
+/** What the scheduler knows of the migrations when it wants to start one. */
+export interface MigrationPacing {
+  /** Balancer migrations in flight now. */
+  readonly inFlight: number;
+  /** When the last migration started, and how many bytes it was to move (null: none yet). */
+  readonly lastStart: { readonly atMs: number; readonly bytes: number } | null;
+  /** When the last migration ended (null: none yet). */
+  readonly lastEndMs: number | null;
+}
+
+/** Whether a migration may start now: `waitMs` 0, or how long to wait and why. */
+export interface MigrationGate {
+  readonly waitMs: number;
+  readonly why: string | null;
+}
+
+/**
+ * Whether a migration may start at `nowMs`. Throttled on latency, one migration at a time, each
+ * `pauseMs` after the last one ended; with a byte rate, the last one's bytes ÷ rate after it started.
+ */
+export function migrationGate(state: LoadThrottleState, pacing: MigrationPacing, settings: LoadThrottleSettings, nowMs: number): MigrationGate {
+  let waitMs = 0;
+  let why: string | null = null;
+  if (state.pauseMs > 0) {
+    if (pacing.inFlight > 0) return { waitMs: Number.POSITIVE_INFINITY, why: `one migration at a time: ${state.reason}` };
+    const until = (pacing.lastEndMs ?? nowMs) + state.pauseMs;
+    if (until > nowMs) {
+      waitMs = until - nowMs;
+      why = `paused ${state.pauseMs} ms between migrations: ${state.reason}`;
+    }
+  }
+  if (settings.maxBytesPerSecond > 0 && pacing.lastStart !== null) {
+    const until = pacing.lastStart.atMs + (pacing.lastStart.bytes / settings.maxBytesPerSecond) * 1000;
+    if (until - nowMs > waitMs) {
+      waitMs = until - nowMs;
+      why = `at most ${settings.maxBytesPerSecond} bytes per second`;
+    }
+  }
+  return { waitMs, why };
+}
