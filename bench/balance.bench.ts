@@ -5,12 +5,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Agent, request } from 'undici';
+import type { BalancerScheduler } from '@tessera/core';
 import { ConfigClient, MigrationClient } from '@tessera/protocol';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
+import { percentile } from './percentile.js';
 
 /**
- * bench:balance — on a local cluster of real processes (3 shards, 1 spare shard, 1 router, one
- * embedded Postgres with its default durable settings), with the balancer off:
+ * bench:balance — for each balancer scheduler of BENCH_SCHEDULERS (default `rounds,continuous`),
+ * one after the other in this process, on a fresh local cluster of real processes (3 shards, 1
+ * spare shard, 1 router, one embedded Postgres with its default durable settings), with the
+ * balancer off:
  *
  * 1. inserts BENCH_BALANCE_MB of ~1 KB documents with random keys through the router into a
  *    collection whose chunk size is BENCH_CHUNK_SIZE, all in the range of one shard: the
@@ -24,14 +28,20 @@ import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
  *
  * It prints that time against the lower bound: the bytes the balancer's migrations moved ÷ the
  * rate of step 2 (every migration has one shard in common with the next when one shard holds all
- * the data, so they cannot overlap much). Goal: ratio <= 1.5.
+ * the data, so they cannot overlap much), and at the end each scheduler's time against the first's.
+ * Goal: ratio <= 1.2 with the default (continuous) scheduler.
  *
- * A shard takes part in one migration per round, so with one donor a round moves one chunk, and
- * the migration throttle (BENCH_MIGRATIONS_THROTTLING_MS; the cluster's default is MongoDB's
+ * Under `rounds` a shard takes part in one migration per round, so with one donor a round moves
+ * one chunk, and the migration throttle (BENCH_MIGRATIONS_THROTTLING_MS; the cluster's default is MongoDB's
  * balancerMigrationsThrottlingMs, 1 s, counted from the end of a round's migrations, the next
  * round's snapshot and selection included) weighs against migrations of small chunks: the ratio
- * depends on the two. Per balancer round it prints the `balancer.round` row's selection, throttle
+ * depends on the two; `continuous` has no such throttle. Per balancer round it prints the `balancer.round` row's selection, throttle
  * and migration times, and their sums.
+ *
+ * From step 2 on, BENCH_WRITERS (2) loops insert ~1 KB documents one at a time into an unsharded
+ * collection on shard0, the donor: BENCH_IDLE_SECONDS (5) with nothing migrating first. It prints
+ * their p99 while the balancer worked against that idle p99 (goal: <= 2). The migration rate of
+ * step 2 is measured under the same load.
  *
  * Donors keep what they moved for the cluster's default orphanCleanupDelaySecs (900 s), so no range
  * deletion runs during the bench: "stored" bytes include those orphans, "owned" ones (the
@@ -39,36 +49,52 @@ import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
  */
 const MEGABYTES = Number(process.env.BENCH_BALANCE_MB ?? 16);
 const CHUNK_SIZE = Number(process.env.BENCH_CHUNK_SIZE ?? 512 * 1024);
-const RATE_MOVES = Number(process.env.BENCH_RATE_MOVES ?? 4);
+const RATE_MOVES = Number(process.env.BENCH_RATE_MOVES ?? 8);
 /** The least time between two rounds' migrations; unset: the cluster's default (1 s, MongoDB's balancerMigrationsThrottlingMs). */
 const MIGRATIONS_THROTTLING_MS = process.env.BENCH_MIGRATIONS_THROTTLING_MS;
+const SCHEDULERS = (process.env.BENCH_SCHEDULERS ?? 'rounds,continuous').split(',') as BalancerScheduler[];
+/** Foreground insert loops during steps 2 and 3 (0: none), and how long they run before anything migrates. */
+const WRITERS = Number(process.env.BENCH_WRITERS ?? 2);
+const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 5);
 const DOC_BYTES = 1000;
 const NS = 'bench.balance';
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 
-const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-balance-'));
-chmodSync(dir, 0o755);
 const agent = new Agent({ connections: 16 });
-const cluster = new LocalCluster({
-  rootDir: dir,
-  distDir: join(repoRoot, 'dist'),
-  shards: 3,
-  spareShards: 1,
-  routers: 1,
-  pgPort: await freePort(),
-  fresh: true,
-  ports: {
-    config: await freePort(),
-    router: await freePort(),
-    shard: [await freePort(), await freePort(), await freePort(), await freePort()],
-  },
-  databasePrefix: 'bench',
-  env: {
-    TESSERA_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
-    ...(MIGRATIONS_THROTTLING_MS !== undefined ? { TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS: MIGRATIONS_THROTTLING_MS } : {}),
-  },
-  onProgress: (message) => console.log(`  ${message}`),
-});
+let cluster!: LocalCluster;
+let config!: ConfigClient;
+
+/** A fresh cluster in a new directory `dir` (the caller stops it and removes `dir`). */
+async function startCluster(dir: string): Promise<LocalCluster> {
+  chmodSync(dir, 0o755);
+  const started = new LocalCluster({
+    rootDir: dir,
+    distDir: join(repoRoot, 'dist'),
+    shards: 3,
+    spareShards: 1,
+    routers: 1,
+    pgPort: await freePort(),
+    fresh: true,
+    ports: {
+      config: await freePort(),
+      router: await freePort(),
+      shard: [await freePort(), await freePort(), await freePort(), await freePort()],
+    },
+    databasePrefix: 'bench',
+    env: {
+      TESSERA_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+      ...(MIGRATIONS_THROTTLING_MS !== undefined ? { TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS: MIGRATIONS_THROTTLING_MS } : {}),
+    },
+    onProgress: (message) => console.log(`  ${message}`),
+  });
+  try {
+    await started.start();
+  } catch (error) {
+    await started.stop();
+    throw error;
+  }
+  return started;
+}
 
 async function insert(documents: unknown[]): Promise<void> {
   const response = await request(`${cluster.routerUrls[0]}/v1/bench/balance/insert`, {
@@ -157,20 +183,66 @@ function printRounds(rows: ReadonlyArray<{ time: Date; details: RoundDetails }>,
   const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   console.log(
     `  rounds, summed: selection ${s(sum.selection)}, throttle ${s(sum.throttle)}, migrations ${s(sum.migration)}, ` +
-      `before and between rounds ${s(sum.gaps)}`,
+      `before and between rounds ${s(sum.gaps)} (negative: rounds overlapped, as the continuous scheduler's do)`,
   );
 }
-let config!: ConfigClient;
+/** What one scheduler's run measured. */
+interface BalanceRun {
+  seconds: number;
+  lowerBound: number;
+  migrations: number;
+  rounds: number;
+  /** The foreground inserts' p99 before anything migrated and while the balancer worked (null without writers). */
+  idleP99Ms: number | null;
+  balancingP99Ms: number | null;
+}
 
-try {
-  console.log(
-    `bench:balance — starting a local cluster (3 shards + 1 spare, 1 router); ${MEGABYTES} MB, chunk size ${CHUNK_SIZE} B, ` +
-      `migration throttle ${MIGRATIONS_THROTTLING_MS ?? 'the default (1000)'} ms`,
-  );
-  await cluster.start();
+/**
+ * WRITERS loops inserting one ~1 KB document at a time into the unsharded `bench.foreground`
+ * (on shard0, the donor), each latency kept with its end time.
+ */
+function startForeground(): { stop(): Promise<void>; p99Between(fromMs: number, toMs: number): number | null } {
+  const done: Array<{ atMs: number; ms: number }> = [];
+  const filler = 'f'.repeat(DOC_BYTES - 40);
+  let stopped = false;
+  let next = 0;
+  const loops = Array.from({ length: WRITERS }, async () => {
+    while (!stopped) {
+      const started = performance.now();
+      await request(`${cluster.routerUrls[0]}/v1/bench/foreground/insert`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ documents: [{ _id: next++, filler }] }),
+      }).then(async (response) => {
+        await response.body.text();
+        if (response.statusCode !== 200) throw new Error(`foreground insert: HTTP ${response.statusCode}`);
+      });
+      done.push({ atMs: Date.now(), ms: performance.now() - started });
+    }
+  });
+  return {
+    stop: async () => {
+      stopped = true;
+      await Promise.all(loops);
+    },
+    p99Between: (fromMs, toMs) => {
+      const sorted = done.filter((d) => d.atMs >= fromMs && d.atMs <= toMs).map((d) => d.ms);
+      return sorted.length === 0
+        ? null
+        : percentile(
+            sorted.sort((a, b) => a - b),
+            99,
+          );
+    },
+  };
+}
+
+/** Steps 1 to 3 on the current cluster with `scheduler`. */
+async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
   config = new ConfigClient(cluster.configUrl, { clusterKey: cluster.clusterKey, dispatcher: agent, timeoutMs: 600_000 });
   for (let i = 0; i < 50 && !(await config.leader()).self.isLeader; i++) await sleep(100);
-  await config.updateSettings({ balancer: { mode: 'off' } });
+  await config.updateSettings({ balancer: { mode: 'off', scheduler } });
   await config.enableSharding({ db: 'bench', primaryShard: 'shard0' });
   await config.shardCollection({ ns: NS, key: { x: 1 } });
   await config.configureCollectionBalancing({ ns: NS, chunkSizeBytes: CHUNK_SIZE });
@@ -180,6 +252,12 @@ try {
   const documents = await load();
   const chunks = (await config.getChunks({ ns: NS })).chunks;
   console.log(`  ${documents} documents in ${((performance.now() - loadStarted) / 1000).toFixed(1)} s; ${chunks.length} chunks on shard0`);
+
+  // The foreground writes: IDLE_SECONDS with nothing migrating (the first second left out), then on.
+  const foreground = WRITERS > 0 ? startForeground() : undefined;
+  const idleFrom = Date.now() + 1000;
+  if (foreground !== undefined) await sleep(IDLE_SECONDS * 1000);
+  const idleP99Ms = foreground?.p99Between(idleFrom, Date.now()) ?? null;
 
   // 2. The migration rate: single chunks moved to shard1, after one not counted (a recipient's
   // first migration of a collection also creates its table and indexes). One way only: a chunk
@@ -229,6 +307,8 @@ try {
     if (compliantAt === undefined) await sleep(200);
   }
   const seconds = (compliantAt - balancerOn) / 1000;
+  const balancingP99Ms = foreground?.p99Between(balancerOn, compliantAt) ?? null;
+  await foreground?.stop();
   if (!(await config.balancerCollectionStatus(NS)).balancerCompliant) {
     throw new Error('the balancer found the collection compliant but balancerCollectionStatus does not');
   }
@@ -265,10 +345,46 @@ try {
     console.log('  nothing had to move: the collection was compliant when the shard was added (more data or smaller chunks make work)');
   } else {
     console.log(`  lower bound (bytes moved ÷ migration rate): ${lowerBound.toFixed(1)} s`);
-    console.log(`  ratio: ${(seconds / lowerBound).toFixed(2)} (goal <= 1.5)`);
+    console.log(`  ratio: ${(seconds / lowerBound).toFixed(2)} (goal <= 1.2)`);
+  }
+  if (idleP99Ms !== null && balancingP99Ms !== null) {
+    console.log(
+      `  foreground write p99 (${WRITERS} insert loops): idle ${idleP99Ms.toFixed(1)} ms, balancing ${balancingP99Ms.toFixed(1)} ms, ` +
+        `${(balancingP99Ms / idleP99Ms).toFixed(2)} x idle (goal <= 2)`,
+    );
+  }
+  return { seconds, lowerBound, migrations: moves.rowCount ?? 0, rounds: rounds.rowCount ?? 0, idleP99Ms, balancingP99Ms };
+}
+
+console.log(
+  `bench:balance — schedulers ${SCHEDULERS.join(', ')}, each on a fresh local cluster (3 shards + 1 spare, 1 router); ` +
+    `${MEGABYTES} MB, chunk size ${CHUNK_SIZE} B, rounds' migration throttle ${MIGRATIONS_THROTTLING_MS ?? 'the default (1000)'} ms`,
+);
+const results = new Map<BalancerScheduler, BalanceRun>();
+try {
+  for (const scheduler of SCHEDULERS) {
+    console.log(`\n${scheduler}:`);
+    const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-balance-'));
+    cluster = await startCluster(dir);
+    try {
+      config = new ConfigClient(cluster.configUrl, { clusterKey: cluster.clusterKey, dispatcher: agent, timeoutMs: 600_000 });
+      results.set(scheduler, await balanceOnce(scheduler));
+    } finally {
+      await cluster.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  const first = results.get(SCHEDULERS[0]!)!;
+  console.log(`\nsummary (${MEGABYTES} MB, chunk size ${CHUNK_SIZE} B):`);
+  for (const [scheduler, r] of results) {
+    console.log(
+      `  ${scheduler.padEnd(10)} ${r.seconds.toFixed(1)} s to compliant, ${r.migrations} migrations in ${r.rounds} rounds; ` +
+        `${(r.seconds / r.lowerBound).toFixed(2)} x its lower bound; ${(r.seconds / first.seconds).toFixed(2)} x ${SCHEDULERS[0]}'s time` +
+        (r.idleP99Ms !== null && r.balancingP99Ms !== null
+          ? `; write p99 ${(r.balancingP99Ms / r.idleP99Ms).toFixed(2)} x idle (${r.idleP99Ms.toFixed(1)} -> ${r.balancingP99Ms.toFixed(1)} ms)`
+          : ''),
+    );
   }
 } finally {
-  await cluster.stop();
   await agent.close();
-  rmSync(dir, { recursive: true, force: true });
 }

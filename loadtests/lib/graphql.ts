@@ -45,6 +45,13 @@ export const OPERATIONS = {
     pageInfo { endCursor hasNextPage }
   }
 }`,
+  /** The balancer's own rows (rounds and the load throttle's changes), which name no collection. */
+  balancerChangelog: `query BalancerChangelog($kinds: [String!], $after: String, $first: Int!) {
+  changelog(filter: { kinds: $kinds }, after: $after, first: $first) {
+    nodes { seq time kind shard details }
+    pageInfo { endCursor hasNextPage }
+  }
+}`,
   balancerCollectionStatus: `query BalancerCollectionStatus($ns: String!) {
   balancerCollectionStatus(ns: $ns) { balancerCompliant firstComplianceViolation }
 }`,

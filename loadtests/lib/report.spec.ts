@@ -5,6 +5,7 @@ const base = {
   ns: 'load.t',
   shards: ['shard1', 'shard0', 'shard2'],
   events: [],
+  balancerEvents: [],
   compliance: null,
   startedAtMs: 0,
   loadEndedAtMs: 60_000,
@@ -39,7 +40,30 @@ describe('the teardown report', () => {
       tessera_splits: 0,
       tessera_chunks_added_by_splits: 0,
       tessera_migrations: 0,
+      tessera_throttle_rounds_held: 0,
+      tessera_throttle_changes: 0,
     });
+  });
+
+  it("counts the load throttle's decisions: rounds decided and held, changes, and the last state", () => {
+    const round = (seq: number, details: Record<string, unknown>) => ({ seq, time: '', kind: 'balancer.round', shard: null, details });
+    const change = (seq: number, state: string) => ({ seq, time: '', kind: 'balancer.throttle', shard: null, details: { state } });
+    const report = computeTeardownReport({
+      ...base,
+      distribution: [],
+      balancerEvents: [
+        round(1, { throttle: { state: 'fullSpeed' } }),
+        change(2, 'throttled'),
+        round(3, { throttle: { state: 'throttled' }, held: { count: 1, why: 'paused' } }),
+        round(4, { migrations: [] }),
+        change(5, 'fullSpeed'),
+      ],
+    });
+    expect(report.throttle).toEqual({ roundsDecided: 2, roundsHeld: 1, changes: 2, throttled: 1, lastState: 'fullSpeed' });
+    expect(reportMetrics(report)).toMatchObject({ tessera_throttle_rounds_held: 1, tessera_throttle_changes: 2 });
+    expect(formatReport(report)).toContain(
+      'load throttle: 2 rounds decided, 1 held migrations, 2 changes (1 to throttled), last fullSpeed',
+    );
   });
 
   it('reports the verdict and the watched shard as metrics and text', () => {

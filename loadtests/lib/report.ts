@@ -10,6 +10,8 @@ export interface ReportInput {
   distribution: ShardDistribution[];
   /** Changelog events of the collection since setup (split, multi-split, moveChunk.commit). */
   events: ChangelogEvent[];
+  /** The balancer's rounds and load throttle changes since setup (balancer.round, balancer.throttle). */
+  balancerEvents: ChangelogEvent[];
   compliance: { balancerCompliant: boolean; firstComplianceViolation: string | null } | null;
   startedAtMs: number;
   loadEndedAtMs: number;
@@ -41,6 +43,42 @@ export interface TeardownReport {
   settledAfterMs: number | null;
   watchedShard: string | null;
   watchedShardChunks: number | null;
+  /** The continuous scheduler's load throttle over the run, from the balancer's changelog rows. */
+  throttle: ThrottleReport;
+}
+
+export interface ThrottleReport {
+  /** Rounds that issued or held migrations with the throttle's decision recorded (the continuous scheduler's). */
+  roundsDecided: number;
+  /** Rounds whose migrations the throttle held back. */
+  roundsHeld: number;
+  /** Changes between full speed and throttled (balancer.throttle rows), and how many were to throttled. */
+  changes: number;
+  throttled: number;
+  /** The last decision recorded: fullSpeed or throttled; null with none. */
+  lastState: string | null;
+}
+
+function throttleReportOf(events: ChangelogEvent[]): ThrottleReport {
+  const decided = events.filter((e) => e.kind === 'balancer.round' && isRecord(e.details.throttle));
+  const changes = events.filter((e) => e.kind === 'balancer.throttle');
+  const ordered = [...decided, ...changes].sort((a, b) => a.seq - b.seq);
+  const last = ordered[ordered.length - 1];
+  const lastState =
+    last === undefined
+      ? null
+      : String((last.kind === 'balancer.throttle' ? last.details : (last.details.throttle as Record<string, unknown>)).state);
+  return {
+    roundsDecided: decided.length,
+    roundsHeld: events.filter((e) => e.kind === 'balancer.round' && isRecord(e.details.held)).length,
+    changes: changes.length,
+    throttled: changes.filter((e) => e.details.state === 'throttled').length,
+    lastState,
+  };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
 }
 
 /** Added chunks of one split event: a split makes 2 pieces of 1 chunk, a multi-split `pieces`. */
@@ -79,6 +117,7 @@ export function computeTeardownReport(input: ReportInput): TeardownReport {
     settledAfterMs: input.settledAfterMs,
     watchedShard: input.watchedShard,
     watchedShardChunks: input.watchedShard === null ? null : (byShard.get(input.watchedShard)?.chunks ?? 0),
+    throttle: throttleReportOf(input.balancerEvents),
   };
 }
 
@@ -99,6 +138,8 @@ export const REPORT_METRICS = [
   'tessera_compliant',
   'tessera_settled_after_ms',
   'tessera_watched_shard_chunks',
+  'tessera_throttle_rounds_held',
+  'tessera_throttle_changes',
   // retryable-writes: teardown's check of the documents (retryable-writes.ts, writeCheckMetrics).
   'tessera_documents',
   'tessera_doubled_writes',
@@ -126,6 +167,8 @@ export function reportMetrics(report: TeardownReport): Partial<Record<ReportMetr
   if (report.compliant !== null) metrics.tessera_compliant = report.compliant ? 1 : 0;
   if (report.settledAfterMs !== null) metrics.tessera_settled_after_ms = report.settledAfterMs;
   if (report.watchedShardChunks !== null) metrics.tessera_watched_shard_chunks = report.watchedShardChunks;
+  metrics.tessera_throttle_rounds_held = report.throttle.roundsHeld;
+  metrics.tessera_throttle_changes = report.throttle.changes;
   return metrics;
 }
 
@@ -138,5 +181,6 @@ export function formatReport(report: TeardownReport): string {
       .join(', ')}), imbalance ${report.chunkImbalance}`,
     `tessera: ${report.splits} splits (+${report.chunksAddedBySplits} chunks), first after ${ms(report.firstSplitAfterMs)}; ${report.migrations} migrations, first after ${ms(report.firstMigrationAfterMs)}`,
     `tessera: balancer ${report.compliant === null ? 'verdict unknown' : report.compliant ? 'compliant' : `not compliant (${report.firstComplianceViolation ?? '?'})`}, settled ${report.settledAfterMs === null ? 'no' : `${ms(report.settledAfterMs)} after the load`}${report.watchedShard === null ? '' : `; ${report.watchedShard} holds ${report.watchedShardChunks} chunks`}`,
+    `tessera: load throttle: ${report.throttle.roundsDecided} rounds decided, ${report.throttle.roundsHeld} held migrations, ${report.throttle.changes} changes (${report.throttle.throttled} to throttled), last ${report.throttle.lastState ?? 'none'}`,
   ].join('\n');
 }

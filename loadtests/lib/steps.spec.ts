@@ -81,6 +81,13 @@ describe('teardown sequence', () => {
     { seq: 12, time: '2026-11-23T10:00:06Z', kind: 'multi-split', shard: 'shard0', details: { pieces: 3 } },
     { seq: 13, time: '2026-11-23T10:00:09Z', kind: 'moveChunk.commit', shard: 'shard0', details: {} },
   ];
+  const balancerRound = {
+    seq: 14,
+    time: '2026-11-23T10:00:09Z',
+    kind: 'balancer.round',
+    shard: null,
+    details: { throttle: { state: 'fullSpeed' } },
+  };
 
   it('polls until the balancer calls the collection compliant, then reads every page of the changelog', () => {
     let statusCalls = 0;
@@ -89,6 +96,8 @@ describe('teardown sequence', () => {
       collectReport(options, setup, { compliant: true }, () => (clock += 500)),
       (step) => {
         switch (operationOf(step)) {
+          case 'balancerChangelog':
+            return ok({ changelog: { nodes: [balancerRound], pageInfo: { endCursor: null, hasNextPage: false } } });
           case 'balancerCollectionStatus':
             statusCalls++;
             return ok({
@@ -130,6 +139,7 @@ describe('teardown sequence', () => {
       settledAfterMs: 500,
     });
     expect(result.perShard.map((d) => d.shard)).toEqual(['shard0', 'shard1', 'shard2']);
+    expect(result.throttle).toMatchObject({ roundsDecided: 1, lastState: 'fullSpeed' });
   });
 
   it('gives up after SETTLE and reports that it did not settle', () => {
@@ -137,7 +147,8 @@ describe('teardown sequence', () => {
       collectReport(options, setup, { shardHoldsChunks: 'shard2' }, () => 0),
       (step) => {
         if (operationOf(step) === 'distribution') return distribution({ shard0: 3 });
-        if (operationOf(step) === 'changelog') return ok({ changelog: { nodes: [], pageInfo: { endCursor: null, hasNextPage: false } } });
+        if (operationOf(step) === 'changelog' || operationOf(step) === 'balancerChangelog')
+          return ok({ changelog: { nodes: [], pageInfo: { endCursor: null, hasNextPage: false } } });
         if (operationOf(step) === 'balancerCollectionStatus') return failure('BAD_VALUE');
         return ok({});
       },

@@ -60,6 +60,7 @@ export interface CollectionSpec {
 }
 
 const KINDS_REPORTED = ['split', 'multi-split', 'moveChunk.commit'];
+const BALANCER_KINDS = ['balancer.round', 'balancer.throttle'];
 const CHANGELOG_PAGE = 200;
 const SETTLE_POLL_MS = 1000;
 
@@ -121,13 +122,18 @@ export function* addShard(name: string, url: string): Sequence<{ name: string; s
   return answer.addShard;
 }
 
-/** Every changelog event of `ns` of the reported kinds after `startSeq`, following the pages. */
-export function* changelogSince(ns: string, startSeq: number): Sequence<ChangelogEvent[]> {
+/**
+ * Every changelog event after `startSeq`, following the pages: of `ns` of the reported kinds, or
+ * with `ns` null the balancer's rounds and load throttle changes (which name no collection).
+ */
+export function* changelogSince(ns: string | null, startSeq: number): Sequence<ChangelogEvent[]> {
   const events: ChangelogEvent[] = [];
   let after: string | null = String(startSeq);
   while (after !== null) {
     const page: ChangelogAnswer = yield* graphql<ChangelogAnswer>(
-      graphqlRequest('changelog', { ns, kinds: KINDS_REPORTED, after, first: CHANGELOG_PAGE }),
+      ns === null
+        ? graphqlRequest('balancerChangelog', { kinds: BALANCER_KINDS, after, first: CHANGELOG_PAGE })
+        : graphqlRequest('changelog', { ns, kinds: KINDS_REPORTED, after, first: CHANGELOG_PAGE }),
     );
     events.push(...page.changelog.nodes);
     after = page.changelog.pageInfo.hasNextPage ? page.changelog.pageInfo.endCursor : null;
@@ -174,12 +180,14 @@ export function* collectReport(
   }
   const distribution = yield* graphql<DistributionAnswer>(graphqlRequest('distribution', { ns: setup.ns }));
   const events = yield* changelogSince(setup.ns, setup.startSeq);
+  const balancerEvents = yield* changelogSince(null, setup.startSeq);
   const compliance = yield* complianceOf(setup.ns);
   return computeTeardownReport({
     ns: setup.ns,
     shards: distribution.cluster.shards.map((s) => s.name),
     distribution: distribution.collection.distribution,
     events,
+    balancerEvents,
     compliance,
     startedAtMs: setup.startedAtMs,
     loadEndedAtMs,

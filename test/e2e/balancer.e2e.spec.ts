@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
-import { FAST_CONFIG_ENV, eventually } from './helpers.js';
+import { FAST_CONFIG_ENV, eventually, overlappingRounds } from './helpers.js';
 import { RouterApi } from './router-api.js';
 import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
 
@@ -16,6 +16,8 @@ beforeAll(async () => {
     env: { ...FAST_CONFIG_ENV, TESSERA_BALANCER_ROUND_INTERVAL_MS: '500', TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0' },
   });
   ({ config, api, catalog } = started);
+  // MongoDB's rounds and throttle, which this file checks; balancer-continuous.e2e.spec.ts checks the default.
+  await config.updateSettings({ balancer: { scheduler: 'rounds' } });
 });
 
 afterAll(async () => started?.stop());
@@ -25,6 +27,7 @@ const DOCUMENTS = 3750;
 const pad = 'p'.repeat(400);
 
 interface RoundDetails {
+  startedAt: string;
   migrations: Array<{ reason: string; outcome: string }>;
   why?: string;
   durationMs: number;
@@ -101,6 +104,8 @@ describe('the balancer', () => {
       expect(next.details.selectionTimeMillis + next.details.throttleTimeMillis + gap, 'the throttle').toBeGreaterThanOrEqual(800);
       expect(next.details.migrationTimeMillis).toBeGreaterThan(0);
     }
+    // Each round waited for all its migrations: none started while another was under way.
+    expect(overlappingRounds(await rounds())).toEqual([]);
 
     const status = await config.balancerStatus();
     expect(status.mode).toBe('full');

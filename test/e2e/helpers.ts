@@ -78,3 +78,26 @@ function isBelow(bound: unknown, value: number): boolean {
   if (typeof bound === 'number') return bound < value;
   return (bound as Record<string, unknown>).$minKey !== undefined;
 }
+
+/** A `balancer.round` changelog row's timing. */
+interface RoundTiming {
+  startedAt: string;
+  durationMs: number;
+  migrations: readonly unknown[];
+}
+
+/**
+ * The pairs of rounds that issued migrations where the later started before the earlier ended
+ * (`[earlier, later]` by index): the continuous scheduler plans while migrations are under way,
+ * MongoDB's rounds never do.
+ */
+export function overlappingRounds(rounds: readonly RoundTiming[]): Array<[number, number]> {
+  const spans = rounds
+    .map((r, i) => ({ i, start: Date.parse(r.startedAt), end: Date.parse(r.startedAt) + r.durationMs, issued: r.migrations.length > 0 }))
+    .filter((r) => r.issued)
+    .sort((a, b) => a.start - b.start);
+  const pairs: Array<[number, number]> = [];
+  for (const [k, earlier] of spans.entries())
+    for (const later of spans.slice(k + 1)) if (later.start < earlier.end) pairs.push([earlier.i, later.i]);
+  return pairs;
+}

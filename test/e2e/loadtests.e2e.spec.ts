@@ -270,9 +270,13 @@ describe('the k6 workloads’ logic against a real cluster', () => {
     const report = await run(collectReport(settings, setup, { shardHoldsChunks: 'shard2' }, () => Date.now()));
     console.log(
       `loadtests e2e (add shard): ${load.inserted} documents in ${load.ms} ms, no failure; shard2 holds ${report.watchedShardChunks} chunks; ` +
-        `${report.splits} splits, ${report.migrations} migrations; ${JSON.stringify(report.perShard.map((d) => [d.shard, d.chunks]))}`,
+        `${report.splits} splits, ${report.migrations} migrations; ${JSON.stringify(report.perShard.map((d) => [d.shard, d.chunks]))}; ` +
+        `load throttle ${JSON.stringify(report.throttle)}`,
     );
     const chunks = (await config.getChunks({ ns: setup.ns })).chunks;
+    // The continuous scheduler (the default) recorded the load throttle's decision with each round that issued.
+    expect(report.throttle.roundsDecided).toBeGreaterThan(0);
+    expect(['fullSpeed', 'throttled']).toContain(report.throttle.lastState);
     expect(report.watchedShard).toBe('shard2');
     expect(report.watchedShardChunks).toBe(chunks.filter((c) => c.shard === 'shard2').length);
     expect(report.watchedShardChunks).toBeGreaterThan(0);

@@ -35,6 +35,15 @@ export const configSettingsSchema = z.object({
   TESSERA_BALANCER_ROUND_INTERVAL_MS: millisecondsSetting(10_000),
   /** MongoDB's balancerMigrationsThrottlingMs: least time between the migrations of two rounds (1 s; 0: none). */
   TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS: nonNegativeInteger(1_000),
+  /**
+   * The continuous scheduler's throttle (libs/core load-throttle.ts): migrations slow down while
+   * the routers' write p99 is over this multiple of its idle value (2; 0: never on latency).
+   */
+  TESSERA_BALANCER_TARGET_LATENCY_MULTIPLE: z.coerce.number().min(0).max(1_000).default(2),
+  /** The continuous scheduler's byte rate: all migrations together move at most this many bytes a second (0: no limit). */
+  TESSERA_BALANCER_MAX_BYTES_PER_SEC: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  /** How often the balancer's leader reads the routers' foreground load reports. */
+  TESSERA_BALANCER_LOAD_POLL_MS: millisecondsSetting(1_000),
   /** How often the leader looks for migration records that no shard runs (see MigrationRecordsService). */
   TESSERA_MIGRATION_RECONCILE_INTERVAL_MS: millisecondsSetting(10_000),
   /** A migration record is checked against its shards only once this old: its donor may not have been called yet. */

@@ -58,6 +58,11 @@ export class RouterRegistrationService implements OnModuleInit, OnApplicationBoo
     return this.clusterId;
   }
 
+  /** This router's id in the registry (host:port). */
+  get routerId(): string {
+    return this.id;
+  }
+
   private async ping(): Promise<void> {
     try {
       const info = await this.config.pingRouter({ id: this.id, url: this.url, version: TESSERA_VERSION, startedAt: this.startedAt });

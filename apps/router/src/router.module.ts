@@ -23,6 +23,7 @@ import { ClusterRoutingService } from './routing/cluster-routing.service.js';
 import { BulkWriteService } from './writes/bulk-write.service.js';
 import { FindAndModifyService } from './writes/find-and-modify.service.js';
 import { CurrentOps } from './operations/current-ops.service.js';
+import { ForegroundLoadService } from './load/foreground-load.service.js';
 import { OutStage } from './reads/out-stage.js';
 import { DdlController } from './controllers/ddl.controller.js';
 import { WriteService } from './writes/write.service.js';
@@ -65,6 +66,7 @@ export class RouterModule {
         WriteWithoutShardKeyService,
         FindAndModifyService,
         CurrentOps,
+        ForegroundLoadService,
         BulkWriteService,
         DocumentsService,
         IndexesService,

@@ -17,6 +17,11 @@ export const routerSettingsSchema = z.object({
   /** How often the router renews its registration (MongoDB's mongos pings every 30 s). */
   TESSERA_ROUTER_PING_INTERVAL_MS: millisecondsSetting(30_000),
   /**
+   * How often the router reports its foreground writes (count and p99) to the config server,
+   * whose balancer paces migrations by them (0: never).
+   */
+  TESSERA_ROUTER_LOAD_REPORT_INTERVAL_MS: z.coerce.number().int().min(0).max(600_000).default(1_000),
+  /**
    * MongoDB's maxAcceptableLogicalClockDriftSecs: a client's $clusterTime further ahead of this
    * node's wall clock is refused (ClusterTimeFailsRateLimiter). MongoDB's default is a year;
    * 60 s suits clocks kept in sync.

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_MAX_CHUNK_SIZE_BYTES } from '@tessera/core';
+import { BALANCER_SCHEDULERS, type BalancerScheduler, DEFAULT_BALANCER_SCHEDULER, DEFAULT_MAX_CHUNK_SIZE_BYTES } from '@tessera/core';
 import { wireChunkRangeSchema } from './catalog-messages.js';
 import { namespaceSchema, shardNameSchema } from './messages.js';
 
@@ -24,6 +24,11 @@ export interface BalancerSettings {
   /** `dataSize` (MongoDB 6+: imbalance by data size) or `chunkCount` (the legacy migration thresholds). */
   policy: 'dataSize' | 'chunkCount';
   attemptToBalanceJumboChunks: boolean;
+  /**
+   * `continuous` (default): a shard's next migration is planned as soon as its last one ends.
+   * `rounds`: MongoDB's rounds, each waiting for all its migrations, then the migration throttle.
+   */
+  scheduler: BalancerScheduler;
 }
 
 export interface ClusterSettings {
@@ -34,7 +39,14 @@ export interface ClusterSettings {
 }
 
 export const DEFAULT_CLUSTER_SETTINGS: ClusterSettings = {
-  balancer: { mode: 'full', activeWindow: null, waitForDelete: false, policy: 'dataSize', attemptToBalanceJumboChunks: false },
+  balancer: {
+    mode: 'full',
+    activeWindow: null,
+    waitForDelete: false,
+    policy: 'dataSize',
+    attemptToBalanceJumboChunks: false,
+    scheduler: DEFAULT_BALANCER_SCHEDULER,
+  },
   chunkSizeBytes: DEFAULT_CHUNK_SIZE_BYTES,
   autoSplit: true,
 };
@@ -48,6 +60,7 @@ export const updateSettingsRequestSchema = z.strictObject({
       waitForDelete: z.boolean().optional(),
       policy: z.enum(['dataSize', 'chunkCount']).optional(),
       attemptToBalanceJumboChunks: z.boolean().optional(),
+      scheduler: z.enum(BALANCER_SCHEDULERS as [BalancerScheduler, ...BalancerScheduler[]]).optional(),
     })
     .optional(),
   chunkSizeBytes: chunkSizeBytes.optional(),
@@ -94,10 +107,40 @@ export interface BalancerRoundMigration {
   outcome: 'moved' | 'failed' | 'skipped';
 }
 
+/**
+ * A router's foreground writes over its last report window (the continuous scheduler's throttle
+ * reads them): how many completed and their p99, null with none.
+ */
+export const foregroundLoadReportSchema = z.strictObject({
+  router: z.string().min(1).max(200),
+  windowMs: z.number().int().min(1).max(600_000),
+  writes: z.number().int().min(0),
+  p99Ms: z.number().min(0).nullable(),
+});
+export type ForegroundLoadReport = z.input<typeof foregroundLoadReportSchema>;
+
+/** The continuous scheduler's throttle, in `balancerStatus`. */
+export interface BalancerThrottleStatus {
+  /** `fullSpeed`, or `throttled` with `reason`: migrations go one at a time, `pauseMs` apart. */
+  state: 'fullSpeed' | 'throttled';
+  reason: string | null;
+  pauseMs: number;
+  /** The routers' write p99 while no migration ran (moving average), and with migrations running. */
+  idleWriteP99Ms: number | null;
+  migratingWriteP99Ms: number | null;
+  targetLatencyMultiple: number;
+  /** 0: no limit. */
+  maxBytesPerSecond: number;
+  /** Bytes the balancer's migrations moved per second over the last 10 s. */
+  currentBytesPerSecond: number;
+  migrationsInFlight: number;
+}
+
 /** `balancerStatus` (MongoDB's balancerStatus): the mode, whether a round runs, and the last round. */
 export interface BalancerStatus {
   mode: 'full' | 'off';
   inBalancerRound: boolean;
+  throttle: BalancerThrottleStatus;
   lastRound: {
     startedAt: string;
     durationMs: number;

@@ -34,6 +34,7 @@ import type {
   BalancerCollectionStatus,
   BalancerStatus,
   ClusterSettings,
+  ForegroundLoadReport,
   MoveTopChunkRequest,
   MoveTopChunkResult,
   ConfigureCollectionBalancingRequest,
@@ -233,6 +234,11 @@ export class ConfigClient {
   /** After splitting off the edge chunk of the key space, a shard asks the balancer to move it away (reason `topChunk`). */
   moveTopChunk(request: MoveTopChunkRequest): Promise<MoveTopChunkResult> {
     return this.http.call('POST', '/internal/balancer/moveTopChunk', request);
+  }
+
+  /** A router's foreground writes over its last window, for the balancer's throttle. */
+  reportForegroundLoad(report: ForegroundLoadReport): Promise<{ ok: 1 }> {
+    return this.http.call('POST', '/internal/balancer/foregroundLoad', report);
   }
 
   /** MongoDB's balancerCollectionStatus: whether the collection is balanced, and if not the first rule it breaks. */

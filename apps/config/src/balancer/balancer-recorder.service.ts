@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { type CollectionBalanceStatus, explainIdleRound } from '@tessera/core';
-import type { BalancerRoundMigration, BalancerStatus } from '@tessera/protocol';
+import type { BalancerRoundMigration, BalancerStatus, BalancerThrottleStatus } from '@tessera/protocol';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import type { RoundError, RoundSplit } from './balancer-round.js';
 
@@ -9,6 +9,8 @@ type LastRound = NonNullable<BalancerStatus['lastRound']>;
 
 /** What a round did, for its `balancer.round` changelog row. */
 export interface RoundRecord {
+  /** When the round started (ISO 8601): under the `continuous` scheduler rounds overlap. */
+  readonly startedAt: string;
   readonly timings: Pick<LastRound, 'durationMs' | 'selectionTimeMillis' | 'throttleTimeMillis' | 'migrationTimeMillis'>;
   readonly statuses: readonly CollectionBalanceStatus[];
   readonly migrations: BalancerRoundMigration[];
@@ -17,6 +19,10 @@ export interface RoundRecord {
   readonly collections: number;
   /** Woken before its migrations, which it did not issue. */
   readonly interrupted: boolean;
+  /** Migrations planned but held back by the continuous scheduler's load throttle, and why. */
+  readonly held?: { readonly count: number; readonly why: string };
+  /** The continuous scheduler's load throttle as the round met it. */
+  readonly throttle?: Pick<BalancerThrottleStatus, 'state' | 'reason' | 'pauseMs' | 'idleWriteP99Ms' | 'migratingWriteP99Ms'>;
 }
 
 /**
@@ -41,10 +47,12 @@ export class BalancerRecorder {
 
   async recordRound(round: RoundRecord): Promise<void> {
     const { statuses, migrations, splits, errors, collections } = round;
-    const details: Record<string, unknown> = { collections, migrations, errors, ...round.timings };
+    const details: Record<string, unknown> = { startedAt: round.startedAt, collections, migrations, errors, ...round.timings };
     if (splits.length > 0) details.splits = splits;
+    if (round.held !== undefined) details.held = round.held;
+    if (round.throttle !== undefined && (migrations.length > 0 || round.held !== undefined)) details.throttle = round.throttle;
     if (migrations.length === 0 && splits.length === 0) {
-      const why = explainIdleRound(statuses, collections, round.interrupted);
+      const why = round.held !== undefined ? `throttled: ${round.held.why}` : explainIdleRound(statuses, collections, round.interrupted);
       details.why = why;
       details.collectionStatus = statuses.map((s) => ({
         ns: s.namespace,

@@ -5,6 +5,7 @@ import {
   type DefragmentationAction,
   type DefragmentationOutcome,
   type DefragmentationState,
+  type MigrationGate,
   type MigrationPlan,
   type RoundMigrationOutcome,
   NOT_ISSUED_OUTCOME,
@@ -13,11 +14,11 @@ import {
   followUpMigration,
   onDefragmentationOutcome,
 } from '@tessera/core';
-import type { BalancerRoundMigration, BalancerStatus, ClusterSettings } from '@tessera/protocol';
+import type { BalancerRoundMigration, BalancerStatus, BalancerThrottleStatus, ClusterSettings } from '@tessera/protocol';
 import { LOGGER, SETTINGS } from '@tessera/platform';
 import type { ConfigSettings } from '../config.settings.js';
 import { BalancerMover } from './balancer-mover.service.js';
-import { BalancerRecorder } from './balancer-recorder.service.js';
+import { BalancerRecorder, type RoundRecord } from './balancer-recorder.service.js';
 import {
   type RoundError,
   type RoundSplit,
@@ -30,10 +31,17 @@ import {
 } from './balancer-round.js';
 import { BalancerSecondaryService } from './balancer-secondary.service.js';
 import { BalancerSplitter } from './balancer-splitter.service.js';
+import { BalancerThrottleService } from './balancer-throttle.service.js';
 import { ClusterStatisticsService } from './cluster-statistics.service.js';
 import { DefragmentationStore } from './defragmentation.store.js';
 
 type LastRound = NonNullable<BalancerStatus['lastRound']>;
+
+/** Migrations the load throttle held back in a round, and why. */
+type Held = NonNullable<RoundRecord['held']>;
+
+/** The `rounds` scheduler has no load throttle: every planned migration starts. */
+const OPEN_GATE: MigrationGate = { waitMs: 0, why: null };
 
 /** What the main loop lends a round: whether its term still holds, whether it was woken, and the throttle's sleep. */
 export interface RoundControl {
@@ -43,6 +51,10 @@ export interface RoundControl {
   isWoken(): boolean;
   /** Sleeps `ms`, or less when woken or stopped. */
   sleep(ms: number): Promise<void>;
+  /** One of the round's migrations ended (called under the `continuous` scheduler only). */
+  onMigrationEnd(): void;
+  /** Start a round in `ms`: the load throttle held a migration that may start then. */
+  wakeIn(ms: number): void;
 }
 
 /** The migrations a round issues and what it learns from them. */
@@ -59,7 +71,8 @@ interface Issuing {
  * snapshot; issue `planZoneBoundarySplits` and read the split chunks again; `planBalancerRound`
  * with the defragmentation states and what the previous rounds left; sleep the plan's throttle;
  * issue its migrations in parallel through `BalancerMover`, each outcome handed to
- * `followUpMigration`; record. See README.md beside this file.
+ * `followUpMigration`; record. Under the `continuous` scheduler there is no throttle's sleep and
+ * the round does not wait for its migrations (see `run`). See README.md beside this file.
  */
 @Injectable()
 export class BalancerRoundService {
@@ -76,6 +89,7 @@ export class BalancerRoundService {
     private readonly splitter: BalancerSplitter,
     private readonly mover: BalancerMover,
     private readonly recorder: BalancerRecorder,
+    private readonly throttle: BalancerThrottleService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -92,46 +106,129 @@ export class BalancerRoundService {
     this.recorder.reset();
   }
 
-  /** One round; answers whether it issued migrations. */
+  /**
+   * One round; answers whether it issued migrations. Under the `rounds` scheduler it returns once
+   * they all ended and the round is recorded. Under `continuous` it returns once they are issued:
+   * each one's end calls `control.onMigrationEnd` (the loop plans again at once, with the shards
+   * still migrating busy), and the round is recorded when its last one ends.
+   */
   async run(settings: ClusterSettings, control: RoundControl): Promise<boolean> {
     const started = Date.now();
+    const continuous = settings.balancer.scheduler === 'continuous';
     const { snapshot, splits } = await this.snapshotAfterZoneSplits(settings);
-    const plan = await this.plan(snapshot, settings);
-    const selectionTimeMillis = Date.now() - started;
+    const plan = await this.plan(snapshot, settings, continuous ? 0 : this.settings.TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS);
+    const selected = Date.now();
     // A wake-up before or during the throttle's sleep ends the round here: the next one starts at
     // once and selects with the change seen.
-    if (plan.throttleMs > 0 && !control.isWoken()) await control.sleep(plan.throttleMs);
+    const sleeps = plan.throttleMs > 0 && !control.isWoken();
+    if (sleeps) await control.sleep(plan.throttleMs);
     // Stopped (or stepped down) meanwhile: issue nothing; a new term starts from a fresh state.
     if (plan.migrations.length > 0 && !control.isCurrent()) return false;
-    const throttled = Date.now();
+    const throttled = sleeps ? Date.now() : selected;
     const interrupted = plan.throttleMs > 0 && control.isWoken();
     if (interrupted) await this.returnNotIssued(plan.migrations);
-    const issued = interrupted ? [] : plan.migrations;
     const errors: RoundError[] = [...snapshot.errors, ...failedSplitErrors(splits)];
     const issuing: Issuing = { shards: snapshot.shards, settings, skipped: new Set(), tooBig: [], errors };
+    // The load throttle's decision as the round met it, for the round's row (continuous only).
+    const throttle = continuous ? throttleDecisionOf(this.throttle.status()) : undefined;
+    const { issued, running, held } = await this.issueThroughGate(
+      interrupted ? [] : plan.migrations,
+      snapshot,
+      issuing,
+      continuous,
+      control,
+    );
+    const recorded = Promise.all(running).then((outcomes) => {
+      const ended = Date.now();
+      if (issued > 0) this.lastMigrationAt = ended;
+      const timings = {
+        durationMs: ended - started,
+        selectionTimeMillis: selected - started,
+        throttleTimeMillis: throttled - selected,
+        migrationTimeMillis: issued > 0 ? ended - throttled : 0,
+      };
+      return this.record(new Date(started).toISOString(), timings, {
+        plan,
+        snapshot,
+        splits,
+        issuing,
+        outcomes,
+        interrupted,
+        held,
+        throttle,
+      });
+    });
+    if (!continuous) await recorded;
+    else
+      recorded.catch((error: unknown) => this.logger.warn({ err: error }, `balancer round's record failed: ${(error as Error).message}`));
+    return issued > 0;
+  }
+
+  /**
+   * Issues the planned migrations, each once the load throttle's gate is open (continuous
+   * scheduler; `rounds` has none). A migration the gate holds is not issued: defragmentation's
+   * go back to be issued again, and the loop is woken when the gate opens (unless it waits for a
+   * migration's end, which wakes it anyway). Answers how many were issued, their outcomes to
+   * come, and what was held and why.
+   */
+  private async issueThroughGate(
+    migrations: readonly MigrationPlan[],
+    snapshot: Snapshot,
+    issuing: Issuing,
+    continuous: boolean,
+    control: RoundControl,
+  ): Promise<{ issued: number; running: Array<Promise<BalancerRoundMigration>>; held: Held | undefined }> {
     const byNs = new Map(snapshot.collections.map((c) => [c.distribution.namespace, c]));
-    const outcomes = await Promise.all(issued.map((m) => this.issue(m, byNs.get(m.namespace)!, issuing)));
-    const ended = Date.now();
-    if (issued.length > 0) this.lastMigrationAt = ended;
-    const timings = {
-      durationMs: ended - started,
-      selectionTimeMillis,
-      throttleTimeMillis: throttled - started - selectionTimeMillis,
-      migrationTimeMillis: issued.length > 0 ? ended - throttled : 0,
-    };
-    this.lastRoundSummary = { startedAt: new Date(started).toISOString(), ...timings, migrations: outcomes, errors };
-    const collections = snapshot.collections.length;
-    const allSplits = [...splits, ...issuing.tooBig];
+    const running: Array<Promise<BalancerRoundMigration>> = [];
+    const notIssued: MigrationPlan[] = [];
+    let why: string | undefined;
+    let wakeInMs = Number.POSITIVE_INFINITY;
+    for (const m of migrations) {
+      // Each issue counts its migration in flight before it yields, so the next gate sees it.
+      const gate = continuous ? this.throttle.gate() : OPEN_GATE;
+      if (gate.waitMs > 0) {
+        notIssued.push(m);
+        why ??= gate.why ?? 'throttled';
+        wakeInMs = Math.min(wakeInMs, gate.waitMs);
+        continue;
+      }
+      running.push(this.issue(m, byNs.get(m.namespace)!, issuing).finally(() => continuous && control.onMigrationEnd()));
+    }
+    if (notIssued.length === 0) return { issued: running.length, running, held: undefined };
+    await this.returnNotIssued(notIssued);
+    if (Number.isFinite(wakeInMs)) control.wakeIn(wakeInMs);
+    return { issued: running.length, running, held: { count: notIssued.length, why: why! } };
+  }
+
+  /** Keeps the round as `balancerStatus`'s last round and records its changelog row. */
+  private async record(
+    startedAt: string,
+    timings: RoundRecord['timings'],
+    round: {
+      plan: BalancerRoundPlan;
+      snapshot: Snapshot;
+      splits: RoundSplit[];
+      issuing: Issuing;
+      outcomes: BalancerRoundMigration[];
+      interrupted: boolean;
+      held: Held | undefined;
+      throttle: RoundRecord['throttle'];
+    },
+  ): Promise<void> {
+    const { plan, snapshot, splits, issuing, outcomes, interrupted, held, throttle } = round;
+    this.lastRoundSummary = { startedAt, ...timings, migrations: outcomes, errors: issuing.errors };
     await this.recorder.recordRound({
+      startedAt,
       timings,
       statuses: plan.statuses,
       migrations: outcomes,
-      splits: allSplits,
-      errors,
-      collections,
+      splits: [...splits, ...issuing.tooBig],
+      errors: issuing.errors,
+      collections: snapshot.collections.length,
       interrupted,
+      ...(held === undefined ? {} : { held }),
+      ...(throttle === undefined ? {} : { throttle }),
     });
-    return issued.length > 0;
   }
 
   /** The snapshot, and the zone-boundary splits issued on it; the split collections' chunks are read again. */
@@ -143,8 +240,11 @@ export class BalancerRoundService {
     return { snapshot: await this.statistics.withChunksReread(snapshot, split), splits };
   }
 
-  /** Plans the round over the defragmentation states in memory, and keeps the states it changed. */
-  private async plan(snapshot: Snapshot, settings: ClusterSettings): Promise<BalancerRoundPlan> {
+  /**
+   * Plans the round over the defragmentation states in memory, and keeps the states it changed.
+   * `migrationsThrottlingMs` is MongoDB's between rounds; the continuous scheduler has none.
+   */
+  private async plan(snapshot: Snapshot, settings: ClusterSettings, migrationsThrottlingMs: number): Promise<BalancerRoundPlan> {
     const defragmenting = snapshot.collections.filter((c) => c.row.defragment_collection);
     for (const c of defragmenting) await this.defragmentation.load(c.row);
     // Read, change and keep the states with no await between: the secondary loop changes them too.
@@ -162,7 +262,7 @@ export class BalancerRoundService {
         lastMigrationEndMs: this.lastMigrationAt,
       },
       settings,
-      this.settings.TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS,
+      migrationsThrottlingMs,
       Date.now(),
     );
     const saves = plan.defragmentation.map((state) => this.defragmentation.save(state));
@@ -212,6 +312,11 @@ export class BalancerRoundService {
     await this.defragmentation.save(onDefragmentationOutcome(state, action, outcome));
     this.secondary.signal();
   }
+}
+
+function throttleDecisionOf(status: BalancerThrottleStatus): NonNullable<RoundRecord['throttle']> {
+  const { state, reason, pauseMs, idleWriteP99Ms, migratingWriteP99Ms } = status;
+  return { state, reason, pauseMs, idleWriteP99Ms, migratingWriteP99Ms };
 }
 
 function failedSplitErrors(splits: readonly RoundSplit[]): RoundError[] {

@@ -12,6 +12,7 @@ import { isInsideActiveWindow } from './active-window.js';
 import { BalancerCollectionService } from './balancer-collection.service.js';
 import { BalancerRoundService, type RoundControl } from './balancer-round.service.js';
 import { BalancerSecondaryService } from './balancer-secondary.service.js';
+import { BalancerThrottleService } from './balancer-throttle.service.js';
 
 /** Changelog kinds after which the balancer runs a round at once rather than at the end of its interval. */
 const WAKE_UP_KINDS = new Set(['balancer.settings', 'balancer.configureCollection', 'addShard', 'removeShard.start']);
@@ -20,7 +21,9 @@ const WAKE_UP_KINDS = new Set(['balancer.settings', 'balancer.configureCollectio
  * The balancer's main loop (MongoDB's Balancer::_mainThread) on the config leader: a round
  * (`BalancerRoundService`) when the balancer is on (`mode: 'full'`) and the time is inside the
  * balancing window, then the next one at once after a round that issued migrations, else
- * `TESSERA_BALANCER_ROUND_INTERVAL_MS` later; a change that may give it work wakes it at once. It
+ * `TESSERA_BALANCER_ROUND_INTERVAL_MS` later; a change that may give it work wakes it at once.
+ * Under the `continuous` scheduler a round returns once its migrations are issued, and the end
+ * of each one wakes the loop, so the shards it freed get their next migration at once. It
  * also starts and stops the secondary loop (`BalancerSecondaryService`), and answers
  * `balancerStatus`, `balancerCollectionStatus` and the shards' top-chunk requests
  * (`BalancerCollectionService`). See README.md beside this file.
@@ -39,6 +42,8 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   private runningTerm: number | undefined;
   /** Ends the migration throttle's sleep early (on a wake-up or a stop); set while a round sleeps. */
   private endThrottle: (() => void) | undefined;
+  /** A wake-up the load throttle asked for, once a held migration may start. */
+  private throttleWake: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly leader: LeaderService,
@@ -47,6 +52,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     private readonly rounds: BalancerRoundService,
     private readonly secondary: BalancerSecondaryService,
     private readonly collections: BalancerCollectionService,
+    private readonly throttle: BalancerThrottleService,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -61,6 +67,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.wakeAfterRound = false;
     this.rounds.reset();
     this.secondary.start();
+    this.throttle.start();
     this.wakeups?.unsubscribe();
     this.wakeups = this.events.stream((e) => WAKE_UP_KINDS.has(e.kind), this.events.lastSeq).subscribe(() => this.wake(term));
     this.schedule(term, 0);
@@ -69,6 +76,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
   async stopAsLeader(): Promise<void> {
     this.stopLoop();
     this.secondary.stop();
+    this.throttle.stop();
   }
 
   onApplicationShutdown(): void {
@@ -77,7 +85,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
 
   async status(): Promise<BalancerStatus> {
     const settings = await this.clusterSettings.get();
-    return { mode: settings.balancer.mode, inBalancerRound: this.inRound, lastRound: this.rounds.lastRound };
+    return { mode: settings.balancer.mode, inBalancerRound: this.inRound, throttle: this.throttle.status(), lastRound: this.rounds.lastRound };
   }
 
   /** `balancerCollectionStatus(ns)`: the policy's verdict on the collection as it is now. */
@@ -96,6 +104,8 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.term++;
     clearTimeout(this.timer);
     this.timer = undefined;
+    clearTimeout(this.throttleWake);
+    this.throttleWake = undefined;
     this.endThrottle?.();
   }
 
@@ -142,7 +152,11 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.schedule(term, nextRoundDelayMs({ issuedMigrations: issued, woken }, this.settings.TESSERA_BALANCER_ROUND_INTERVAL_MS));
   }
 
-  /** A round if the balancer is on and inside its window; answers whether it issued migrations. */
+  /**
+   * A round if the balancer is on and inside its window. Answers whether the next one should
+   * follow at once: the round issued migrations and waited for them (the `rounds` scheduler).
+   * Under `continuous` the migrations' ends wake the loop instead.
+   */
   private async tick(term: number): Promise<boolean> {
     if (!this.leader.isLeader) return false;
     const settings = await this.clusterSettings.get();
@@ -150,7 +164,8 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     if (!isInsideActiveWindow(settings.balancer.activeWindow, new Date())) return false;
     this.inRound = true;
     try {
-      return await this.rounds.run(settings, this.control(term));
+      const issued = await this.rounds.run(settings, this.control(term));
+      return issued && settings.balancer.scheduler === 'rounds';
     } finally {
       this.inRound = false;
     }
@@ -161,6 +176,12 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
       isCurrent: () => term === this.term,
       isWoken: () => this.wakeAfterRound,
       sleep: (ms) => this.sleepBeforeMigrations(ms),
+      onMigrationEnd: () => this.wake(term),
+      wakeIn: (ms) => {
+        clearTimeout(this.throttleWake);
+        this.throttleWake = setTimeout(() => this.wake(term), ms);
+        this.throttleWake.unref();
+      },
     };
   }
 

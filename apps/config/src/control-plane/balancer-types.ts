@@ -34,10 +34,26 @@ export class BalancerRoundType {
   @Field(() => [BalancerRoundErrorType]) errors!: BalancerRoundErrorType[];
 }
 
+@ObjectType('BalancerThrottle', { description: "The continuous scheduler's throttle: the routers' write latency and the byte rate." })
+export class BalancerThrottleType {
+  @Field({ description: 'fullSpeed, or throttled: migrations go one at a time, pauseMs apart' }) state!: string;
+  @Field(() => String, { nullable: true, description: 'Why throttled' }) reason!: string | null;
+  @Field(() => Float) pauseMs!: number;
+  @Field(() => Float, { nullable: true, description: "The routers' write p99 while no migration ran (moving average)" })
+  idleWriteP99Ms!: number | null;
+  @Field(() => Float, { nullable: true, description: "The routers' write p99 in the last window with migrations running" })
+  migratingWriteP99Ms!: number | null;
+  @Field(() => Float) targetLatencyMultiple!: number;
+  @Field(() => Float, { description: '0: no limit' }) maxBytesPerSecond!: number;
+  @Field(() => Float, { description: "Bytes the balancer's migrations moved per second over the last 10 s" }) currentBytesPerSecond!: number;
+  @Field(() => Float) migrationsInFlight!: number;
+}
+
 @ObjectType('BalancerStatus', { description: "MongoDB's balancerStatus, as the config leader sees it." })
 export class BalancerStatusType {
   @Field({ description: 'full or off' }) mode!: string;
   @Field() inBalancerRound!: boolean;
+  @Field(() => BalancerThrottleType) throttle!: BalancerThrottleType;
   @Field(() => BalancerRoundType, { nullable: true, description: 'null until the leader has run a round' })
   lastRound!: BalancerRoundType | null;
 }
@@ -62,6 +78,8 @@ export class BalancerSettingsType {
   @Field({ description: "Each migration waits for its range deletion (MongoDB's _waitForDelete)." }) waitForDelete!: boolean;
   @Field({ description: 'dataSize or chunkCount' }) policy!: string;
   @Field() attemptToBalanceJumboChunks!: boolean;
+  @Field({ description: "continuous (a shard's next migration is planned as soon as its last one ends) or rounds (MongoDB's)" })
+  scheduler!: string;
 }
 
 @ObjectType('ClusterSettings')
@@ -84,6 +102,7 @@ export class ClusterSettingsInput {
   @Field({ nullable: true }) waitForDelete?: boolean;
   @Field({ nullable: true, description: 'dataSize or chunkCount' }) policy?: string;
   @Field({ nullable: true }) attemptToBalanceJumboChunks?: boolean;
+  @Field({ nullable: true, description: 'continuous or rounds' }) scheduler?: string;
   @Field(() => Float, { nullable: true, description: 'At least 65536 (64 KiB).' }) chunkSizeBytes?: number;
   @Field({ nullable: true }) autoSplit?: boolean;
 }

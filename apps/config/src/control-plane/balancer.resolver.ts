@@ -95,6 +95,7 @@ function balancerStatusOf(status: BalancerStatus): BalancerStatusType {
   return {
     mode: status.mode,
     inBalancerRound: status.inBalancerRound,
+    throttle: status.throttle,
     lastRound: round && { ...round, errors: round.errors.map((e) => ({ ns: e.ns ?? null, code: e.code, message: e.message })) },
   };
 }
@@ -106,6 +107,7 @@ function updateRequestOf(input: ClusterSettingsInput): UpdateSettingsRequest {
   if (input.waitForDelete != null) balancer.waitForDelete = input.waitForDelete;
   if (input.policy != null) balancer.policy = input.policy as ClusterSettings['balancer']['policy'];
   if (input.attemptToBalanceJumboChunks != null) balancer.attemptToBalanceJumboChunks = input.attemptToBalanceJumboChunks;
+  if (input.scheduler != null) balancer.scheduler = input.scheduler as ClusterSettings['balancer']['scheduler'];
   return {
     ...(Object.keys(balancer).length > 0 ? { balancer } : {}),
     ...(input.chunkSizeBytes != null ? { chunkSizeBytes: input.chunkSizeBytes } : {}),

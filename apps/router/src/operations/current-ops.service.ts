@@ -1,7 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { LOGGER, SETTINGS, raceTimeLimit, timeLimitOf } from '@tessera/platform';
+import { ForegroundLoadService } from '../load/foreground-load.service.js';
 import type { RouterSettings } from '../router.settings.js';
+
+const WRITE_COMMANDS = new Set(['insert', 'update', 'delete', 'findAndModify', 'bulkWrite']);
+
+/** Whether the operation writes: what the balancer's throttle watches (`ForegroundLoadService`). */
+function isWrite(info: OperationInfo): boolean {
+  return WRITE_COMMANDS.has(info.command);
+}
 
 /** What an operation is, as MongoDB's currentOp and slow-query log name it. */
 export interface OperationInfo {
@@ -47,6 +55,7 @@ export class CurrentOps {
   constructor(
     @Inject(SETTINGS) private readonly settings: RouterSettings,
     @Inject(LOGGER) private readonly logger: Logger,
+    private readonly load: ForegroundLoadService,
   ) {}
 
   async run<T>(info: OperationInfo, work: () => Promise<T>): Promise<T> {
@@ -60,6 +69,7 @@ export class CurrentOps {
       throw error;
     } finally {
       this.inProgress.delete(operation.opid);
+      if (isWrite(info)) this.load.recordWrite(Number(process.hrtime.bigint() - operation.started) / 1e6);
       this.logIfSlow(operation, failed);
     }
   }

@@ -1,15 +1,29 @@
 import type { Logger } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { RouterSettings } from '../router.settings.js';
+import type { ForegroundLoadService } from '../load/foreground-load.service.js';
 import { CurrentOps } from './current-ops.service.js';
 
-function opsLogging(slowMs: number): { ops: CurrentOps; logged: Array<Record<string, unknown>> } {
+function opsLogging(slowMs: number): { ops: CurrentOps; logged: Array<Record<string, unknown>>; writes: number[] } {
   const logged: Array<Record<string, unknown>> = [];
+  const writes: number[] = [];
   const logger = { info: (fields: Record<string, unknown>) => void logged.push(fields) } as unknown as Logger;
-  return { ops: new CurrentOps({ TESSERA_SLOW_OP_MS: slowMs } as RouterSettings, logger), logged };
+  const load = { recordWrite: (ms: number) => void writes.push(ms) } as unknown as ForegroundLoadService;
+  return { ops: new CurrentOps({ TESSERA_SLOW_OP_MS: slowMs } as RouterSettings, logger, load), logged, writes };
 }
 
 describe('current operations', () => {
+  it("hands the duration of writes, failed ones too, to the balancer's foreground load, and not of reads", async () => {
+    const { ops, writes } = opsLogging(3_600_000);
+    await ops.run({ op: 'insert', command: 'insert', ns: 'db.c' }, async () => 1);
+    await ops.run({ op: 'query', command: 'find', ns: 'db.c' }, async () => 1);
+    await ops.run({ op: 'command', command: 'aggregate', ns: 'db.c' }, async () => 1);
+    await ops.run({ op: 'command', command: 'findAndModify', ns: 'db.c' }, async () => 1);
+    await expect(ops.run({ op: 'remove', command: 'delete', ns: 'db.c' }, () => Promise.reject(new Error('x')))).rejects.toThrow();
+    expect(writes).toHaveLength(3);
+    expect(writes.every((ms) => ms >= 0)).toBe(true);
+  });
+
   it('lists an operation while it runs, with its comment and time limit, and not after', async () => {
     const { ops } = opsLogging(3_600_000);
     let release!: () => void;
