@@ -114,6 +114,27 @@ function answer(url: string, body: unknown): { status: number; body: unknown } {
             },
           },
         };
+      case 'BalancerChangelog':
+        return {
+          status: 200,
+          body: {
+            data: {
+              changelog: {
+                nodes: [
+                  { seq: 14, time: new Date().toISOString(), kind: 'balancer.throttle', shard: null, details: { state: 'throttled' } },
+                  {
+                    seq: 15,
+                    time: new Date().toISOString(),
+                    kind: 'balancer.round',
+                    shard: null,
+                    details: { throttle: { state: 'throttled' }, held: { count: 1, why: 'paused' } },
+                  },
+                ],
+                pageInfo: { endCursor: '15', hasNextPage: false },
+              },
+            },
+          },
+        };
       case 'BalancerCollectionStatus':
         return { status: 200, body: { data: { balancerCollectionStatus: { balancerCompliant: true, firstComplianceViolation: null } } } };
       case 'AddShard':

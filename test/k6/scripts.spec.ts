@@ -120,7 +120,13 @@ describe('the k6 scripts in a fake k6', () => {
       const path = `loadtests/results/${name}-summary.json`;
       expect(Object.keys(outputs).sort()).toEqual([path, 'stdout']);
       const summary = JSON.parse(outputs[path]!) as { passed: boolean; report: Record<string, number>; options: Record<string, unknown> };
-      expect(summary.report).toMatchObject({ tessera_chunks: 6, tessera_splits: 2, tessera_migrations: 1 });
+      expect(summary.report).toMatchObject({
+        tessera_chunks: 6,
+        tessera_splits: 2,
+        tessera_migrations: 1,
+        tessera_throttle_rounds_held: 1,
+        tessera_throttle_changes: 1,
+      });
       expect(JSON.stringify(summary.options)).not.toContain('admin-token');
       expect(outputs.stdout).toContain(`tessera ${name}:`);
       if (name === 'subscriptions') {

@@ -34,6 +34,7 @@ export interface LoadThrottleSettings {
   readonly minWrites: number;
 }
 
+/** The defaults: throttle past 2 x the idle p99, no byte rate, a p99 from 20 writes. */
 export const DEFAULT_LOAD_THROTTLE_SETTINGS: LoadThrottleSettings = Object.freeze({
   targetLatencyMultiple: 2,
   maxBytesPerSecond: 0,
@@ -59,6 +60,7 @@ export interface LoadThrottleState {
   readonly reason: string | null;
 }
 
+/** Nothing learned yet: full speed. */
 export const INITIAL_LOAD_THROTTLE_STATE: LoadThrottleState = Object.freeze({
   idleP99Ms: null,
   migratingP99Ms: null,
