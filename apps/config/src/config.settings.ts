@@ -42,6 +42,11 @@ export const configSettingsSchema = z.object({
   TESSERA_BALANCER_TARGET_LATENCY_MULTIPLE: z.coerce.number().min(0).max(1_000).default(2),
   /** The continuous scheduler's byte rate: all migrations together move at most this many bytes a second (0: no limit). */
   TESSERA_BALANCER_MAX_BYTES_PER_SEC: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  /**
+   * A round's snapshot reads each collection's bytes from its shards (statsForBalancing) at most
+   * this often; in between, the last read moved by the balancer's own migrations (0: every round).
+   */
+  TESSERA_BALANCER_STATS_REFRESH_MS: z.coerce.number().int().min(0).max(3_600_000).default(10_000),
   /** How often the balancer's leader reads the routers' foreground load reports. */
   TESSERA_BALANCER_LOAD_POLL_MS: millisecondsSetting(1_000),
   /** How often the leader looks for migration records that no shard runs (see MigrationRecordsService). */

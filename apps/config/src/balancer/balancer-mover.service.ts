@@ -4,12 +4,14 @@ import type { ClusterSettings } from '@tessera/protocol';
 import { MigrationManagerService } from '../migration/migration-manager.service.js';
 import { wireKey } from './balancer-round.js';
 import { BalancerThrottleService } from './balancer-throttle.service.js';
+import { ClusterStatisticsService } from './cluster-statistics.service.js';
 
 /**
  * Issues the balancer's migrations (a round's and the top-chunk moves) through moveRange, with
  * their reason, and knows which shards are in one of them now: a shard takes part in one
  * migration at a time, so the policies count these shards busy. Each one's start and end go to
- * the throttle (`BalancerThrottleService`).
+ * the throttle (`BalancerThrottleService`), and the bytes each moved to the snapshot's view of
+ * the shards' bytes (`ClusterStatisticsService.noteMigration`).
  */
 @Injectable()
 export class BalancerMover {
@@ -19,6 +21,7 @@ export class BalancerMover {
   constructor(
     private readonly migrations: MigrationManagerService,
     private readonly throttle: BalancerThrottleService,
+    private readonly statistics: ClusterStatisticsService,
   ) {}
 
   busyShards(): ReadonlySet<ShardId> {
@@ -44,6 +47,7 @@ export class BalancerMover {
         { reason: plan.reason },
       );
       cloned = result.bytesCloned;
+      this.statistics.noteMigration(plan.namespace, plan.from, plan.to, cloned);
     } finally {
       this.throttle.ended(cloned);
       for (const s of shards) {

@@ -83,7 +83,9 @@ function recordedStatistics(committed: readonly SplitPlan[] = []): ClusterStatis
     }),
   };
   const logger = { warn: () => undefined } as unknown as Logger;
-  return new ClusterStatisticsService(catalog as BalancerCatalogStore, clients as unknown as InternalClients, logger);
+  return new ClusterStatisticsService(catalog as BalancerCatalogStore, clients as unknown as InternalClients, logger, {
+    TESSERA_BALANCER_STATS_REFRESH_MS: 0,
+  });
 }
 
 const NO_ROUNDS_YET = {

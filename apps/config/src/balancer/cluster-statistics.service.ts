@@ -2,7 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { Logger } from 'pino';
 import type { CollectionDistribution } from '@tessera/core';
 import type { ClusterSettings } from '@tessera/protocol';
-import { InternalClients, LOGGER } from '@tessera/platform';
+import { InternalClients, LOGGER, SETTINGS } from '@tessera/platform';
+import type { ConfigSettings } from '../config.settings.js';
 import { type CollectionRow, generationOfRow, keyPatternOfRow } from '../catalog/catalog-rows.js';
 import { type Snapshot, errorEntry } from './balancer-round.js';
 import { BalancerCatalogStore, type ShardRow } from './balancer-catalog.store.js';
@@ -16,19 +17,45 @@ const SIZE_TOLERANCE_CHUNKS = 10;
 /** Namespaces per `statsForBalancing` request (the request's own bound). */
 const STATS_BATCH = 10_000;
 
+/** Each shard's bytes of one collection as last read, and when; keyed by namespace. */
+interface OwnedRead {
+  /** The collection's uuid: a collection dropped and created again is read afresh. */
+  readonly uuid: string;
+  readonly readAtMs: number;
+  readonly bytes: Record<string, number>;
+}
+
 /**
  * What the balancer's policies read (MongoDB's ClusterStatistics and
  * CollectionDataSizeInfoForBalancing): the shards, each collection's chunks and zones from the
  * catalog (`BalancerCatalogStore`), its max chunk size, and each shard's bytes of it from the
  * shards' `statsForBalancing`.
+ *
+ * A round's snapshot reads a collection's bytes from its shards at most once every
+ * `TESSERA_BALANCER_STATS_REFRESH_MS`; in between it uses the last read, moved by the balancer's
+ * own migrations since (`noteMigration`: the bytes each cloned leave its donor for its
+ * recipient). So under the continuous scheduler, which plans after every migration, a snapshot
+ * costs the catalog's rows and not the shards' scans. Foreground writes and migrations the
+ * balancer did not issue show at the next read.
  */
 @Injectable()
 export class ClusterStatisticsService {
+  private readonly owned = new Map<string, OwnedRead>();
+
   constructor(
     private readonly catalog: BalancerCatalogStore,
     private readonly clients: InternalClients,
     @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(SETTINGS) private readonly settings: Pick<ConfigSettings, 'TESSERA_BALANCER_STATS_REFRESH_MS'>,
   ) {}
+
+  /** A balancer migration of `ns` committed, having cloned `bytes` from `from` to `to`. */
+  noteMigration(ns: string, from: string, to: string, bytes: number): void {
+    const read = this.owned.get(ns);
+    if (read === undefined) return;
+    const moved = Math.min(bytes, read.bytes[from] ?? 0);
+    this.owned.set(ns, { ...read, bytes: { ...read.bytes, [from]: (read.bytes[from] ?? 0) - moved, [to]: (read.bytes[to] ?? 0) + moved } });
+  }
 
   /**
    * A round's snapshot: the shards, and each collection the balancer looks at with its
@@ -39,7 +66,7 @@ export class ClusterStatisticsService {
     const shards = await this.catalog.shards();
     const rows = await this.catalog.balancedCollections();
     try {
-      const distributions = await this.distributions(rows, settings, shards);
+      const distributions = await this.distributions(rows, settings, shards, () => ({}), this.settings.TESSERA_BALANCER_STATS_REFRESH_MS);
       const collections = rows.map((row, i) => ({
         row,
         distribution: distributions[i]!,
@@ -75,19 +102,25 @@ export class ClusterStatisticsService {
 
   /**
    * Each collection's distribution: chunks, zones, chunk size and each shard's bytes of it, from
-   * one `statsForBalancing` per shard for all the collections. Throws when a shard does not answer.
+   * one `statsForBalancing` per shard for the collections not read within `maxAgeMs` (0: all of
+   * them; the others from the last read, see the class comment). Throws when a shard does not answer.
    */
   async distributions(
     rows: readonly CollectionRow[],
     settings: ClusterSettings,
     shards: readonly ShardRow[],
     extra: (row: CollectionRow) => Pick<CollectionDistribution, 'chunkCountBalancingInProgress'> = () => ({}),
+    maxAgeMs = 0,
   ): Promise<CollectionDistribution[]> {
-    const owned = await this.ownedBytes(
+    const now = Date.now();
+    const stale = rows.filter((r) => !this.isFresh(r, shards, now - maxAgeMs));
+    const read = await this.ownedBytes(
       shards,
-      rows.map((r) => r.ns),
-      Object.fromEntries(rows.map((r) => [r.ns, Math.floor(maxChunkSizeBytesOf(r, settings) / SIZE_TOLERANCE_CHUNKS)])),
+      stale.map((r) => r.ns),
+      Object.fromEntries(stale.map((r) => [r.ns, Math.floor(maxChunkSizeBytesOf(r, settings) / SIZE_TOLERANCE_CHUNKS)])),
     );
+    for (const r of stale) this.owned.set(r.ns, { uuid: r.uuid, readAtMs: now, bytes: read.get(r.ns)! });
+    const owned = new Map(rows.map((r) => [r.ns, { ...this.owned.get(r.ns)!.bytes }]));
     return Promise.all(
       rows.map(async (row) => ({
         namespace: row.ns,
@@ -99,6 +132,14 @@ export class ClusterStatisticsService {
         ...extra(row),
       })),
     );
+  }
+
+  /** Whether the last read of `row` is of this collection, covers exactly `shards`, and was made after `sinceMs`. */
+  private isFresh(row: CollectionRow, shards: readonly ShardRow[], sinceMs: number): boolean {
+    const read = this.owned.get(row.ns);
+    if (read === undefined || read.uuid !== row.uuid || read.readAtMs <= sinceMs) return false;
+    const names = Object.keys(read.bytes);
+    return names.length === shards.length && shards.every((s) => s.name in read.bytes);
   }
 
   /**
