@@ -238,6 +238,21 @@ function startForeground(): { stop(): Promise<void>; p99Between(fromMs: number, 
   };
 }
 
+/**
+ * Moves shard0's second chunk to shard1. The chunks are read afresh each time, and the move tried
+ * again when a split committed meanwhile: the auto-splitter may still be at work on shard0.
+ */
+async function moveSecondChunkOfShard0(): Promise<{ bytesCloned: number }> {
+  for (let attempt = 1; ; attempt++) {
+    const chunk = (await config.getChunks({ ns: NS })).chunks.filter((c) => c.shard === 'shard0')[1]!;
+    try {
+      return await config.moveRange({ ns: NS, min: { x: chunk.range.min[0] }, toShard: 'shard1' });
+    } catch (error) {
+      if (attempt >= 5 || (error as { details?: { problem?: string } }).details?.problem !== 'notOwnedChunk') throw error;
+    }
+  }
+}
+
 /** Steps 1 to 3 on the current cluster with `scheduler`. */
 async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
   config = new ConfigClient(cluster.configUrl, { clusterKey: cluster.clusterKey, dispatcher: agent, timeoutMs: 600_000 });
@@ -265,9 +280,8 @@ async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
   let rateBytes = 0;
   let rateMs = 0;
   for (let i = 0; i <= RATE_MOVES; i++) {
-    const chunk = chunks[i + 1]!;
     const started = performance.now();
-    const moved = await config.moveRange({ ns: NS, min: { x: chunk.range.min[0] }, toShard: 'shard1' });
+    const moved = await moveSecondChunkOfShard0();
     if (i === 0) continue;
     rateMs += performance.now() - started;
     rateBytes += moved.bytesCloned;
