@@ -80,9 +80,10 @@ describe("the continuous scheduler's load throttle", () => {
     expect(failures).toEqual([]);
 
     const rows = (
-      await catalog.query<Row>("SELECT what, details FROM changelog WHERE id > $1 AND what IN ('balancer.throttle', 'balancer.round') ORDER BY id", [
-        since,
-      ])
+      await catalog.query<Row>(
+        "SELECT what, details FROM changelog WHERE id > $1 AND what IN ('balancer.throttle', 'balancer.round') ORDER BY id",
+        [since],
+      )
     ).rows;
     const decisions = rows.filter((r) => r.what === 'balancer.throttle').map((r) => r.details);
     const held = rows.filter((r) => r.what === 'balancer.round' && r.details.held !== undefined);
@@ -93,8 +94,17 @@ describe("the continuous scheduler's load throttle", () => {
     expect(decisions[0]).toMatchObject({ state: 'throttled', targetLatencyMultiple: 0.01 });
     expect(String(decisions[0]!.reason)).toMatch(/^write p99 \d+ ms over 0\.01 x its idle \d+ ms$/);
     // While throttled, a round that planned a migration held it back and said why.
-    expect(rows.some((r) => r.what === 'balancer.round' && typeof (r.details.held as { why?: string } | undefined)?.why === 'string')).toBe(true);
+    expect(rows.some((r) => r.what === 'balancer.round' && typeof (r.details.held as { why?: string } | undefined)?.why === 'string')).toBe(
+      true,
+    );
     expect(throttled.throttle.targetLatencyMultiple).toBe(0.01);
+    // A migration started while throttled was cloned in small batches with a wait between two.
+    const paced = await catalog.query<{ details: { clonePacing: { batchDocuments: number; delayMs: number }; clonePausedMs: number } }>(
+      "SELECT details FROM changelog WHERE id > $1 AND what = 'moveChunk.from' AND details ? 'clonePacing'",
+      [since],
+    );
+    expect(paced.rows.length).toBeGreaterThan(0);
+    expect(paced.rows[0]!.details.clonePacing.batchDocuments).toBe(100);
 
     // No write left: the throttle lets the balancer go at full speed, and says so.
     await eventually(async () => ((await config.balancerStatus()).throttle.state === 'fullSpeed' ? true : undefined), 'full speed');

@@ -116,6 +116,8 @@ export const foregroundLoadReportSchema = z.strictObject({
   windowMs: z.number().int().min(1).max(600_000),
   writes: z.number().int().min(0),
   p99Ms: z.number().min(0).nullable(),
+  /** Writes still running at the window's end: with none completed, the writes are stalled, not idle. */
+  inFlight: z.number().int().min(0),
 });
 export type ForegroundLoadReport = z.input<typeof foregroundLoadReportSchema>;
 

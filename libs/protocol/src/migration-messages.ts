@@ -67,6 +67,17 @@ export interface MoveRangeResult {
   phases: Array<{ phase: MigrationPhase; at: string }>;
 }
 
+/**
+ * How the recipient clones a migration the balancer's load throttle slows down: batches of
+ * `batchDocuments`, with `delayMs` between two (MongoDB's migrateCloneInsertionBatchSize and
+ * migrateCloneInsertionBatchDelayMS, per migration here). Without it: the shard's batch, no delay.
+ */
+export const clonePacingSchema = z.strictObject({
+  batchDocuments: z.number().int().min(1).max(100_000),
+  delayMs: z.number().int().min(0).max(60_000),
+});
+export type ClonePacing = z.infer<typeof clonePacingSchema>;
+
 /** Config server → donor: run this migration (or join it, if it is the one running). */
 export const donorMoveRangeRequestSchema = z.strictObject({
   migrationId,
@@ -79,6 +90,7 @@ export const donorMoveRangeRequestSchema = z.strictObject({
   waitForDelete: z.boolean(),
   /** The collection's max chunk size: a range over twice this is jumbo. */
   maxChunkSizeBytes: z.number().int().min(1),
+  clonePacing: clonePacingSchema.optional(),
 });
 export type DonorMoveRangeRequest = z.input<typeof donorMoveRangeRequestSchema>;
 
@@ -93,6 +105,7 @@ export const recvChunkStartRequestSchema = z.strictObject({
   donorUrl: nodeUrlSchema,
   /** The donor's secondary indexes, built on the recipient before any document arrives. */
   indexes: z.array(indexSpecSchema).max(64),
+  clonePacing: clonePacingSchema.optional(),
 });
 export type RecvChunkStartRequest = z.input<typeof recvChunkStartRequestSchema>;
 
@@ -158,6 +171,8 @@ export interface RecvChunkStatus {
   modsApplied: number;
   /** Sessions whose retry history was taken from the donor (counted on each pull). */
   sessionsMigrated: number;
+  /** Time the clone waited between batches, by its `clonePacing`. */
+  clonePausedMs: number;
   error?: { code: string; message: string };
 }
 

@@ -44,7 +44,7 @@ export class BalancerMover {
           forceJumbo: settings.balancer.attemptToBalanceJumboChunks,
           waitForDelete: settings.balancer.waitForDelete,
         },
-        { reason: plan.reason },
+        { reason: plan.reason, clonePacing: this.throttle.clonePacing() },
       );
       cloned = result.bytesCloned;
       this.statistics.noteMigration(plan.namespace, plan.from, plan.to, cloned);

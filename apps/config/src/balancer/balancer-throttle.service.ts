@@ -7,10 +7,11 @@ import {
   type LoadThrottleSettings,
   type LoadThrottleState,
   type MigrationGate,
+  clonePacingOf,
   migrationGate,
   observeForegroundLoad,
 } from '@tessera/core';
-import type { BalancerThrottleStatus } from '@tessera/protocol';
+import type { BalancerThrottleStatus, ClonePacing } from '@tessera/protocol';
 import { LOGGER, type Periodic, SETTINGS, runPeriodically } from '@tessera/platform';
 import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
@@ -100,7 +101,17 @@ export class BalancerThrottleService {
 
   /** Whether a migration may start now (see `migrationGate`). */
   gate(): MigrationGate {
-    return migrationGate(this.state, { inFlight: this.inFlight, lastStart: this.lastStart, lastEndMs: this.lastEndMs }, this.limits, Date.now());
+    return migrationGate(
+      this.state,
+      { inFlight: this.inFlight, lastStart: this.lastStart, lastEndMs: this.lastEndMs },
+      this.limits,
+      Date.now(),
+    );
+  }
+
+  /** How a migration started now should clone (`clonePacingOf`): undefined at full speed. */
+  clonePacing(): ClonePacing | undefined {
+    return clonePacingOf(this.state);
   }
 
   status(): BalancerThrottleStatus {
@@ -124,11 +135,12 @@ export class BalancerThrottleService {
     const now = Date.now();
     const withWrites = reports.filter((r) => r.p99Ms !== null);
     const writes = reports.reduce((n, r) => n + r.writes, 0);
+    const inFlight = reports.reduce((n, r) => n + r.inFlight, 0);
     const p99Ms = withWrites.length === 0 ? null : Math.max(...withWrites.map((r) => r.p99Ms!));
     const migrating = reports.some((r) => this.migratingDuring(now - r.ageMs - r.windowMs, now - r.ageMs));
     const before = this.state;
-    this.state = observeForegroundLoad(before, { writes, p99Ms, migrating }, this.limits);
-    if ((before.pauseMs > 0) !== (this.state.pauseMs > 0)) await this.recordChange();
+    this.state = observeForegroundLoad(before, { writes, p99Ms, inFlight, migrating }, this.limits);
+    if (before.pauseMs > 0 !== this.state.pauseMs > 0) await this.recordChange();
   }
 
   private migratingDuring(startMs: number, endMs: number): boolean {

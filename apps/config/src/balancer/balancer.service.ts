@@ -85,7 +85,12 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
 
   async status(): Promise<BalancerStatus> {
     const settings = await this.clusterSettings.get();
-    return { mode: settings.balancer.mode, inBalancerRound: this.inRound, throttle: this.throttle.status(), lastRound: this.rounds.lastRound };
+    return {
+      mode: settings.balancer.mode,
+      inBalancerRound: this.inRound,
+      throttle: this.throttle.status(),
+      lastRound: this.rounds.lastRound,
+    };
   }
 
   /** `balancerCollectionStatus(ns)`: the policy's verdict on the collection as it is now. */

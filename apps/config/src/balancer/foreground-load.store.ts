@@ -13,6 +13,7 @@ export interface StoredLoadReport {
   readonly windowMs: number;
   readonly writes: number;
   readonly p99Ms: number | null;
+  readonly inFlight: number;
 }
 
 /**
@@ -27,22 +28,30 @@ export class ForegroundLoadStore {
   async save(input: ForegroundLoadReport): Promise<void> {
     const report = parseWith(foregroundLoadReportSchema, input, 'foreground load report');
     await this.dataSource.query(
-      `INSERT INTO foreground_load (router_id, window_end, window_ms, writes, p99_ms) VALUES ($1, clock_timestamp(), $2, $3, $4)
+      `INSERT INTO foreground_load (router_id, window_end, window_ms, writes, p99_ms, in_flight)
+       VALUES ($1, clock_timestamp(), $2, $3, $4, $5)
        ON CONFLICT (router_id) DO UPDATE SET window_end = EXCLUDED.window_end, window_ms = EXCLUDED.window_ms,
-         writes = EXCLUDED.writes, p99_ms = EXCLUDED.p99_ms`,
-      [report.router, report.windowMs, report.writes, report.p99Ms],
+         writes = EXCLUDED.writes, p99_ms = EXCLUDED.p99_ms, in_flight = EXCLUDED.in_flight`,
+      [report.router, report.windowMs, report.writes, report.p99Ms, report.inFlight],
     );
   }
 
   /** The reports of windows that ended after `since` (all of them with null). */
   async since(since: string | null): Promise<StoredLoadReport[]> {
-    const rows: Array<{ router_id: string; window_end: string; age_ms: number; window_ms: number; writes: number; p99_ms: number | null }> =
-      await this.dataSource.query(
-        `SELECT router_id, window_end::text AS window_end, extract(epoch FROM clock_timestamp() - window_end) * 1000 AS age_ms,
-                window_ms, writes, p99_ms
+    const rows: Array<{
+      router_id: string;
+      window_end: string;
+      age_ms: number;
+      window_ms: number;
+      writes: number;
+      p99_ms: number | null;
+      in_flight: number;
+    }> = await this.dataSource.query(
+      `SELECT router_id, window_end::text AS window_end, extract(epoch FROM clock_timestamp() - window_end) * 1000 AS age_ms,
+                window_ms, writes, p99_ms, in_flight
            FROM foreground_load WHERE $1::timestamptz IS NULL OR window_end > $1 ORDER BY window_end`,
-        [since],
-      );
+      [since],
+    );
     return rows.map((r) => ({
       routerId: r.router_id,
       windowEnd: r.window_end,
@@ -50,6 +59,7 @@ export class ForegroundLoadStore {
       windowMs: r.window_ms,
       writes: r.writes,
       p99Ms: r.p99_ms === null ? null : Number(r.p99_ms),
+      inFlight: r.in_flight,
     }));
   }
 }

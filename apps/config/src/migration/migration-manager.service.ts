@@ -17,6 +17,7 @@ import {
   shardKeyFromObject,
 } from '@tessera/core';
 import {
+  type ClonePacing,
   type MoveChunkRequest,
   type MoveRangeRequest,
   type MoveRangeResult,
@@ -67,8 +68,9 @@ export class MigrationManagerService {
   /**
    * `options.reason` (the balancer's: `imbalance`, `topChunk`, ...) is kept with the active
    * migration so that the commit's changelog row says why; users' requests have none.
+   * `options.clonePacing` is the balancer's load throttle's, handed to the donor and recipient.
    */
-  async moveRange(input: MoveRangeRequest, options: { reason?: string } = {}): Promise<MoveRangeResult> {
+  async moveRange(input: MoveRangeRequest, options: { reason?: string; clonePacing?: ClonePacing } = {}): Promise<MoveRangeResult> {
     const request = parseWith(moveRangeRequestSchema, input, 'moveRange request');
     const target = await this.target(request.ns, request.toShard, async (manager, row, pattern) => {
       const min = keyOf(pattern, request.min, 'min');
@@ -99,7 +101,7 @@ export class MigrationManagerService {
       }
       return { chunk, range: { min, max } };
     });
-    return this.migrate(target, request.toShard, request.forceJumbo, request.waitForDelete, options.reason);
+    return this.migrate(target, request.toShard, request.forceJumbo, request.waitForDelete, options.reason, options.clonePacing);
   }
 
   async moveChunk(input: MoveChunkRequest): Promise<MoveRangeResult> {
@@ -177,6 +179,7 @@ export class MigrationManagerService {
     forceJumbo: boolean,
     waitForDelete: boolean,
     reason?: string,
+    clonePacing?: ClonePacing,
   ): Promise<MoveRangeResult> {
     const range = await this.splitOff(target);
     const migrationId = await this.register(target, range, toShard, forceJumbo, waitForDelete, reason);
@@ -193,6 +196,7 @@ export class MigrationManagerService {
         forceJumbo,
         waitForDelete,
         maxChunkSizeBytes: target.maxChunkSizeBytes,
+        ...(clonePacing === undefined ? {} : { clonePacing }),
       });
     } catch (error) {
       // An error the donor answered, whatever its code (it relays its recipient's unreachability

@@ -10,7 +10,8 @@ const MAX_SAMPLES = 10_000;
 
 /**
  * The router's foreground writes (inserts, updates, deletes, findAndModify, bulkWrite): how many
- * completed in each window of `TESSERA_ROUTER_LOAD_REPORT_INTERVAL_MS` and their p99, reported to
+ * completed in each window of `TESSERA_ROUTER_LOAD_REPORT_INTERVAL_MS`, their p99 and how many
+ * are still running at its end, reported to
  * the config server, whose balancer slows its migrations while they hurt the writes
  * (libs/core load-throttle.ts). A failed report is dropped: the next window's follows.
  */
@@ -19,6 +20,7 @@ export class ForegroundLoadService implements OnApplicationBootstrap, OnApplicat
   private readonly config: ConfigClient;
   private samples: number[] = [];
   private writes = 0;
+  private inFlight = 0;
   private windowStart = Date.now();
   private loop: Periodic | undefined;
 
@@ -33,15 +35,26 @@ export class ForegroundLoadService implements OnApplicationBootstrap, OnApplicat
 
   onApplicationBootstrap(): void {
     const interval = this.settings.TESSERA_ROUTER_LOAD_REPORT_INTERVAL_MS;
-    if (interval > 0) this.loop = runPeriodically(() => this.report(), interval, () => undefined);
+    if (interval > 0)
+      this.loop = runPeriodically(
+        () => this.report(),
+        interval,
+        () => undefined,
+      );
   }
 
   onApplicationShutdown(): void {
     this.loop?.stop();
   }
 
+  /** A write starts; `recordWrite` ends it. */
+  writeStarted(): void {
+    this.inFlight++;
+  }
+
   /** One write completed (or failed) after `ms`. */
   recordWrite(ms: number): void {
+    this.inFlight = Math.max(0, this.inFlight - 1);
     this.writes++;
     if (this.samples.length < MAX_SAMPLES) this.samples.push(ms);
     else {
@@ -60,7 +73,7 @@ export class ForegroundLoadService implements OnApplicationBootstrap, OnApplicat
     this.windowStart = Date.now();
     const p99Ms = samples.length === 0 ? null : samples[Math.min(samples.length - 1, Math.floor(0.99 * samples.length))]!;
     try {
-      await this.config.reportForegroundLoad({ router: this.registration.routerId, windowMs, writes, p99Ms });
+      await this.config.reportForegroundLoad({ router: this.registration.routerId, windowMs, writes, p99Ms, inFlight: this.inFlight });
     } catch (error) {
       this.logger.debug({ err: error }, `foreground load report failed: ${(error as Error).message}`);
     }

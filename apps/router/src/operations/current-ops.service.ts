@@ -61,6 +61,7 @@ export class CurrentOps {
   async run<T>(info: OperationInfo, work: () => Promise<T>): Promise<T> {
     const operation: InProgress = { opid: this.nextOpid++, info, started: process.hrtime.bigint() };
     this.inProgress.set(operation.opid, operation);
+    if (isWrite(info)) this.load.writeStarted();
     let failed: unknown;
     try {
       return await raceTimeLimit(timeLimitOf(info.body?.maxTimeMS), work);

@@ -4,17 +4,21 @@ import type { RouterSettings } from '../router.settings.js';
 import type { ForegroundLoadService } from '../load/foreground-load.service.js';
 import { CurrentOps } from './current-ops.service.js';
 
-function opsLogging(slowMs: number): { ops: CurrentOps; logged: Array<Record<string, unknown>>; writes: number[] } {
+function opsLogging(slowMs: number): { ops: CurrentOps; logged: Array<Record<string, unknown>>; writes: number[]; started: string[] } {
   const logged: Array<Record<string, unknown>> = [];
   const writes: number[] = [];
+  const started: string[] = [];
   const logger = { info: (fields: Record<string, unknown>) => void logged.push(fields) } as unknown as Logger;
-  const load = { recordWrite: (ms: number) => void writes.push(ms) } as unknown as ForegroundLoadService;
-  return { ops: new CurrentOps({ TESSERA_SLOW_OP_MS: slowMs } as RouterSettings, logger, load), logged, writes };
+  const load = {
+    writeStarted: () => void started.push(`start ${started.length - writes.length}`),
+    recordWrite: (ms: number) => void writes.push(ms),
+  } as unknown as ForegroundLoadService;
+  return { ops: new CurrentOps({ TESSERA_SLOW_OP_MS: slowMs } as RouterSettings, logger, load), logged, writes, started };
 }
 
 describe('current operations', () => {
   it("hands the duration of writes, failed ones too, to the balancer's foreground load, and not of reads", async () => {
-    const { ops, writes } = opsLogging(3_600_000);
+    const { ops, writes, started } = opsLogging(3_600_000);
     await ops.run({ op: 'insert', command: 'insert', ns: 'db.c' }, async () => 1);
     await ops.run({ op: 'query', command: 'find', ns: 'db.c' }, async () => 1);
     await ops.run({ op: 'command', command: 'aggregate', ns: 'db.c' }, async () => 1);
@@ -22,6 +26,8 @@ describe('current operations', () => {
     await expect(ops.run({ op: 'remove', command: 'delete', ns: 'db.c' }, () => Promise.reject(new Error('x')))).rejects.toThrow();
     expect(writes).toHaveLength(3);
     expect(writes.every((ms) => ms >= 0)).toBe(true);
+    // Each write is counted running when it starts, before its duration is recorded.
+    expect(started).toEqual(['start 0', 'start 0', 'start 0']);
   });
 
   it('lists an operation while it runs, with its comment and time limit, and not after', async () => {

@@ -89,6 +89,7 @@ export class MigrationCloner implements OnApplicationShutdown {
       donor: plan.shard,
       donorUrl: advertisedUrl(this.settings),
       indexes: indexes.map((i) => ({ key: i.keyPattern, name: i.name, ...(i.unique ? { unique: true } : {}) })),
+      ...(request.clonePacing === undefined ? {} : { clonePacing: request.clonePacing }),
     });
   }
 

@@ -52,6 +52,8 @@ interface Harness {
   service: MigrationDestinationService;
   steps: string[];
   cloned: number[];
+  /** How many clone batches had been asked of the donor when each batch was written. */
+  fetchedWhenWritten: number[];
   mods: TransferredDocument[][];
   /** The lsids of each page of migrated history applied, in order. */
   histories: string[][];
@@ -83,6 +85,7 @@ function harness(options: Options = {}): Harness {
     }));
   const steps: string[] = [];
   const cloned: number[] = [];
+  const fetchedWhenWritten: number[] = [];
   const mods: TransferredDocument[][] = [];
   const store = {
     create: async () => void steps.push('create'),
@@ -103,7 +106,10 @@ function harness(options: Options = {}): Harness {
   const rangeDeletions = { recordPending: async () => void steps.push('recordPending') } as unknown as RangeDeletionStore;
   const incoming = {
     createIndexes: async () => undefined,
-    applyClone: async (_range: unknown, _text: string, batch: CopiedRow[]) => void cloned.push(batch.length),
+    applyClone: async (_range: unknown, _text: string, batch: CopiedRow[]) => {
+      cloned.push(batch.length);
+      fetchedWhenWritten.push(network.callsTo('/internal/migration/migrateClone').length);
+    },
     applyMods: async (_range: unknown, documents: TransferredDocument[]) => {
       if (documents.length > 0) await options.applyMods?.();
       mods.push(documents);
@@ -143,7 +149,7 @@ function harness(options: Options = {}): Harness {
   const reporter = { report: (entry: MigrationReport) => reports.push(entry) } as unknown as MigrationReporter;
   const peers = new MigrationPeers({} as ShardIdentityService, network.internalClients());
   const service = new MigrationDestinationService(store, cloner, runtime, rangeDeleter, reporter, peers, logger);
-  return { network, service, steps, cloned, mods, histories, reports };
+  return { network, service, steps, cloned, fetchedWhenWritten, mods, histories, reports };
 }
 
 async function until(h: Harness, states: Array<RecvChunkStatus['state']>): Promise<RecvChunkStatus> {
@@ -188,6 +194,20 @@ describe('the recipient', () => {
       expect.objectContaining({ what: 'moveChunk.to', details: expect.objectContaining({ decision: 'committed', documentsCloned: 3 }) }),
     ]);
     expect(h.service.recvChunkStatus(MIGRATION)).toMatchObject({ state: 'failed', error: { code: 'NOT_FOUND' } });
+  });
+
+  it("fetches the next batch while writing the last, or with the balancer's clone pacing its delay after", async () => {
+    const eager = harness();
+    await eager.service.recvChunkStart(start);
+    expect(await until(eager, ['steady', 'failed'])).toMatchObject({ state: 'steady', clonePausedMs: 0 });
+    expect(eager.fetchedWhenWritten).toEqual([2, 2]);
+
+    const paced = harness();
+    await paced.service.recvChunkStart({ ...start, clonePacing: { batchDocuments: 2, delayMs: 30 } });
+    expect(await until(paced, ['steady', 'failed'])).toMatchObject({ state: 'steady', documentsCloned: 3, clonePausedMs: 30 });
+    expect(paced.cloned).toEqual([2, 1]);
+    expect(paced.fetchedWhenWritten).toEqual([1, 2]);
+    expect(paced.network.callsTo('/internal/migration/migrateClone').map((c) => (c.body as { limit: number }).limit)).toEqual([2, 2]);
   });
 
   // A failure in each phase fails the receipt with the code of what failed it; the donor's

@@ -82,6 +82,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
         bytesCloned: 0,
         modsApplied: 0,
         sessionsMigrated: 0,
+        clonePausedMs: 0,
       },
       commitRequested: false,
       stopped: false,
@@ -109,6 +110,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
       bytesCloned: 0,
       modsApplied: 0,
       sessionsMigrated: 0,
+      clonePausedMs: 0,
       error: { code: 'NOT_FOUND', message: 'the recipient is not receiving this migration (it ended, or the recipient restarted)' },
     };
   }

@@ -96,10 +96,16 @@ export class MigrationRecipientCloner {
     });
   }
 
-  /** In cloning: pulls the range in batches (`migrateClone`) until a batch comes back short. */
+  /**
+   * In cloning: pulls the range in batches (`migrateClone`) until a batch comes back short,
+   * fetching the next batch while writing the last. With the request's `clonePacing` (the
+   * balancer's load throttle), batches of its size, each fetched its delay after the last was
+   * written.
+   */
   private async clone(receipt: Receipt): Promise<void> {
     const { request, status } = receipt;
-    const limit = this.settings.TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS;
+    const pacing = request.clonePacing;
+    const limit = pacing?.batchDocuments ?? this.settings.TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS;
     const fetch = (after?: CopiedRow) =>
       receipt.donor
         .migrateClone({ migrationId: request.migrationId, limit, ...(after ? { after: { key: after.key, id: after.id } } : {}) })
@@ -108,7 +114,8 @@ export class MigrationRecipientCloner {
     while (next !== undefined) {
       const batch: { text: string; rows: CopiedRow[] } = await next;
       checkStopped(receipt);
-      next = batch.rows.length === limit ? fetch(batch.rows[batch.rows.length - 1]) : undefined;
+      const last = batch.rows.length === limit ? batch.rows[batch.rows.length - 1] : undefined;
+      next = last !== undefined && pacing === undefined ? fetch(last) : undefined;
       next?.catch(() => undefined);
       await this.writeTimes.run((writeTime) => this.incoming.applyClone(receipt.range, batch.text, batch.rows, writeTime));
       let bytes = 0;
@@ -118,6 +125,12 @@ export class MigrationRecipientCloner {
       this.metrics.documentsCloned.inc(batch.rows.length);
       this.metrics.bytesCloned.inc(bytes);
       if (status.documentsCloned === batch.rows.length) await this.failpoints.pauseAt('migration.recipient.firstCloneBatch', request.ns);
+      if (last !== undefined && pacing !== undefined) {
+        await sleep(pacing.delayMs);
+        status.clonePausedMs += pacing.delayMs;
+        checkStopped(receipt);
+        next = fetch(last);
+      }
     }
   }
 

@@ -118,6 +118,7 @@ function harness(
     bytesCloned: 100,
     modsApplied: 0,
     sessionsMigrated: 0,
+    clonePausedMs: 0,
   });
   network
     .node(RECIPIENT)
@@ -226,6 +227,7 @@ describe('the donor', () => {
           bytesCloned: 0,
           modsApplied: 0,
           sessionsMigrated: 0,
+          clonePausedMs: 0,
           error: { code: 'DUPLICATE_KEY', message: 'dup' },
         }),
       },

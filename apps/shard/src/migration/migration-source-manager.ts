@@ -184,6 +184,7 @@ export class MigrationSourceManager {
       documentsCloned: result.documentsCloned,
       bytesCloned: result.bytesCloned,
       criticalSectionMs,
+      ...(request.clonePacing === undefined ? {} : { clonePacing: request.clonePacing, clonePausedMs: m.status?.clonePausedMs ?? 0 }),
     });
     return result;
   }

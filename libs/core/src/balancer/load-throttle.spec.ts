@@ -3,15 +3,18 @@ import {
   DEFAULT_LOAD_THROTTLE_SETTINGS,
   INITIAL_LOAD_THROTTLE_STATE,
   type LoadThrottleState,
+  MAX_CLONE_BATCH_DELAY_MS,
   MAX_PAUSE_MS,
   PAUSE_STEP_MS,
+  THROTTLED_CLONE_BATCH_DOCUMENTS,
+  clonePacingOf,
   migrationGate,
   observeForegroundLoad,
 } from './load-throttle.js';
 
 const settings = DEFAULT_LOAD_THROTTLE_SETTINGS;
-const idle = (p99Ms: number, writes = 100) => ({ writes, p99Ms, migrating: false });
-const migrating = (p99Ms: number, writes = 100) => ({ writes, p99Ms, migrating: true });
+const idle = (p99Ms: number, writes = 100) => ({ writes, p99Ms, inFlight: 0, migrating: false });
+const migrating = (p99Ms: number, writes = 100) => ({ writes, p99Ms, inFlight: 0, migrating: true });
 const observe = (state: LoadThrottleState, ...windows: Array<ReturnType<typeof idle>>) =>
   windows.reduce((s, w) => observeForegroundLoad(s, w, settings), state);
 
@@ -31,11 +34,22 @@ describe('the load throttle', () => {
   it('ends any pause at once when a window has no write at all: nothing to protect', () => {
     const throttled = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(50), migrating(50));
     expect(throttled.pauseMs).toBeGreaterThan(0);
-    expect(observeForegroundLoad(throttled, { writes: 0, p99Ms: null, migrating: true }, settings)).toMatchObject({
+    expect(observeForegroundLoad(throttled, { writes: 0, p99Ms: null, inFlight: 0, migrating: true }, settings)).toMatchObject({
       pauseMs: 0,
       reason: null,
       idleP99Ms: 10,
     });
+  });
+
+  it('counts writes that all stall during a migration (none completed, some running) as over the target', () => {
+    const learned = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10));
+    const stalled = observeForegroundLoad(learned, { writes: 0, p99Ms: null, inFlight: 4, migrating: true }, settings);
+    expect(stalled).toMatchObject({ pauseMs: PAUSE_STEP_MS, reason: '4 writes stalled while a migration ran' });
+    expect(observeForegroundLoad(stalled, { writes: 0, p99Ms: null, inFlight: 4, migrating: true }, settings).pauseMs).toBe(
+      2 * PAUSE_STEP_MS,
+    );
+    // Without a migration running, a stall is not the balancer's doing.
+    expect(observeForegroundLoad(learned, { writes: 0, p99Ms: null, inFlight: 4, migrating: false }, settings)).toBe(learned);
   });
 
   it('runs at full speed while migrations keep the p99 within the target multiple of idle', () => {
@@ -63,6 +77,17 @@ describe('the load throttle', () => {
     const off = { ...settings, targetLatencyMultiple: 0 };
     const state = [idle(10), migrating(500)].reduce((s, w) => observeForegroundLoad(s, w, off), INITIAL_LOAD_THROTTLE_STATE);
     expect(state.pauseMs).toBe(0);
+  });
+});
+
+describe('the clone pacing', () => {
+  it('leaves a migration at full speed alone, and paces one started while throttled by its pause', () => {
+    expect(clonePacingOf(INITIAL_LOAD_THROTTLE_STATE)).toBeUndefined();
+    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: 800 })).toEqual({
+      batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS,
+      delayMs: 100,
+    });
+    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: MAX_PAUSE_MS })?.delayMs).toBe(MAX_CLONE_BATCH_DELAY_MS);
   });
 });
 

@@ -9,7 +9,9 @@
  *   it, the pause before each migration doubles (from `PAUSE_STEP_MS` up to `MAX_PAUSE_MS`) and
  *   migrations go one at a time; at or under it, the pause shrinks by a step (additive increase,
  *   multiplicative decrease of the rate, as TCP's congestion control).
- * - A window with no write at all ends any pause: an idle cluster balances at full speed.
+ * - A window with no write completed and none running ends any pause: an idle cluster balances
+ *   at full speed. With none completed but some running while a migration ran, the writes are
+ *   stalled: that counts as over the target.
  * - With `maxBytesPerSecond`, a migration of B bytes keeps the next one from starting until
  *   B ÷ rate after it started.
  */
@@ -20,6 +22,8 @@ export interface ForegroundWriteLoad {
   readonly writes: number;
   /** The highest p99 a router reported for the window, in ms; null with no writes. */
   readonly p99Ms: number | null;
+  /** Writes still running at the window's end. */
+  readonly inFlight: number;
   /** Whether a balancer migration ran at any time during the window. */
   readonly migrating: boolean;
 }
@@ -69,9 +73,14 @@ export const INITIAL_LOAD_THROTTLE_STATE: LoadThrottleState = Object.freeze({
 });
 
 /** The state after one more report window. */
-export function observeForegroundLoad(state: LoadThrottleState, load: ForegroundWriteLoad, settings: LoadThrottleSettings): LoadThrottleState {
-  // No write at all: nothing to protect, full speed.
-  if (load.writes === 0) return state.pauseMs === 0 ? state : { ...state, pauseMs: 0, reason: null };
+export function observeForegroundLoad(
+  state: LoadThrottleState,
+  load: ForegroundWriteLoad,
+  settings: LoadThrottleSettings,
+): LoadThrottleState {
+  if (load.writes === 0 && load.inFlight === 0) return state.pauseMs === 0 ? state : { ...state, pauseMs: 0, reason: null };
+  if (load.writes === 0 && load.migrating && state.idleP99Ms !== null && settings.targetLatencyMultiple > 0)
+    return slowDown(state, `${load.inFlight} writes stalled while a migration ran`);
   if (load.p99Ms === null || load.writes < settings.minWrites) return state;
   if (!load.migrating) {
     const idleP99Ms = state.idleP99Ms === null ? load.p99Ms : (1 - IDLE_WEIGHT) * state.idleP99Ms + IDLE_WEIGHT * load.p99Ms;
@@ -80,12 +89,32 @@ export function observeForegroundLoad(state: LoadThrottleState, load: Foreground
   if (state.idleP99Ms === null || settings.targetLatencyMultiple <= 0) return { ...state, migratingP99Ms: load.p99Ms };
   const target = settings.targetLatencyMultiple * state.idleP99Ms;
   if (load.p99Ms > target) {
-    const pauseMs = Math.min(MAX_PAUSE_MS, state.pauseMs === 0 ? PAUSE_STEP_MS : state.pauseMs * 2);
     const reason = `write p99 ${Math.round(load.p99Ms)} ms over ${settings.targetLatencyMultiple} x its idle ${Math.round(state.idleP99Ms)} ms`;
-    return { ...state, migratingP99Ms: load.p99Ms, pauseMs, reason };
+    return slowDown({ ...state, migratingP99Ms: load.p99Ms }, reason);
   }
   const pauseMs = Math.max(0, state.pauseMs - PAUSE_STEP_MS);
   return { ...state, migratingP99Ms: load.p99Ms, pauseMs, reason: pauseMs === 0 ? null : state.reason };
+}
+
+/** Documents per clone batch while throttled: small enough that one batch is not a burst. */
+export const THROTTLED_CLONE_BATCH_DOCUMENTS = 100;
+/** The longest wait between two clone batches. */
+export const MAX_CLONE_BATCH_DELAY_MS = 250;
+
+/**
+ * How a migration started now clones (libs/protocol's ClonePacing): none at full speed; while
+ * throttled, batches of `THROTTLED_CLONE_BATCH_DOCUMENTS` with an eighth of the pause between
+ * two (up to `MAX_CLONE_BATCH_DELAY_MS`), so that a migration also spreads its own reads and
+ * writes instead of only starting later.
+ */
+export function clonePacingOf(state: LoadThrottleState): { batchDocuments: number; delayMs: number } | undefined {
+  if (state.pauseMs === 0) return undefined;
+  return { batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS, delayMs: Math.min(MAX_CLONE_BATCH_DELAY_MS, Math.round(state.pauseMs / 8)) };
+}
+
+/** The pause doubled (or first set), up to its cap, with why. */
+function slowDown(state: LoadThrottleState, reason: string): LoadThrottleState {
+  return { ...state, pauseMs: Math.min(MAX_PAUSE_MS, state.pauseMs === 0 ? PAUSE_STEP_MS : state.pauseMs * 2), reason };
 }
 
 /** What the scheduler knows of the migrations when it wants to start one. */
@@ -108,7 +137,12 @@ export interface MigrationGate {
  * Whether a migration may start at `nowMs`. Throttled on latency, one migration at a time, each
  * `pauseMs` after the last one ended; with a byte rate, the last one's bytes ÷ rate after it started.
  */
-export function migrationGate(state: LoadThrottleState, pacing: MigrationPacing, settings: LoadThrottleSettings, nowMs: number): MigrationGate {
+export function migrationGate(
+  state: LoadThrottleState,
+  pacing: MigrationPacing,
+  settings: LoadThrottleSettings,
+  nowMs: number,
+): MigrationGate {
   let waitMs = 0;
   let why: string | null = null;
   if (state.pauseMs > 0) {
