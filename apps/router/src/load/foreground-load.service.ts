@@ -11,9 +11,9 @@ const MAX_SAMPLES = 10_000;
 /**
  * The router's foreground writes (inserts, updates, deletes, findAndModify, bulkWrite): how many
  * completed in each window of `TESSERA_ROUTER_LOAD_REPORT_INTERVAL_MS`, their p99 and how many
- * are still running at its end, reported to
- * the config server, whose balancer slows its migrations while they hurt the writes
- * (libs/core load-throttle.ts). A failed report is dropped: the next window's follows.
+ * are still running at its end, reported to the config server, whose balancer slows its
+ * migrations while they hurt the writes (libs/core load-throttle.ts). A failed report is
+ * dropped: the next window's follows.
  */
 @Injectable()
 export class ForegroundLoadService implements OnApplicationBootstrap, OnApplicationShutdown {
