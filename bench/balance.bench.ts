@@ -5,10 +5,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Agent, request } from 'undici';
-import type { BalancerScheduler } from '@tessera/core';
+import { type BalancerScheduler, percentile } from '@tessera/core';
 import { ConfigClient, MigrationClient } from '@tessera/protocol';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
-import { percentile } from './percentile.js';
 
 /**
  * bench:balance — for each balancer scheduler of BENCH_SCHEDULERS (default `rounds,continuous`),

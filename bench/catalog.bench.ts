@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { configMigrations } from '../migrations/index.js';
 import { runMigrations } from '../libs/platform/src/index.js';
-import { type ChunkVersion, RoutingTable } from '../libs/core/src/index.js';
+import { type ChunkVersion, RoutingTable, percentile } from '../libs/core/src/index.js';
 import { chunkFromWire, shardKeyToWire } from '../libs/protocol/src/index.js';
 import { catalogServices, k, wireRange } from '../apps/config/src/catalog/catalog-fixture.js';
 import { seedShardedCollection } from '../apps/config/src/catalog/catalog-seed.js';
@@ -22,10 +22,6 @@ const CHUNKS = Number(process.env.BENCH_CHUNKS ?? 100_000);
 const SPLITS = Number(process.env.BENCH_SPLITS ?? 300);
 const KEY_STEP = 10;
 const NS = 'bench.chunks';
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-}
 
 function median(values: number[]): number {
   return percentile(

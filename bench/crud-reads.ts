@@ -1,12 +1,11 @@
 import pg from 'pg';
 import { request } from 'undici';
-import { extractShardKey } from '@tessera/core';
+import { extractShardKey, percentile } from '@tessera/core';
 import { type CollectionRoutingInfo, CatalogCache } from '@tessera/routing';
 import { ShardClient, WireAgent } from '@tessera/protocol';
 import { type CrudFixture, postJson } from './crud-fixture.js';
 import type { CrudReport } from './crud-report.js';
 import type { CrudSettings } from './crud-settings.js';
-import { percentile } from './percentile.js';
 import { type ProcessCpu, machineBusyMillis } from './process-cpu.js';
 import { isSteady } from './steady-state.js';
 

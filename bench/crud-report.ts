@@ -1,5 +1,5 @@
+import { percentile } from '@tessera/core';
 import type { CrudSettings } from './crud-settings.js';
-import { percentile } from './percentile.js';
 import { isSteady } from './steady-state.js';
 
 /** How a run's warm-up went: its length and each window's figure, printed with the results. */

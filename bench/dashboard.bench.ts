@@ -5,8 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { createClient } from 'graphql-ws';
 import { type Page, chromium } from 'playwright-core';
 import WebSocket from 'ws';
+import { percentile } from '@tessera/core';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
-import { percentile } from './percentile.js';
 
 /**
  * bench:dashboard — headless Chromium (Debian's, /usr/bin/chromium) on the dashboard of a local

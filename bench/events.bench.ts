@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { type Client, createClient } from 'graphql-ws';
 import { type Socket, io } from 'socket.io-client';
 import WebSocket from 'ws';
-import type { ChunkVersion } from '@tessera/core';
+import { type ChunkVersion, percentile } from '@tessera/core';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
 
 /**
@@ -24,10 +24,6 @@ const RAMP = (process.env.BENCH_RAMP ?? '200,400,800,1600').split(',').map(Numbe
 const TOKEN = 'bench-viewer-token-0123456789';
 const NS = 'bench.events';
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 /** Delivery of the split at key `k` to each subscriber. */
 class Deliveries {

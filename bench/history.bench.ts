@@ -2,9 +2,9 @@ import { mkdtempSync, chmodSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from 'undici';
+import { percentile } from '@tessera/core';
 import type { LocalCluster } from '../tools/cluster/local-cluster.js';
 import { planBenchCluster, postJson } from './crud-fixture.js';
-import { percentile } from './percentile.js';
 
 /**
  * bench:history — what keeping document versions for snapshot reads costs, and what reading the

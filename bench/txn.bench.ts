@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { Agent } from 'undici';
+import { percentile } from '@tessera/core';
 import { planBenchCluster, postJson } from './crud-fixture.js';
-import { percentile } from './percentile.js';
 
 /**
  * bench:txn — what cross-shard transactions cost, and how fast their faults are over. One local

@@ -33,3 +33,4 @@ export * from './balancer/simulator.js';
 export * from './balancer/jumbo.js';
 export * from './balancer/balancer-round.policy.js';
 export * from './migration/migration-phase.machine.js';
+export * from './percentile.js';

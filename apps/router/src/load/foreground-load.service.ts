@@ -1,5 +1,6 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
+import { percentile } from '@tessera/core';
 import type { ConfigClient } from '@tessera/protocol';
 import { InternalClients, LOGGER, type Periodic, SETTINGS, runPeriodically } from '@tessera/platform';
 import { RouterRegistrationService } from '../router-registration.service.js';
@@ -71,7 +72,7 @@ export class ForegroundLoadService implements OnApplicationBootstrap, OnApplicat
     this.samples = [];
     this.writes = 0;
     this.windowStart = Date.now();
-    const p99Ms = samples.length === 0 ? null : samples[Math.min(samples.length - 1, Math.floor(0.99 * samples.length))]!;
+    const p99Ms = samples.length === 0 ? null : percentile(samples, 99);
     try {
       await this.config.reportForegroundLoad({ router: this.registration.routerId, windowMs, writes, p99Ms, inFlight: this.inFlight });
     } catch (error) {
