@@ -9,6 +9,7 @@ import { TxnRecordLog1764200000000 } from './1764200000000-txn-record-log.js';
 import { DocumentHistory1764300000000 } from './1764300000000-document-history.js';
 import { TwoPhaseCommit1764400000000 } from './1764400000000-two-phase-commit.js';
 import { MovePrimary1764500000000 } from './1764500000000-move-primary.js';
+import { ParallelDonations1764600000000 } from './1764600000000-parallel-donations.js';
 
 /** A shard database's migrations, in order. */
 export const shardMigrations = [
@@ -23,4 +24,5 @@ export const shardMigrations = [
   DocumentHistory1764300000000,
   TwoPhaseCommit1764400000000,
   MovePrimary1764500000000,
+  ParallelDonations1764600000000,
 ];

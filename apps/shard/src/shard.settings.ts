@@ -13,6 +13,11 @@ export const shardSettingsSchema = z.object({
   TESSERA_RANGE_DELETER_BATCH_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(20),
   /** The longest a donor holds a migration's critical section before it aborts the migration. */
   TESSERA_MIGRATION_CRITICAL_SECTION_TIMEOUT_MS: millisecondsSetting(10_000),
+  /**
+   * How many migrations this shard donates at once, each of its own range to its own recipient
+   * (MongoDB: one). The balancer's `maxDonationsPerShard` chooses how many it asks for.
+   */
+  TESSERA_MIGRATION_MAX_DONATIONS: z.coerce.number().int().min(1).max(64).default(8),
   /** Documents per batch a recipient clones from a donor. */
   TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS: z.coerce.number().int().min(1).max(100_000).default(20_000),
   /**

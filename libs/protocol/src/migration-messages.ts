@@ -183,9 +183,9 @@ export type RecvChunkReleaseRequest = z.input<typeof recvChunkReleaseRequestSche
 export const decideMigrationRequestSchema = z.strictObject({ migrationId });
 export type MigrationDecision = 'committed' | 'aborted';
 
-/** What a shard is doing now: the migration it donates or receives, if any. */
+/** What a shard is doing now: the migrations it donates or receives, oldest first. */
 export interface ShardMigrationStatus {
-  active: { migrationId: string; role: 'donor' | 'recipient'; ns: string; otherShard: string; since: string } | null;
+  migrations: Array<{ migrationId: string; role: 'donor' | 'recipient'; ns: string; otherShard: string; since: string }>;
   rangeDeletionsPending: number;
 }
 

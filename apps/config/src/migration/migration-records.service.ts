@@ -155,13 +155,13 @@ export class MigrationRecordsService implements OnModuleInit, OnApplicationShutd
     }
   }
 
-  /** True unless both shards answer and neither has the migration registered (or, for the donor, starting). */
+  /** True unless both shards answer and neither lists the migration (registered, or, for the donor, starting). */
   private async isRunning(record: MigrationRecord): Promise<boolean> {
     const ask = (url: string) =>
       this.clients
         .migration(url, STATUS_TIMEOUT_MS)
         .status()
-        .then((status) => status.active?.migrationId === record.id)
+        .then((status) => status.migrations.some((m) => m.migrationId === record.id))
         .catch(() => true);
     const [donor, recipient] = await Promise.all([ask(record.donorUrl), ask(record.recipientUrl)]);
     return donor || recipient;

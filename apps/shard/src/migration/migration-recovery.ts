@@ -11,8 +11,9 @@ import { MigrationReporter } from './migration-reporter.js';
 /**
  * The donor's recovery after a restart (MongoDB's migration recovery on step-up): every
  * coordinator document found is finished by its decision, asking the config server when none
- * was recorded, and the config server is told, so its record of the migration goes; then the leftovers of a crash before a coordinator document was written (a
- * registration, capture triggers) go.
+ * was recorded, and the config server is told, so its record of the migration goes; then the
+ * leftovers of a crash before a coordinator document was written (registrations, capture
+ * triggers) go.
  */
 @Injectable()
 export class MigrationRecovery implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -31,8 +32,9 @@ export class MigrationRecovery implements OnApplicationBootstrap, OnApplicationS
 
   /**
    * Before the shard serves anything: a migration found without a decision may have committed
-   * on the config server, so its collection stays in the critical section until recovery learns
-   * the decision; then every found migration is finished in the background.
+   * on the config server, so its collection stays in the critical section until recovery has
+   * learnt the decisions of all the collection's migrations found (a donor serving several);
+   * then every found migration is finished in the background.
    */
   async onApplicationBootstrap(): Promise<void> {
     const documents = await this.coordinators.all();
@@ -64,13 +66,16 @@ export class MigrationRecovery implements OnApplicationBootstrap, OnApplicationS
           { migrationId: document.id, ns: document.ns, decision },
           `recovering migration ${document.id} of ${document.ns}: ${decision}`,
         );
-        const section = sections.get(document.ns);
-        sections.delete(document.ns);
+        // A collection's section is held until its last migration found is finished: any of them
+        // may be the one whose commit landed.
+        const last = !documents.slice(documents.indexOf(document) + 1).some((d) => d.ns === document.ns);
+        const section = last ? sections.get(document.ns) : undefined;
+        if (last) sections.delete(document.ns);
         await this.coordinator.finish(document, decision, section, performance.now());
         this.reporter.report({ what: 'moveChunk.recovered', ns: document.ns, details: { migrationId: document.id, decision } });
         await this.coordinator.endOnConfig(document.id);
       }
-      await this.registry.unregisterStrayDonor();
+      await this.registry.unregisterStrayDonors();
       await this.cloner.dropStrayCaptures();
     } catch (error) {
       if (!this.stopped) this.logger.error({ err: error }, `migration recovery failed: ${(error as Error).message}`);

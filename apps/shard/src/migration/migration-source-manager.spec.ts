@@ -300,6 +300,41 @@ describe('the donor', () => {
     expect(h.released).toEqual(['committed']);
   });
 
+  // A donor serving two migrations of one collection: they clone side by side, and their
+  // critical sections take turns, also when the first one aborts in its section.
+  it.each([
+    { first: 'commits', inject: (h: Harness) => h.network.delayNth({ path: '/internal/catalog/commitMigration', ms: 100 }) },
+    {
+      first: 'aborts',
+      inject: (h: Harness) =>
+        h.network.failNth({ path: '/internal/migration/recvChunkCommit', fault: new TesseraError('NOT_FOUND', 'gone') }),
+    },
+  ])('takes the critical sections of two donations of one collection in turn when the first $first', async ({ first, inject }) => {
+    const h = harness();
+    inject(h);
+    const second = {
+      ...request,
+      migrationId: '00000000-0000-4000-8000-000000000002',
+      range: { min: [100], max: [200] },
+      recipient: 'shard2',
+    };
+    const outcomes = await Promise.allSettled([
+      h.manager.run(request, undefined),
+      h.manager.run(second as DonorMoveRangeRequest, undefined),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual([first === 'commits' ? 'fulfilled' : 'rejected', 'fulfilled']);
+    expect(h.sections).toEqual(
+      first === 'commits'
+        ? ['enter', 'blockReads', 'release', 'enter', 'blockReads', 'release']
+        : ['enter', 'release', 'enter', 'blockReads', 'release'],
+    );
+    // Both were cloning before either entered its critical section.
+    const cloning = h.reports.filter((r) => r.what === 'moveChunk.phase' && r.details.phase === 'cloning');
+    const sections = h.reports.filter((r) => r.what === 'moveChunk.phase' && r.details.phase === 'criticalSection');
+    expect(h.reports.indexOf(cloning[1]!)).toBeLessThan(h.reports.indexOf(sections[0]!));
+    expect(sections[1]!.details.waitedForTurnMs).toBeGreaterThan(0);
+  });
+
   it('fails in checkPreconditions without registering anything', async () => {
     const h = harness();
     (h.manager as unknown as { preconditions: DonorPreconditions }).preconditions = {

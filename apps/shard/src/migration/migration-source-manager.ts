@@ -37,6 +37,13 @@ export interface DonorMigration {
  */
 @Injectable()
 export class MigrationSourceManager {
+  /**
+   * Per namespace, when the last critical section queued ends. The donations of one collection
+   * run side by side until their critical sections, which take turns: each commit changes the
+   * collection's version, and a section blocks the whole collection.
+   */
+  private readonly sectionTurns = new Map<string, Promise<void>>();
+
   constructor(
     private readonly preconditions: DonorPreconditions,
     private readonly coordinator: MigrationCoordinator,
@@ -128,11 +135,33 @@ export class MigrationSourceManager {
     await this.failpoints.pauseAt('migration.donor.steady', m.request.ns);
   }
 
-  /** steady → criticalSection: new writes to the collection wait (those under way finish first). */
+  /**
+   * steady → criticalSection: after the collection's earlier donations have left theirs, new
+   * writes to the collection wait (those under way finish first). The recipient goes on catching
+   * up meanwhile.
+   */
   private async enterCriticalSection(m: DonorMigration): Promise<void> {
-    m.section = await this.runtime.enterCriticalSection(m.request.ns, `migration ${m.request.migrationId}`);
+    const { ns, migrationId } = m.request;
+    const queued = performance.now();
+    const turn = this.sectionTurn(ns);
+    await turn.ready;
+    const waitedForTurnMs = Math.round(performance.now() - queued);
+    let section: CriticalSectionHandle;
+    try {
+      section = await this.runtime.enterCriticalSection(ns, `migration ${migrationId}`);
+    } catch (error) {
+      turn.done();
+      throw error;
+    }
+    m.section = {
+      blockReads: () => section.blockReads(),
+      release: () => {
+        section.release();
+        turn.done();
+      },
+    };
     m.sectionStart = performance.now();
-    this.enter(m, 'criticalSection');
+    this.enter(m, 'criticalSection', waitedForTurnMs > 0 ? { waitedForTurnMs } : {});
     await this.failpoints.pauseAt('migration.donor.criticalSection', m.request.ns);
   }
 
@@ -198,6 +227,19 @@ export class MigrationSourceManager {
     await this.coordinator.finish(m.document, 'aborted', m.section, m.sectionStart);
     this.report(m, 'moveChunk.error', { error: (error as Error).message, phases: m.phases });
     throw error;
+  }
+
+  /** Queues for `ns`'s critical section: `ready` when the earlier turns are done; `done` ends this one (again is a no-op). */
+  private sectionTurn(ns: string): { ready: Promise<void>; done: () => void } {
+    const ready = this.sectionTurns.get(ns) ?? Promise.resolve();
+    let done!: () => void;
+    const ended = new Promise<void>((resolve) => (done = resolve));
+    const tail = ready.then(() => ended);
+    this.sectionTurns.set(ns, tail);
+    void tail.then(() => {
+      if (this.sectionTurns.get(ns) === tail) this.sectionTurns.delete(ns);
+    });
+    return { ready, done };
   }
 
   /** Moves to `phase` and reports it with the time it began. */

@@ -1,10 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { TesseraError, chunkRangeToString } from '@tessera/core';
 import {
   type DonorMoveRangeRequest,
   type MoveRangeResult,
   type ShardMigrationStatus,
-  chunkRangeFromWire,
   donorMoveRangeRequestSchema,
 } from '@tessera/protocol';
 import { parseWith } from '@tessera/platform';
@@ -13,14 +11,22 @@ import { MigrationRegistryStore } from './migration-registry.store.js';
 import { MigrationSourceManager } from './migration-source-manager.js';
 import { RangeDeleterService } from './range-deleter.service.js';
 
+/** A donation asked for, from the request until it ends. */
+interface RunningDonation {
+  request: DonorMoveRangeRequest;
+  result: Promise<MoveRangeResult>;
+  since: string;
+}
+
 /**
  * What the config server asks a donor: `moveRange` runs a migration this shard donates (see
- * MigrationSourceManager for its phases), one at a time; `status` says which migration this
- * shard takes part in.
+ * MigrationSourceManager for its phases), several at once when the registry allows it;
+ * `status` says which migrations this shard takes part in.
  */
 @Injectable()
 export class MigrationSourceService {
-  private running: { key: string; request: DonorMoveRangeRequest; result: Promise<MoveRangeResult>; since: string } | undefined;
+  /** The donations asked for and not ended, by namespace, range and recipient. */
+  private readonly running = new Map<string, RunningDonation>();
 
   constructor(
     private readonly manager: MigrationSourceManager,
@@ -31,53 +37,43 @@ export class MigrationSourceService {
 
   /**
    * Runs a migration this shard donates, to its end; the same migration asked again (the config
-   * server retrying) joins the running one. Throws `CONFLICTING_OPERATION` while another runs.
+   * server retrying) joins the running one. The registry refuses one that may not run beside
+   * those under way (`CONFLICTING_OPERATION`, see MigrationRegistryStore).
    */
   moveRange(input: DonorMoveRangeRequest): Promise<MoveRangeResult> {
     const request = parseWith(donorMoveRangeRequestSchema, input, 'moveRange request');
     const key = JSON.stringify([request.ns, request.range, request.recipient]);
-    if (this.running !== undefined) {
-      if (this.running.key === key) return this.running.result;
-      const r = this.running.request;
-      throw new TesseraError(
-        'CONFLICTING_OPERATION',
-        `this shard is already donating ${chunkRangeToString(chunkRangeFromWire(r.range))} of ${r.ns} to ${r.recipient}; a shard takes part in one migration at a time`,
-        { details: { active: { migrationId: r.migrationId, ns: r.ns, recipient: r.recipient } } },
-      );
-    }
+    const joined = this.running.get(key);
+    if (joined !== undefined) return joined.result;
     const result = this.donate(request).finally(() => {
-      if (this.running?.result === result) this.running = undefined;
+      if (this.running.get(key)?.result === result) this.running.delete(key);
     });
-    this.running = { key, request, result, since: new Date().toISOString() };
+    this.running.set(key, { request, result, since: new Date().toISOString() });
     return result;
   }
 
   /**
-   * The migration this shard takes part in: the registered one, else one it was asked to donate
-   * and is still checking before it registers (the config server must not take it for gone).
+   * The migrations this shard takes part in: the registered ones, then those it was asked to
+   * donate and is still checking before it registers them (the config server must not take
+   * them for gone).
    */
   async status(): Promise<ShardMigrationStatus> {
     const registered = await this.registry.registered();
-    const starting = this.running;
-    const active =
-      registered !== undefined
-        ? {
-            migrationId: registered.migrationId,
-            role: registered.role,
-            ns: registered.ns,
-            otherShard: registered.otherShard,
-            since: registered.since,
-          }
-        : starting !== undefined
-          ? {
-              migrationId: starting.request.migrationId,
-              role: 'donor' as const,
-              ns: starting.request.ns,
-              otherShard: starting.request.recipient,
-              since: starting.since,
-            }
-          : null;
-    return { active, rangeDeletionsPending: await this.rangeDeleter.pendingCount() };
+    const ids = new Set(registered.map((r) => r.migrationId));
+    const starting = [...this.running.values()].filter((d) => !ids.has(d.request.migrationId));
+    return {
+      migrations: [
+        ...registered.map((r) => ({ migrationId: r.migrationId, role: r.role, ns: r.ns, otherShard: r.otherShard, since: r.since })),
+        ...starting.map((d) => ({
+          migrationId: d.request.migrationId,
+          role: 'donor' as const,
+          ns: d.request.ns,
+          otherShard: d.request.recipient,
+          since: d.since,
+        })),
+      ],
+      rangeDeletionsPending: await this.rangeDeleter.pendingCount(),
+    };
   }
 
   /** The migration, then, with `waitForDelete`, the deletion of the donated range here. */
