@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
-import { FAST_CONFIG_ENV, eventually, overlappingRounds } from './helpers.js';
+import { type DonorSummary, FAST_CONFIG_ENV, eventually, overlappingMigrations, overlappingRounds } from './helpers.js';
 import { RouterApi } from './router-api.js';
 import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
 
@@ -66,9 +66,10 @@ describe('the continuous balancer scheduler', () => {
     );
 
     const rounds = (
-      await catalog.query<{ details: RoundDetails }>("SELECT details FROM changelog WHERE what = 'balancer.round' AND id > $1 ORDER BY id", [
-        since,
-      ])
+      await catalog.query<{ details: RoundDetails }>(
+        "SELECT details FROM changelog WHERE what = 'balancer.round' AND id > $1 ORDER BY id",
+        [since],
+      )
     ).rows.map((r) => r.details);
     const moved = rounds.flatMap((r) => r.migrations).filter((m) => m.outcome === 'moved');
     expect(new Set(moved.map((m) => m.ns))).toEqual(new Set(collections));
@@ -81,5 +82,33 @@ describe('the continuous balancer scheduler', () => {
       const all = await api.findAll(ns, { filter: {} });
       expect(all, `cont${n}`).toHaveLength(DOCUMENTS);
     }
+  }, 150_000);
+
+  it('drains one donor into three shards at once, each recipient receiving one migration at a time', async () => {
+    await config.updateSettings({ balancer: { mode: 'off' } });
+    expect((await config.settings()).balancer.maxDonationsPerShard).toBe(0);
+    const ns = await loadOnto('par', 'shard3');
+    const since = (await catalog.query<{ id: string }>('SELECT COALESCE(MAX(id), 0) AS id FROM changelog')).rows[0]!.id;
+    await config.updateSettings({ balancer: { mode: 'full' } });
+    await eventually(
+      async () => {
+        const shards = new Set((await config.getChunks({ ns })).chunks.map((c) => c.shard));
+        return shards.size === 4 && (await config.balancerCollectionStatus(ns)).balancerCompliant ? true : undefined;
+      },
+      'the collection spread over the four shards',
+      90_000,
+    );
+    const summaries = (
+      await catalog.query<{ details: DonorSummary }>(
+        "SELECT details FROM changelog WHERE what = 'moveChunk.from' AND ns = $1 AND id > $2",
+        [ns, since],
+      )
+    ).rows.map((r) => r.details);
+    const parallel = overlappingMigrations(summaries, 'donor');
+    console.log(`parallel donations: ${summaries.length} migrations, ${parallel.length} overlapping pairs on one donor`);
+    expect(parallel.length).toBeGreaterThan(0);
+    expect(parallel.every(([a, b]) => a.from === 'shard3' && a.to !== b.to)).toBe(true);
+    expect(overlappingMigrations(summaries, 'recipient')).toEqual([]);
+    expect(await api.findAll(ns, { filter: {} })).toHaveLength(DOCUMENTS);
   }, 150_000);
 });

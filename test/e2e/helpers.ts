@@ -101,3 +101,28 @@ export function overlappingRounds(rounds: readonly RoundTiming[]): Array<[number
     for (const later of spans.slice(k + 1)) if (later.start < earlier.end) pairs.push([earlier.i, later.i]);
   return pairs;
 }
+
+/** A donor's summary of a committed migration (`moveChunk.from`): its shards and each phase with when it began. */
+export interface DonorSummary {
+  from: string;
+  to: string;
+  phases: Array<{ phase: string; at: string }>;
+}
+
+/**
+ * The pairs of committed migrations that overlapped on one shard in `role`: by the donor's
+ * clock, from the phase `cloning` (the recipient registered) to `released` (the recipient let
+ * go), a span inside both shards' registrations, so an overlap found is a real one.
+ */
+export function overlappingMigrations(
+  summaries: readonly DonorSummary[],
+  role: 'donor' | 'recipient',
+): Array<[DonorSummary, DonorSummary]> {
+  const at = (s: DonorSummary, phase: string) => Date.parse(s.phases.find((p) => p.phase === phase)!.at);
+  const shardOf = (s: DonorSummary) => (role === 'donor' ? s.from : s.to);
+  const pairs: Array<[DonorSummary, DonorSummary]> = [];
+  for (const [k, a] of summaries.entries())
+    for (const b of summaries.slice(k + 1))
+      if (shardOf(a) === shardOf(b) && at(a, 'cloning') < at(b, 'released') && at(b, 'cloning') < at(a, 'released')) pairs.push([a, b]);
+  return pairs;
+}

@@ -46,10 +46,13 @@ function print(report: SimulationReport, description: string | undefined): void 
   console.log(lines.join('\n'));
 }
 
-function printSchedulers(rounds: SimulationReport, continuous: SimulationReport): void {
+function printSchedulers(rounds: SimulationReport, continuous: SimulationReport, parallel: SimulationReport): void {
   const time = (r: SimulationReport): string => `${duration(r.simulatedMs)}${r.converged ? '' : ' (did not converge)'}`;
-  const ratio = rounds.simulatedMs > 0 ? (continuous.simulatedMs / rounds.simulatedMs).toFixed(2) : 'n/a';
-  console.log(`  schedulers: rounds ${time(rounds)}, continuous ${time(continuous)}; continuous : rounds = ${ratio}`);
+  const ratio = (r: SimulationReport): string => (rounds.simulatedMs > 0 ? (r.simulatedMs / rounds.simulatedMs).toFixed(2) : 'n/a');
+  console.log(
+    `  schedulers: rounds ${time(rounds)}, continuous ${time(continuous)} (${ratio(continuous)} of rounds), ` +
+      `continuous with parallel donors ${time(parallel)} (${ratio(parallel)} of rounds)`,
+  );
 }
 
 function main(): void {
@@ -66,9 +69,10 @@ function main(): void {
     const scenario = JSON.parse(readFileSync(`${dir}${name}.json`, 'utf8')) as SimulationScenario;
     const seeded = values.seed === undefined ? scenario : { ...scenario, seed: Number(values.seed) };
     const rounds = simulateBalancing({ ...seeded, scheduler: 'rounds' });
-    const continuous = simulateBalancing({ ...seeded, scheduler: 'continuous' });
+    const continuous = simulateBalancing({ ...seeded, scheduler: 'continuous', maxDonationsPerShard: 1 });
+    const parallel = simulateBalancing({ ...seeded, scheduler: 'continuous', maxDonationsPerShard: 0 });
     print(seeded.scheduler === 'continuous' ? continuous : rounds, scenario.description);
-    printSchedulers(rounds, continuous);
+    printSchedulers(rounds, continuous, parallel);
   }
 }
 

@@ -1,11 +1,12 @@
 /**
  * The simulator over the scenario files (the deterministic-simulation tier): each converges,
- * deterministically from its seed, to what its policy promises, under both schedulers.
+ * deterministically from its seed, to what its policy promises, under both schedulers, and
+ * under the continuous one with parallel donors (`maxDonationsPerShard: 0`).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { BalancerScheduler, SimulationReport, SimulationScenario } from '@tessera/core';
+import type { SimulationReport, SimulationScenario } from '@tessera/core';
 import { simulateBalancing } from '@tessera/core';
 
 const dir = fileURLToPath(new URL('./scenarios/', import.meta.url));
@@ -16,37 +17,56 @@ const names = readdirSync(dir)
   .map((f) => f.replace(/\.json$/, ''))
   .sort();
 const reports = new Map<string, SimulationReport>();
-/** The scenario's report under `scheduler`; the files leave it unset, so `rounds` is their own. */
-const run = (name: string, scheduler: BalancerScheduler = 'rounds'): SimulationReport => {
-  const key = `${name}/${scheduler}`;
+/** How the main thread plans: the two schedulers, and the continuous one with parallel donors. */
+type Variant = 'rounds' | 'continuous' | 'parallel';
+const VARIANTS: readonly Variant[] = ['rounds', 'continuous', 'parallel'];
+/** The scenario's report under `variant`; the files leave the scheduler unset, so `rounds` is their own. */
+const run = (name: string, variant: Variant = 'rounds'): SimulationReport => {
+  const key = `${name}/${variant}`;
   const cached = reports.get(key);
   if (cached) return cached;
-  const report = simulateBalancing({ ...load(name), scheduler });
+  const report = simulateBalancing({
+    ...load(name),
+    scheduler: variant === 'rounds' ? 'rounds' : 'continuous',
+    maxDonationsPerShard: variant === 'parallel' ? 0 : 1,
+  });
   reports.set(key, report);
   return report;
 };
 
 describe('balancer simulation scenarios', () => {
-  it.each(names.flatMap((name) => (['rounds', 'continuous'] as const).map((scheduler) => [name, scheduler] as const)))(
+  it.each(names.flatMap((name) => VARIANTS.map((variant) => [name, variant] as const)))(
     '%s converges to a compliant collection under the %s scheduler without losing data',
-    (name, scheduler) => {
-      const report = run(name, scheduler);
-      expect(report.scheduler).toBe(scheduler);
+    (name, variant) => {
+      const report = run(name, variant);
+      expect(report.scheduler).toBe(variant === 'rounds' ? 'rounds' : 'continuous');
       expect(report.converged).toBe(true);
       expect(report.status?.balancerCompliant).toBe(true);
       expect(report.finalBytes).toBe(report.initialBytes);
     },
   );
 
-  it.each(names)('%s converges no later under the continuous scheduler than under rounds', (name) => {
+  it.each(names)('%s converges no later under the continuous scheduler than under rounds, parallel donors or not', (name) => {
     const rounds = run(name, 'rounds');
     const continuous = run(name, 'continuous');
+    const parallel = run(name, 'parallel');
     const seconds = (ms: number): string => (ms / 1000).toFixed(1);
+    const ratio = (r: SimulationReport): string => (r.simulatedMs / rounds.simulatedMs).toFixed(2);
     console.log(
-      `${name}: rounds ${seconds(rounds.simulatedMs)} s, continuous ${seconds(continuous.simulatedMs)} s` +
-        ` (continuous : rounds = ${(continuous.simulatedMs / rounds.simulatedMs).toFixed(2)})`,
+      `${name}: rounds ${seconds(rounds.simulatedMs)} s, continuous ${seconds(continuous.simulatedMs)} s (${ratio(continuous)}),` +
+        ` parallel donors ${seconds(parallel.simulatedMs)} s (${ratio(parallel)})`,
     );
     expect(continuous.simulatedMs).toBeLessThanOrEqual(rounds.simulatedMs);
+    expect(parallel.simulatedMs).toBeLessThanOrEqual(rounds.simulatedMs);
+  });
+
+  it('drains one shard into three, and spreads one donor over three new shards, faster with parallel donors', () => {
+    for (const name of ['drain-into-three', 'small-chunks-donor']) {
+      const serial = run(name, 'continuous');
+      const parallel = run(name, 'parallel');
+      expect(parallel.migrations).toBeGreaterThan(0);
+      expect(parallel.simulatedMs).toBeLessThan(serial.simulatedMs * 0.6);
+    }
   });
 
   it('gives the same report for the same scenario and seed', () => {

@@ -24,6 +24,7 @@ export * from './balancer/load-throttle.js';
 export * from './balancer/distribution.js';
 export * from './balancer/chunk-layout.js';
 export * from './balancer/distribution-status.js';
+export * from './balancer/migration-slots.js';
 export * from './balancer/chunk-selection.policy.js';
 export * from './balancer/top-chunk.policy.js';
 export * from './balancer/auto-merger.policy.js';

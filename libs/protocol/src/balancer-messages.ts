@@ -29,6 +29,12 @@ export interface BalancerSettings {
    * `rounds`: MongoDB's rounds, each waiting for all its migrations, then the migration throttle.
    */
   scheduler: BalancerScheduler;
+  /**
+   * Under `continuous`: how many migrations one donor serves at once, each to its own recipient;
+   * 0 (default): as many as there are free recipients, within the load throttle's gate. The
+   * `rounds` scheduler keeps MongoDB's one.
+   */
+  maxDonationsPerShard: number;
 }
 
 export interface ClusterSettings {
@@ -46,6 +52,7 @@ export const DEFAULT_CLUSTER_SETTINGS: ClusterSettings = {
     policy: 'dataSize',
     attemptToBalanceJumboChunks: false,
     scheduler: DEFAULT_BALANCER_SCHEDULER,
+    maxDonationsPerShard: 0,
   },
   chunkSizeBytes: DEFAULT_CHUNK_SIZE_BYTES,
   autoSplit: true,
@@ -61,6 +68,7 @@ export const updateSettingsRequestSchema = z.strictObject({
       policy: z.enum(['dataSize', 'chunkCount']).optional(),
       attemptToBalanceJumboChunks: z.boolean().optional(),
       scheduler: z.enum(BALANCER_SCHEDULERS as [BalancerScheduler, ...BalancerScheduler[]]).optional(),
+      maxDonationsPerShard: z.number().int().min(0).max(64).optional(),
     })
     .optional(),
   chunkSizeBytes: chunkSizeBytes.optional(),

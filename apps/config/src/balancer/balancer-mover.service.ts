@@ -8,15 +8,15 @@ import { ClusterStatisticsService } from './cluster-statistics.service.js';
 
 /**
  * Issues the balancer's migrations (a round's and the top-chunk moves) through moveRange, with
- * their reason, and knows which shards are in one of them now: a shard takes part in one
- * migration at a time, so the policies count these shards busy. Each one's start and end go to
+ * their reason, and knows which are under way: the policies plan around their donors and
+ * recipients (`MigrationSlots`). Each one's start and end go to
  * the throttle (`BalancerThrottleService`), and the bytes each moved to the snapshot's view of
  * the shards' bytes (`ClusterStatisticsService.noteMigration`).
  */
 @Injectable()
 export class BalancerMover {
-  /** Shards in a migration this balancer issued, with how many. */
-  private readonly migratingShards = new Map<string, number>();
+  /** The migrations this balancer issued that have not ended. */
+  readonly underWay = new Set<MigrationPlan>();
 
   constructor(
     private readonly migrations: MigrationManagerService,
@@ -24,14 +24,14 @@ export class BalancerMover {
     private readonly statistics: ClusterStatisticsService,
   ) {}
 
+  /** Every shard in a migration under way, whatever its role. */
   busyShards(): ReadonlySet<ShardId> {
-    return new Set(this.migratingShards.keys());
+    return new Set([...this.underWay].flatMap((m) => [m.from, m.to]));
   }
 
-  /** Issues one migration through moveRange, with its reason, counting its shards busy meanwhile. */
+  /** Issues one migration through moveRange, with its reason, counting it under way meanwhile. */
   async move(plan: MigrationPlan, pattern: ShardKeyPattern, settings: ClusterSettings): Promise<void> {
-    const shards = [plan.from, plan.to];
-    for (const s of shards) this.migratingShards.set(s, (this.migratingShards.get(s) ?? 0) + 1);
+    this.underWay.add(plan);
     this.throttle.started(plan.estimatedSizeBytes ?? 0);
     let cloned = 0;
     try {
@@ -50,11 +50,7 @@ export class BalancerMover {
       this.statistics.noteMigration(plan.namespace, plan.from, plan.to, cloned);
     } finally {
       this.throttle.ended(cloned);
-      for (const s of shards) {
-        const n = (this.migratingShards.get(s) ?? 1) - 1;
-        if (n <= 0) this.migratingShards.delete(s);
-        else this.migratingShards.set(s, n);
-      }
+      this.underWay.delete(plan);
     }
   }
 }

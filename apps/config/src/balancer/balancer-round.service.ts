@@ -258,7 +258,7 @@ export class BalancerRoundService {
       {
         defragmentation: states,
         chunkCountInProgress: this.chunkCountInProgress,
-        busyShards: this.mover.busyShards(),
+        underWay: [...this.mover.underWay],
         lastMigrationEndMs: this.lastMigrationAt,
       },
       settings,

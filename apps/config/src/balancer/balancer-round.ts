@@ -76,9 +76,17 @@ export function statisticsOf(row: ShardRow): ShardStatistics {
   return { id: row.name, state: row.state, zones: row.zones };
 }
 
-/** The cluster setting `balancer.policy` as the chunk selection policy's mode. */
+/**
+ * The cluster settings `balancer.policy` and `balancer.maxDonationsPerShard` as the chunk
+ * selection policy's mode and donor slots (the `rounds` scheduler keeps MongoDB's one).
+ */
 export function chunkSelectionSettings(settings: ClusterSettings): ChunkSelectionSettings {
-  return { ...DEFAULT_CHUNK_SELECTION_SETTINGS, mode: settings.balancer.policy === 'chunkCount' ? 'chunkCountThreshold' : 'dataSize' };
+  const { policy, scheduler, maxDonationsPerShard } = settings.balancer;
+  return {
+    ...DEFAULT_CHUNK_SELECTION_SETTINGS,
+    mode: policy === 'chunkCount' ? 'chunkCountThreshold' : 'dataSize',
+    maxDonationsPerShard: scheduler === 'rounds' ? 1 : maxDonationsPerShard === 0 ? Infinity : maxDonationsPerShard,
+  };
 }
 
 /** The round's settings: the cluster's policy, and `TESSERA_BALANCER_MIGRATIONS_THROTTLING_MS`. */

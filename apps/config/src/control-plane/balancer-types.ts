@@ -1,4 +1,4 @@
-import { Field, Float, InputType, ObjectType } from '@nestjs/graphql';
+import { Field, Float, InputType, Int, ObjectType } from '@nestjs/graphql';
 import { JsonScalar } from './json.scalar.js';
 
 // The balancer's GraphQL types: its status, a collection's compliance, and the cluster settings.
@@ -45,7 +45,8 @@ export class BalancerThrottleType {
   migratingWriteP99Ms!: number | null;
   @Field(() => Float) targetLatencyMultiple!: number;
   @Field(() => Float, { description: '0: no limit' }) maxBytesPerSecond!: number;
-  @Field(() => Float, { description: "Bytes the balancer's migrations moved per second over the last 10 s" }) currentBytesPerSecond!: number;
+  @Field(() => Float, { description: "Bytes the balancer's migrations moved per second over the last 10 s" })
+  currentBytesPerSecond!: number;
   @Field(() => Float) migrationsInFlight!: number;
 }
 
@@ -80,6 +81,11 @@ export class BalancerSettingsType {
   @Field() attemptToBalanceJumboChunks!: boolean;
   @Field({ description: "continuous (a shard's next migration is planned as soon as its last one ends) or rounds (MongoDB's)" })
   scheduler!: string;
+  @Field(() => Int, {
+    description:
+      'Under continuous: migrations one donor serves at once; 0: as many as there are free recipients, within the load throttle.',
+  })
+  maxDonationsPerShard!: number;
 }
 
 @ObjectType('ClusterSettings')
@@ -103,6 +109,7 @@ export class ClusterSettingsInput {
   @Field({ nullable: true, description: 'dataSize or chunkCount' }) policy?: string;
   @Field({ nullable: true }) attemptToBalanceJumboChunks?: boolean;
   @Field({ nullable: true, description: 'continuous or rounds' }) scheduler?: string;
+  @Field(() => Int, { nullable: true, description: '0 to 64; 0: as many as there are free recipients.' }) maxDonationsPerShard?: number;
   @Field(() => Float, { nullable: true, description: 'At least 65536 (64 KiB).' }) chunkSizeBytes?: number;
   @Field({ nullable: true }) autoSplit?: boolean;
 }

@@ -108,6 +108,7 @@ function updateRequestOf(input: ClusterSettingsInput): UpdateSettingsRequest {
   if (input.policy != null) balancer.policy = input.policy as ClusterSettings['balancer']['policy'];
   if (input.attemptToBalanceJumboChunks != null) balancer.attemptToBalanceJumboChunks = input.attemptToBalanceJumboChunks;
   if (input.scheduler != null) balancer.scheduler = input.scheduler as ClusterSettings['balancer']['scheduler'];
+  if (input.maxDonationsPerShard != null) balancer.maxDonationsPerShard = input.maxDonationsPerShard;
   return {
     ...(Object.keys(balancer).length > 0 ? { balancer } : {}),
     ...(input.chunkSizeBytes != null ? { chunkSizeBytes: input.chunkSizeBytes } : {}),

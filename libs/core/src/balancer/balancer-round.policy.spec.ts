@@ -39,7 +39,7 @@ const tinyAlternating = (ns: string): CollectionDistribution =>
   ]);
 
 function state(overrides: Partial<BalancerRoundState> = {}): BalancerRoundState {
-  return { defragmentation: new Map(), chunkCountInProgress: new Set(), busyShards: new Set(), lastMigrationEndMs: null, ...overrides };
+  return { defragmentation: new Map(), chunkCountInProgress: new Set(), underWay: [], lastMigrationEndMs: null, ...overrides };
 }
 const moves = (migrations: readonly MigrationPlan[]) => migrations.map((m) => `${m.namespace}:${m.from}->${m.to}:${m.reason}`);
 
@@ -87,9 +87,16 @@ describe('planBalancerRound', () => {
 
   it('never gives a shard busy with a top-chunk move a migration', () => {
     const snapshot: BalancerRoundSnapshot = { shards: SHARDS, collections: [{ distribution: loadedOnA('db.a'), defragmenting: false }] };
-    expect(moves(planBalancerRound(snapshot, state({ busyShards: new Set(['B']) }), SETTINGS, 0).migrations)).toEqual([
-      'db.a:A->C:imbalance',
-    ]);
+    expect(
+      moves(
+        planBalancerRound(
+          snapshot,
+          state({ underWay: [{ namespace: 'db.other', range: { min: layoutKey(0), max: layoutKey(1) }, from: 'B', to: 'Z' }] }),
+          SETTINGS,
+          0,
+        ).migrations,
+      ),
+    ).toEqual(['db.a:A->C:imbalance']);
   });
 
   it('leaves a collection with balancing disabled alone, and carries chunkCountInProgress per collection', () => {

@@ -20,6 +20,7 @@ import { selectMigrations, selectZoneBoundarySplits } from './chunk-selection.po
 import type { DefragmentationAction, DefragmentationOutcome, DefragmentationState } from './defragmentation.machine.js';
 import { nextDefragmentationMigrations } from './defragmentation.machine.js';
 import type { CollectionDistribution, MigrationPlan, ShardStatistics, SplitPlan } from './distribution.js';
+import { MigrationSlots, type MigrationUnderWay } from './migration-slots.js';
 import { migrationThrottleMs } from './migration-throttle.js';
 
 /** One collection of a round's snapshot. */
@@ -41,8 +42,8 @@ export interface BalancerRoundState {
   readonly defragmentation: ReadonlyMap<string, DefragmentationState>;
   /** `chunkCountThreshold` mode: collections the previous round left unbalanced. */
   readonly chunkCountInProgress: ReadonlySet<string>;
-  /** Shards in a migration issued outside the round (a top chunk's move). */
-  readonly busyShards: ReadonlySet<ShardId>;
+  /** The shards of the migrations under way: earlier rounds' (continuous scheduler) and top chunks' moves. */
+  readonly underWay: readonly MigrationUnderWay[];
   /** When the previous round's migrations ended (MongoDB's lastMigrationTime); null: none yet. */
   readonly lastMigrationEndMs: number | null;
 }
@@ -57,7 +58,7 @@ export interface BalancerRoundSettings {
 
 /** A round's decisions, as data. */
 export interface BalancerRoundPlan {
-  /** Defragmentation's migrations first, then the chunk selection policy's; no shard twice. */
+  /** Defragmentation's migrations first, then the chunk selection policy's, each in a free slot (`MigrationSlots`). */
   readonly migrations: readonly MigrationPlan[];
   /** Each collection's compliance: the defragmenting ones first (`defragmentingChunks`). */
   readonly statuses: readonly CollectionBalanceStatus[];
@@ -84,11 +85,12 @@ export function planBalancerRound(
   nowMs: number,
 ): BalancerRoundPlan {
   const defragmenting = snapshot.collections.filter((c) => c.defragmenting);
-  const defragmentation = planDefragmentationMigrations(defragmenting, state, settings.defragmentation);
+  const slots = new MigrationSlots(settings.chunkSelection.maxDonationsPerShard ?? 1, state.underWay);
+  const defragmentation = planDefragmentationMigrations(defragmenting, state, settings.defragmentation, slots);
   const balanced = snapshot.collections
     .filter((c) => !c.defragmenting && c.distribution.balancingEnabled !== false)
     .map((c) => ({ ...c.distribution, chunkCountBalancingInProgress: state.chunkCountInProgress.has(c.distribution.namespace) }));
-  const selection = selectMigrations(snapshot.shards, balanced, settings.chunkSelection, defragmentation.busy);
+  const selection = selectMigrations(snapshot.shards, balanced, settings.chunkSelection, slots);
   const chunkCountInProgress = new Set(state.chunkCountInProgress);
   for (const status of selection.collections) {
     if (status.chunkCountBalancingInProgress) chunkCountInProgress.add(status.namespace);
@@ -107,14 +109,16 @@ export function planBalancerRound(
 
 /**
  * Phase 2 migrations of each defragmenting collection that has a state, in order, none using a
- * busy shard or one shard twice; their shards are then busy for the chunk selection policy.
+ * shard in a migration or one shard twice; they take their slots from `slots`, which the chunk
+ * selection policy then uses.
  */
 function planDefragmentationMigrations(
   collections: readonly RoundCollection[],
   state: BalancerRoundState,
   settings: DefragmentationSettings,
-): { migrations: MigrationPlan[]; states: DefragmentationState[]; busy: Set<ShardId> } {
-  const busy = new Set(state.busyShards);
+  slots: MigrationSlots,
+): { migrations: MigrationPlan[]; states: DefragmentationState[] } {
+  const busy = slots.involved();
   const migrations: MigrationPlan[] = [];
   const states: DefragmentationState[] = [];
   for (const { distribution } of collections) {
@@ -123,10 +127,13 @@ function planDefragmentationMigrations(
     const snapshot = { chunks: distribution.chunks, maxChunkSizeBytes: distribution.maxChunkSizeBytes };
     const next = nextDefragmentationMigrations(current, snapshot, settings, busy);
     states.push(next.state);
-    for (const m of next.migrations) busy.add(m.from).add(m.to);
+    for (const m of next.migrations) {
+      busy.add(m.from).add(m.to);
+      slots.take(m.from, m.to);
+    }
     migrations.push(...next.migrations);
   }
-  return { migrations, states, busy };
+  return { migrations, states };
 }
 
 function defragmentingStatus(namespace: string): CollectionBalanceStatus {

@@ -26,6 +26,11 @@ export interface ChunkSelectionSettings {
    * "3 times the max chunk size" of balancer-internals.md).
    */
   readonly imbalanceThresholdChunks: number;
+  /**
+   * How many migrations one donor may serve at once, each to its own recipient (see
+   * `MigrationSlots`). MongoDB: 1, the default; `Infinity`: as many as there are free recipients.
+   */
+  readonly maxDonationsPerShard?: number;
 }
 
 /** MongoDB's defaults: balance on data size, threshold 3 × max chunk size. */

@@ -6,6 +6,7 @@ import { layoutChunks, layoutKey } from './chunk-layout.js';
 import { migrationThreshold, optimalChunkCount, selectMigrations, selectZoneBoundarySplits } from './chunk-selection.policy.js';
 import { selectTopChunkMigration } from './top-chunk.policy.js';
 import type { CollectionDistribution, ShardStatistics, ZoneRange } from './distribution.js';
+import { MigrationSlots } from './migration-slots.js';
 
 const MB = 1024 * 1024;
 const MAX = 128 * MB;
@@ -27,6 +28,15 @@ const moves = (r: ReturnType<typeof selectMigrations>) => r.migrations.map((m) =
 const dataSize = DEFAULT_CHUNK_SELECTION_SETTINGS;
 const optimal: ChunkSelectionSettings = { ...dataSize, mode: 'chunkCountOptimal' };
 const threshold: ChunkSelectionSettings = { ...dataSize, mode: 'chunkCountThreshold' };
+/** MongoDB's slots with `shard` donating one migration already. */
+const underWay = (from: string, to: string, at = 1000) => ({
+  namespace: 'db.other',
+  range: { min: layoutKey(at), max: layoutKey(at + 1) },
+  from,
+  to,
+});
+const inAMigration = (shard: string): MigrationSlots => new MigrationSlots(1, [underWay(shard, 'elsewhere')]);
+const ranges = (r: ReturnType<typeof selectMigrations>) => r.migrations.map((m) => JSON.stringify(m.range));
 
 describe('selectMigrations on data size', () => {
   it('moves nothing when the most and least loaded shards differ by at most 3 max chunk sizes', () => {
@@ -87,8 +97,60 @@ describe('selectMigrations on data size', () => {
   });
 
   it('leaves out the shards the caller says are busy', () => {
-    const result = selectMigrations([active('A'), active('B'), active('C')], [collection([run('A', 20)])], dataSize, new Set(['B']));
+    const result = selectMigrations([active('A'), active('B'), active('C')], [collection([run('A', 20)])], dataSize, inAMigration('B'));
     expect(moves(result)).toEqual(['A->C:imbalance']);
+  });
+
+  it('lets a donor serve as many migrations as it may, each of its own chunk to its own recipient', () => {
+    const shards = [active('A'), active('B'), active('C'), active('D')];
+    const coll = collection([run('A', 20)]);
+    for (const [max, expected] of [
+      [1, ['A->B:imbalance']],
+      [2, ['A->B:imbalance', 'A->C:imbalance']],
+      [Infinity, ['A->B:imbalance', 'A->C:imbalance', 'A->D:imbalance']],
+    ] as const) {
+      const result = selectMigrations(shards, [coll], { ...dataSize, maxDonationsPerShard: max });
+      expect(moves(result)).toEqual(expected);
+      expect(new Set(ranges(result)).size).toBe(expected.length);
+    }
+  });
+
+  it('drains one shard into three at once when a donor may serve three', () => {
+    const shards = [active('A'), active('B'), active('C'), draining('D')];
+    const coll = collection([run('A', 2), run('B', 2), run('C', 2), run('D', 6)]);
+    const result = selectMigrations(shards, [coll], { ...dataSize, maxDonationsPerShard: 3 });
+    expect(moves(result)).toEqual(['D->A:drain', 'D->B:drain', 'D->C:drain']);
+    expect(new Set(ranges(result)).size).toBe(3);
+  });
+
+  it('never chooses the chunk of a migration under way, and counts its load on its recipient', () => {
+    const shards = [active('A'), active('B'), active('C'), active('D')];
+    const coll = collection([run('A', 20)]);
+    const moving = { namespace: NS, range: coll.chunks[0]!.range, from: 'A', to: 'B' };
+    const result = selectMigrations(
+      shards,
+      [coll],
+      { ...dataSize, maxDonationsPerShard: Infinity },
+      new MigrationSlots(Infinity, [moving]),
+    );
+    expect(moves(result)).toEqual(['A->C:imbalance', 'A->D:imbalance']);
+    expect(ranges(result)).not.toContain(JSON.stringify(moving.range));
+    // A holds 8 chunks of half the max, one of them moving to B. Counted on B, the difference is 3
+    // max chunk sizes, no imbalance; counted on A, it would be 4.
+    const small = collection([run('A', 8)]);
+    const inFlight = new MigrationSlots(Infinity, [{ namespace: NS, range: small.chunks[0]!.range, from: 'A', to: 'B' }]);
+    expect(selectMigrations([active('A'), active('B')], [small], dataSize, inFlight).collections[0]?.balancerCompliant).toBe(true);
+  });
+
+  it('never makes a donor a recipient, nor a recipient a donor', () => {
+    const shards = [active('A'), active('B'), active('C')];
+    // A donates to B already; C holds far more than A, and B nothing.
+    const coll = collection([run('A', 6), run('C', 20)]);
+    const slots = new MigrationSlots(Infinity, [underWay('A', 'B')]);
+    expect(moves(selectMigrations(shards, [coll], dataSize, slots))).toEqual([]);
+    expect(slots.canDonate('A')).toBe(true);
+    expect(slots.canReceive('A')).toBe(false);
+    expect(slots.canDonate('B')).toBe(false);
   });
 
   it('never selects a jumbo chunk and counts the ones it skipped', () => {
@@ -130,7 +192,7 @@ describe('selectMigrations priorities', () => {
   });
 
   it('reports a draining shard as the first violation even when it is busy this round', () => {
-    const result = selectMigrations([active('A'), draining('B')], [collection([run('B', 2)])], dataSize, new Set(['B']));
+    const result = selectMigrations([active('A'), draining('B')], [collection([run('B', 2)])], dataSize, inAMigration('B'));
     expect(result.migrations).toEqual([]);
     expect(result.collections[0]).toMatchObject({ balancerCompliant: false, firstComplianceViolation: 'draining' });
   });

@@ -6,8 +6,9 @@
  *
  * Priority per collection: chunks on draining shards, then chunks violating zones, then
  * imbalance. Every recipient is the least loaded shard still available: active (not draining),
- * in the chunk's zone, and in no other migration of this round. A shard takes part in at most
- * one migration per round, so the caller passes the shards defragmentation already uses.
+ * in the chunk's zone, and in no other migration. A shard receives at most one migration and
+ * donates at most `maxDonationsPerShard` (MongoDB: 1) at once, never both (`MigrationSlots`);
+ * the caller passes the slots the migrations under way and defragmentation already use.
  * Jumbo chunks are never selected.
  *
  * Imbalance is judged zone by zone among the active shards of the zone (all active shards for
@@ -26,6 +27,7 @@ import type { CollectionDistribution, MigrationPlan, ShardStatistics, SplitPlan 
 import { NO_ZONE, sortChunks } from './distribution.js';
 import type { ComplianceViolation } from './distribution-status.js';
 import { DistributionStatus, isInZone, pickBy } from './distribution-status.js';
+import { MigrationSlots } from './migration-slots.js';
 
 /** What the policy found for one collection, whether or not it could move anything. */
 export interface CollectionBalanceStatus {
@@ -61,18 +63,17 @@ export function optimalChunkCount(totalChunks: number, shardCount: number): numb
 
 /**
  * Returns the migrations of one balancer round over `collections`, in the given order (the
- * caller shuffles it with its `Random` if it wants MongoDB's fairness), never using a shard of
- * `busyShards` or one shard twice, and each collection's compliance.
+ * caller shuffles it with its `Random` if it wants MongoDB's fairness), each in a free slot of
+ * `slots` (which it takes), and each collection's compliance.
  */
 export function selectMigrations(
   shards: readonly ShardStatistics[],
   collections: readonly CollectionDistribution[],
   settings: ChunkSelectionSettings,
-  busyShards: ReadonlySet<ShardId> = new Set(),
+  slots: MigrationSlots = new MigrationSlots(settings.maxDonationsPerShard ?? 1),
 ): ChunkSelectionResult {
-  const busy = new Set(busyShards);
   const migrations: MigrationPlan[] = [];
-  const statuses = collections.map((collection) => selectCollectionMigrations(shards, collection, settings, busy, migrations));
+  const statuses = collections.map((collection) => selectCollectionMigrations(shards, collection, settings, slots, migrations));
   return { migrations, collections: statuses };
 }
 
@@ -105,10 +106,10 @@ function selectCollectionMigrations(
   shards: readonly ShardStatistics[],
   collection: CollectionDistribution,
   settings: ChunkSelectionSettings,
-  busy: Set<ShardId>,
+  slots: MigrationSlots,
   out: MigrationPlan[],
 ): CollectionBalanceStatus {
-  const status = new DistributionStatus(shards, collection, settings, busy, out);
+  const status = new DistributionStatus(shards, collection, settings, slots, out);
   selectDrainMigrations(status);
   selectZoneViolationMigrations(status);
   const inProgress = selectImbalanceMigrations(status);
@@ -121,17 +122,17 @@ function selectCollectionMigrations(
   };
 }
 
-/** 1. Each draining shard that is not busy gives its first movable chunk away, whatever its zone. */
+/** 1. Each draining shard gives its first movable chunks away, whatever their zone, as many as it may donate. */
 export function selectDrainMigrations(status: DistributionStatus): void {
   for (const shard of status.shards) {
     const indexes = status.byShard.get(shard.id) ?? [];
     if (shard.state !== 'draining' || indexes.length === 0) continue;
     status.noteViolation('draining');
-    if (status.enabled && !status.busy.has(shard.id)) status.moveOneOf(indexes, 'drain', () => true);
+    while (status.enabled && status.slots.canDonate(shard.id) && status.moveOneOf(indexes, 'drain', () => true));
   }
 }
 
-/** 2. Each active shard that is not busy gives away its first chunk of a zone it is not in. */
+/** 2. Each active shard gives away its first chunks of a zone it is not in, as many as it may donate. */
 export function selectZoneViolationMigrations(status: DistributionStatus): void {
   for (const shard of status.shards) {
     if (shard.state === 'draining') continue;
@@ -139,7 +140,7 @@ export function selectZoneViolationMigrations(status: DistributionStatus): void 
     const violates = (i: number): boolean => !isInZone(shard, status.zoneOf[i] as string);
     if (!indexes.some(violates)) continue;
     status.noteViolation('zoneViolation');
-    if (status.enabled && !status.busy.has(shard.id)) status.moveOneOf(indexes, 'zoneViolation', violates);
+    while (status.enabled && status.slots.canDonate(shard.id) && status.moveOneOf(indexes, 'zoneViolation', violates));
   }
 }
 
@@ -173,7 +174,7 @@ function balanceZone(status: DistributionStatus, members: readonly ShardStatisti
   const exhausted = new Set<ShardId>();
   for (;;) {
     const donor = pickBy(
-      members.filter((s) => !status.busy.has(s.id) && !exhausted.has(s.id)),
+      members.filter((s) => status.slots.canDonate(s.id) && !exhausted.has(s.id)),
       (s) => status.loadOf(s.id, zone),
       'max',
     );

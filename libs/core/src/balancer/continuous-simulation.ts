@@ -1,15 +1,15 @@
 /**
  * The simulator's `continuous` scheduler: an event loop over the migrations in flight, by end
- * time. The leader plans at start and as soon as a migration ends, with the shards of the
- * migrations still in flight busy, and issues what it plans at once: no round barrier and no
+ * time. The leader plans at start and as soon as a migration ends, with the slots of the
+ * migrations still in flight taken (`MigrationSlots`), and issues what it plans at once: no round barrier and no
  * `balancerMigrationsThrottlingMs` sleep. A migration changes the collection only when it ends,
  * so a planning meanwhile sees its chunk still on the donor. The secondary thread runs over the
  * time between two planning events, one action per `defragmentationThrottlingMS` across them.
  */
-import type { ShardId } from '../routing/chunk.js';
 import type { RoundMigrationOutcome } from './balancer-round.policy.js';
 import { BALANCER_ROUND_INTERVAL_MS } from './balancer-settings.js';
 import type { MigrationPlan, SplitPlan } from './distribution.js';
+import type { MigrationUnderWay } from './migration-slots.js';
 
 /** A migration as issued: how it will end and how long it takes, drawn when issued. */
 export interface IssuedMigration {
@@ -21,10 +21,10 @@ export interface IssuedMigration {
 
 /** What the loop drives: the simulated cluster and the production policies over it. */
 export interface ContinuousSimulationCluster {
-  /** Splits at zone bounds, then `planBalancerRound` with `busyShards`: what to issue now. */
+  /** Splits at zone bounds, then `planBalancerRound` with the migrations under way: what to issue now. */
   plan(
     nowMs: number,
-    busyShards: ReadonlySet<ShardId>,
+    underWay: readonly MigrationUnderWay[],
   ): { readonly splits: readonly SplitPlan[]; readonly migrations: readonly MigrationPlan[] };
   /** Draws how `plan` will end and how long it takes; changes nothing yet. */
   issueMigration(plan: MigrationPlan): IssuedMigration;
@@ -65,8 +65,10 @@ export function runContinuousScheduler(
   };
   for (let planning = 0; planning < maxPlannings; planning++) {
     const wasDefragmenting = cluster.isDefragmenting();
-    const busyShards = new Set(inFlight.flatMap((f) => [f.migration.plan.from, f.migration.plan.to]));
-    const { splits, migrations } = cluster.plan(nowMs, busyShards);
+    const { splits, migrations } = cluster.plan(
+      nowMs,
+      inFlight.map((f) => f.migration.plan),
+    );
     for (const plan of migrations) {
       const migration = cluster.issueMigration(plan);
       insertByEnd(inFlight, { migration, startMs: nowMs, endMs: nowMs + migration.durationMs, order: issued++ });

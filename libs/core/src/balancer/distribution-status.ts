@@ -1,14 +1,16 @@
 /**
  * One collection's distribution as the chunk selection policy reads and changes it during a
  * round (MongoDB's DistributionStatus): its chunks in key order with their zones, each shard's
- * chunks, each shard's load per zone, and the migrations chosen so far with the shards they made
- * busy. The policy's named steps (drain, zone violations, balance within a zone) are small
+ * chunks, each shard's load per zone, and the migrations chosen so far with the slots they
+ * took. The policy's named steps (drain, zone violations, balance within a zone) are small
  * helpers over it; a chosen migration moves its load at once, so later steps see it.
  */
+import { rangesEqual } from '../ranges/chunk-range.js';
 import type { ShardId } from '../routing/chunk.js';
 import type { ChunkSelectionSettings } from './balancer-settings.js';
 import type { CollectionDistribution, MigrationPlan, MigrationReason, ShardStatistics, SizedChunk } from './distribution.js';
 import { NO_ZONE, sortChunks, zoneOfRange } from './distribution.js';
+import type { MigrationSlots } from './migration-slots.js';
 
 /** The first rule a collection breaks (`balancerCollectionStatus`'s `firstComplianceViolation`). */
 export type ComplianceViolation = 'draining' | 'zoneViolation' | 'chunksImbalance' | 'defragmentingChunks';
@@ -28,18 +30,21 @@ export class DistributionStatus {
   readonly enabled: boolean;
   readonly isCountMode: boolean;
   violation: ComplianceViolation | undefined;
-  jumboChunksSkipped = 0;
+  /** Jumbo chunks passed over, by index: a chunk tried by several steps counts once. */
+  private readonly jumbos = new Set<number>();
   /** Load per zone and shard: chunks in count modes, bytes in data-size mode. */
   private readonly loads = new Map<string, Map<ShardId, number>>();
+  /** Chunks already chosen to move, by index: a donor serving several moves each chunk once. */
+  private readonly chosen = new Set<number>();
   /** What a chunk of a shard weighs when it has no size estimate (see `sizeOf`). */
   private readonly unknownChunkBytes: ReadonlyMap<ShardId, number> = new Map();
 
-  /** `busy` and `out` are shared by every collection of the round, and changed as migrations are chosen. */
+  /** `slots` and `out` are shared by every collection of the round, and changed as migrations are chosen. */
   constructor(
     readonly shards: readonly ShardStatistics[],
     readonly collection: CollectionDistribution,
     readonly settings: ChunkSelectionSettings,
-    readonly busy: Set<ShardId>,
+    readonly slots: MigrationSlots,
     private readonly out: MigrationPlan[],
   ) {
     this.chunks = sortChunks(collection.chunks);
@@ -58,6 +63,21 @@ export class DistributionStatus {
       for (const [shard, size] of Object.entries(collection.shardDataSizeBytes ?? {}))
         this.addLoad(NO_ZONE, shard, size - this.loadOf(shard, NO_ZONE));
     }
+    // A chunk of a migration under way is still on its donor here: it is not chosen again, and
+    // its load counts on its recipient already, as it will once the migration commits.
+    for (const m of slots.underWay) {
+      if (m.namespace !== collection.namespace) continue;
+      const i = this.chunks.findIndex((c) => c.shard === m.from && rangesEqual(c.range, m.range));
+      if (i === -1) continue;
+      this.chosen.add(i);
+      this.addLoad(this.zoneOf[i] as string, m.from, -this.weight(i));
+      this.addLoad(this.zoneOf[i] as string, m.to, this.weight(i));
+    }
+  }
+
+  /** How many jumbo chunks the policy would have moved but skipped. */
+  get jumboChunksSkipped(): number {
+    return this.jumbos.size;
   }
 
   /** The load of `shard` in `zone`: chunks in count modes, bytes in data-size mode. */
@@ -99,7 +119,9 @@ export class DistributionStatus {
    * one that holds only other zones' data).
    */
   leastLoadedRecipient(zone: string, donor: ShardId): ShardId | undefined {
-    const candidates = this.shards.filter((s) => s.state === 'active' && s.id !== donor && !this.busy.has(s.id) && isInZone(s, zone));
+    const candidates = this.shards.filter(
+      (s) => s.state === 'active' && s.id !== donor && this.slots.canReceive(s.id) && isInZone(s, zone),
+    );
     const least = pickBy(candidates, (s) => this.loadOf(s.id, zone), 'min');
     if (least === undefined) return undefined;
     const tied = candidates.filter((s) => this.loadOf(s.id, zone) === this.loadOf(least.id, zone));
@@ -108,15 +130,15 @@ export class DistributionStatus {
 
   /**
    * Tries the chunks `indexes` in key order and chooses a migration of the first movable one
-   * that `wanted` accepts (to `to`, else the least loaded recipient). Jumbo chunks are skipped
-   * and counted. Answers whether it chose one.
+   * not chosen yet that `wanted` accepts (to `to`, else the least loaded recipient). Jumbo chunks
+   * are skipped and counted. Answers whether it chose one.
    */
   moveOneOf(indexes: readonly number[], reason: MigrationReason, wanted: (i: number) => boolean, to?: ShardId): boolean {
     for (const i of indexes) {
-      if (!wanted(i)) continue;
+      if (this.chosen.has(i) || !wanted(i)) continue;
       const chunk = this.chunkAt(i);
       if (chunk.jumbo === true) {
-        this.jumboChunksSkipped++;
+        this.jumbos.add(i);
         continue;
       }
       const recipient = to ?? this.leastLoadedRecipient(this.zoneOf[i] as string, chunk.shard);
@@ -138,8 +160,8 @@ export class DistributionStatus {
       reason,
       ...(size === undefined ? {} : { estimatedSizeBytes: size }),
     });
-    this.busy.add(chunk.shard);
-    this.busy.add(to);
+    this.chosen.add(i);
+    this.slots.take(chunk.shard, to);
     const zone = this.zoneOf[i] as string;
     this.addLoad(zone, chunk.shard, -this.weight(i));
     this.addLoad(zone, to, this.weight(i));

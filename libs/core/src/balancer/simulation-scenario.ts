@@ -7,6 +7,7 @@ import type { BalancerScheduler, BalancingMode } from './balancer-settings.js';
 import type { ChunkRun } from './chunk-layout.js';
 import type { CollectionBalanceStatus } from './chunk-selection.policy.js';
 import type { MigrationPlan, SizedChunk } from './distribution.js';
+import type { MigrationUnderWay } from './migration-slots.js';
 import type { Random } from './seeded-random.js';
 import { randomInt } from './seeded-random.js';
 
@@ -46,6 +47,12 @@ export interface SimulationScenario {
   readonly migrationBytesPerSecond?: number;
   /** Fixed cost of a migration (critical section, commit, refresh); default 400 ms. */
   readonly migrationOverheadMs?: number;
+  /**
+   * How many migrations a donor serves at once (`balancer.maxDonationsPerShard`); 0: as many as
+   * there are free recipients. Default 1, MongoDB's. Each runs at `migrationBytesPerSecond`: the
+   * recipient's writes, not the donor's reads, bound a clone.
+   */
+  readonly maxDonationsPerShard?: number;
   /** balancerMigrationsThrottlingMs, `rounds` only; default `BALANCER_MIGRATIONS_THROTTLING_MS` (1,000). */
   readonly migrationsThrottlingMs?: number;
   /** Probability that a migration fails (retryably); default 0. */
@@ -98,10 +105,10 @@ export interface SimulatedMigration {
   readonly ok: boolean;
 }
 
-/** One planning of the main thread: the chunks the policy read, the shards it left alone, what it issued. */
+/** One planning of the main thread: the chunks the policy read, the migrations under way, what it issued. */
 export interface SimulatedPlanning {
   readonly nowMs: number;
-  readonly busyShards: ReadonlySet<ShardId>;
+  readonly underWay: readonly MigrationUnderWay[];
   readonly chunks: readonly SizedChunk[];
   readonly migrations: readonly MigrationPlan[];
 }

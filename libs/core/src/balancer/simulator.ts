@@ -31,6 +31,7 @@ import { nextDefragmentationActions, onDefragmentationOutcome, startDefragmentat
 import type { BalancerScheduler, BalancingMode } from './balancer-settings.js';
 import type { CollectionDistribution, MigrationPlan, ShardStatistics, SplitPlan } from './distribution.js';
 import { unknownChunkBytesOf } from './distribution-status.js';
+import type { MigrationUnderWay } from './migration-slots.js';
 import { decideOnSplitVector, isTooBigToMove } from './jumbo.js';
 import type { Random } from './seeded-random.js';
 import { createSeededRandom, randomInt } from './seeded-random.js';
@@ -130,7 +131,11 @@ class Simulation implements ContinuousSimulationCluster {
     this.collection = recorded ?? SimulatedCollection.fromRuns(NAMESPACE, runs, zones, scenario.maxChunkSizeBytes);
     this.shards = scenario.shards.map((s) => ({ id: s.id, state: s.draining === true ? 'draining' : 'active', zones: s.zones ?? [] }));
     this.settings = {
-      chunkSelection: { ...DEFAULT_CHUNK_SELECTION_SETTINGS, mode: scenario.mode ?? 'dataSize' },
+      chunkSelection: {
+        ...DEFAULT_CHUNK_SELECTION_SETTINGS,
+        mode: scenario.mode ?? 'dataSize',
+        maxDonationsPerShard: scenario.maxDonationsPerShard === 0 ? Infinity : (scenario.maxDonationsPerShard ?? 1),
+      },
       defragmentation: DEFAULT_DEFRAGMENTATION_SETTINGS,
       migrationsThrottlingMs: scenario.migrationsThrottlingMs ?? BALANCER_MIGRATIONS_THROTTLING_MS,
     };
@@ -207,9 +212,9 @@ class Simulation implements ContinuousSimulationCluster {
 
   /**
    * The main thread's planning: splits at zone bounds, issued at once, then the production plan
-   * on the shards not in `busyShards`. Keeps the state it carries over to the next planning.
+   * in the slots the migrations under way leave. Keeps the state it carries over to the next planning.
    */
-  plan(nowMs: number, busyShards: ReadonlySet<ShardId>): SimulatedRound & { readonly throttleMs: number } {
+  plan(nowMs: number, underWay: readonly MigrationUnderWay[]): SimulatedRound & { readonly throttleMs: number } {
     const splits = planZoneBoundarySplits(this.snapshot());
     for (const split of splits) this.split(split.range, split.splitPoints);
     if (splits.length > 0) this.counters.lastActionMs = Math.max(this.counters.lastActionMs, nowMs);
@@ -218,7 +223,7 @@ class Simulation implements ContinuousSimulationCluster {
       {
         defragmentation: new Map(this.isDefragmenting() && this.defrag ? [[this.collection.namespace, this.defrag]] : []),
         chunkCountInProgress: this.chunkCountInProgress,
-        busyShards,
+        underWay,
         lastMigrationEndMs: this.lastMigrationMs,
       },
       this.settings,
@@ -230,7 +235,7 @@ class Simulation implements ContinuousSimulationCluster {
     const round = { splits, migrations: plan.migrations, statuses: plan.statuses };
     this.firstRound ??= round;
     // A copy of the chunks the policy read: the collection changes its array in place.
-    this.observer.planned?.({ nowMs, busyShards, chunks: [...this.collection.chunks], migrations: plan.migrations });
+    this.observer.planned?.({ nowMs, underWay, chunks: [...this.collection.chunks], migrations: plan.migrations });
     return { ...round, throttleMs: plan.throttleMs };
   }
 
@@ -238,7 +243,7 @@ class Simulation implements ContinuousSimulationCluster {
   private runRound(): boolean {
     const roundStart = this.nowMs;
     const wasDefragmenting = this.isDefragmenting();
-    const { splits, migrations, throttleMs } = this.plan(roundStart, new Set());
+    const { splits, migrations, throttleMs } = this.plan(roundStart, []);
     const migrationsStart = roundStart + throttleMs;
     let roundMs = 0;
     for (const m of migrations) roundMs = Math.max(roundMs, this.migrate(m, migrationsStart));

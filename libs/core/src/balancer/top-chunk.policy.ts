@@ -28,7 +28,7 @@ export function selectTopChunkMigration(
   const chunk = collection.chunks.find((c) => rangesEqual(c.range, range));
   if (chunk === undefined) return { skip: 'notAChunk' };
   if (chunk.jumbo === true) return { skip: 'jumbo' };
-  // The donor is in another migration already (a shard takes part in one at a time).
+  // The donor is in another migration already: a top chunk's move takes one shard once (MongoDB's rule).
   if (busyShards.has(chunk.shard)) return { skip: 'donorBusy' };
   const zone = zoneOfRange(chunk.range, collection.zones);
   const isCountMode = settings.mode !== 'dataSize';
