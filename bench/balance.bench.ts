@@ -154,6 +154,8 @@ interface RoundDetails {
   selectionTimeMillis: number;
   throttleTimeMillis: number;
   migrationTimeMillis: number;
+  /** Migrations the load throttle held back, and why (continuous scheduler). */
+  held?: { count: number; why: string };
 }
 
 /**
@@ -171,7 +173,7 @@ function printRounds(rows: ReadonlyArray<{ time: Date; details: RoundDetails }>,
     console.log(
       `    round ${String(i + 1).padStart(3)} at ${((start - since) / 1000).toFixed(1).padStart(6)} s (+${start - previousEnd} ms): ` +
         `${moved}/${d.migrations.length} moved; selection ${d.selectionTimeMillis} ms, throttle ${d.throttleTimeMillis} ms, ` +
-        `migrations ${d.migrationTimeMillis} ms`,
+        `migrations ${d.migrationTimeMillis} ms${d.held ? `; held ${d.held.count}: ${d.held.why}` : ''}`,
     );
     sum.selection += d.selectionTimeMillis;
     sum.throttle += d.throttleTimeMillis;
@@ -185,6 +187,19 @@ function printRounds(rows: ReadonlyArray<{ time: Date; details: RoundDetails }>,
       `before and between rounds ${s(sum.gaps)} (negative: rounds overlapped, as the continuous scheduler's do)`,
   );
 }
+/** The most migrations under way at once, by their donors' phase times (from registration to the last phase). */
+function peakConcurrent(moves: ReadonlyArray<{ details: { phases: Array<{ at: string }> } }>): number {
+  const edges = moves.flatMap(({ details }) => [
+    { at: Date.parse(details.phases[0]!.at), step: 1 },
+    { at: Date.parse(details.phases.at(-1)!.at), step: -1 },
+  ]);
+  edges.sort((a, b) => a.at - b.at || a.step - b.step);
+  let now = 0;
+  let peak = 0;
+  for (const e of edges) peak = Math.max(peak, (now += e.step));
+  return peak;
+}
+
 /** What one scheduler's run measured. */
 interface BalanceRun {
   seconds: number;
@@ -334,6 +349,10 @@ async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
     "SELECT time, details FROM changelog WHERE what = 'balancer.round' AND id > $1 ORDER BY id",
     [seqBefore],
   );
+  const throttleChanges = await catalog.query<{ time: Date; details: { state: string; reason: string | null } }>(
+    "SELECT time, details FROM changelog WHERE what = 'balancer.throttle' AND id > $1 ORDER BY id",
+    [seqBefore],
+  );
   await catalog.end();
   const moved = moves.rows.reduce((n, r) => n + r.details.bytesCloned, 0);
   const lowerBound = moved / rate;
@@ -352,7 +371,13 @@ async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
   }
   const perMove = (ms: number) => `${(ms / Math.max(1, moves.rowCount ?? 0)).toFixed(0)} ms`;
   console.log(`  a migration, on average: ${[...phaseMs].map(([phase, ms]) => `${phase} ${perMove(ms)}`).join(', ')}`);
-  console.log(`  time inside migrations: ${(migrating / 1000).toFixed(1)} s of ${seconds.toFixed(1)} s`);
+  console.log(
+    `  time inside migrations: ${(migrating / 1000).toFixed(1)} s of ${seconds.toFixed(1)} s; at most ${peakConcurrent(moves.rows)} at once`,
+  );
+  for (const { time, details } of throttleChanges.rows)
+    console.log(
+      `  throttle at ${((time.getTime() - balancerOn) / 1000).toFixed(1)} s: ${details.state}${details.reason ? ` (${details.reason})` : ''}`,
+    );
   console.log(`  time to balancerCompliant: ${seconds.toFixed(1)} s`);
   if (moved === 0) {
     console.log('  nothing had to move: the collection was compliant when the shard was added (more data or smaller chunks make work)');

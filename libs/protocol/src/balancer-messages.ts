@@ -144,6 +144,8 @@ export interface BalancerThrottleStatus {
   /** Bytes the balancer's migrations moved per second over the last 10 s. */
   currentBytesPerSecond: number;
   migrationsInFlight: number;
+  /** The most migrations at once while writes run (grows by one per window within the target); null: no limit. */
+  concurrencyLimit: number | null;
 }
 
 /** `balancerStatus` (MongoDB's balancerStatus): the mode, whether a round runs, and the last round. */

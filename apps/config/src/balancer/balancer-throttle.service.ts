@@ -17,7 +17,7 @@ import { ChangelogService } from '../changelog/changelog.service.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { ForegroundLoadStore, type StoredLoadReport } from './foreground-load.store.js';
 
-/** The window `currentBytesPerSecond` is measured over. */
+/** The window `currentBytesPerSecond` is measured over, and how long the in-flight counts are kept. */
 const RATE_WINDOW_MS = 10_000;
 
 /**
@@ -34,8 +34,8 @@ export class BalancerThrottleService {
   private readonly limits: LoadThrottleSettings;
   private readonly pollMs: number;
   private inFlight = 0;
-  /** Since when migrations have been in flight without a break (null: none in flight). */
-  private busySince: number | null = null;
+  /** Each change of `inFlight` within RATE_WINDOW_MS, and the last one before: how many ran at once when. */
+  private inFlightLog: Array<{ atMs: number; inFlight: number }> = [];
   private lastEndMs: number | null = null;
   private lastStart: { atMs: number; bytes: number } | null = null;
   /** Migrations ended within RATE_WINDOW_MS, with the bytes they cloned. */
@@ -43,6 +43,7 @@ export class BalancerThrottleService {
   /** The newest report read (the database's `window_end`). */
   private readSince: string | null = null;
   private loop: Periodic | undefined;
+  private opened: () => void = () => undefined;
 
   constructor(
     private readonly reports: ForegroundLoadStore,
@@ -59,9 +60,14 @@ export class BalancerThrottleService {
     this.pollMs = settings.TESSERA_BALANCER_LOAD_POLL_MS;
   }
 
-  /** A new term: the state is learned afresh, from the reports made from now on. */
-  start(): void {
+  /**
+   * A new term: the state is learned afresh, from the reports made from now on. `opened` is
+   * called when the throttle lets more migrations run than before (a pause ended, the
+   * concurrency limit grew or went), so the scheduler can plan at once.
+   */
+  start(opened: () => void = () => undefined): void {
     this.stop();
+    this.opened = opened;
     this.state = INITIAL_LOAD_THROTTLE_STATE;
     this.readSince = null;
     let first = true;
@@ -86,7 +92,7 @@ export class BalancerThrottleService {
   /** A balancer migration of about `bytes` starts now. */
   started(bytes: number): void {
     const now = Date.now();
-    if (this.inFlight++ === 0) this.busySince = now;
+    this.logInFlight(now, ++this.inFlight);
     this.lastStart = { atMs: now, bytes };
   }
 
@@ -94,7 +100,7 @@ export class BalancerThrottleService {
   ended(bytes: number): void {
     const now = Date.now();
     this.inFlight = Math.max(0, this.inFlight - 1);
-    if (this.inFlight === 0) this.busySince = null;
+    this.logInFlight(now, this.inFlight);
     this.lastEndMs = now;
     this.recentlyMoved = [...this.recentlyMoved.filter((m) => now - m.atMs < RATE_WINDOW_MS), { atMs: now, bytes }];
   }
@@ -127,6 +133,7 @@ export class BalancerThrottleService {
       maxBytesPerSecond: this.limits.maxBytesPerSecond,
       currentBytesPerSecond: Math.round(moved / (RATE_WINDOW_MS / 1000)),
       migrationsInFlight: this.inFlight,
+      concurrencyLimit: this.state.concurrency,
     };
   }
 
@@ -137,14 +144,24 @@ export class BalancerThrottleService {
     const writes = reports.reduce((n, r) => n + r.writes, 0);
     const inFlight = reports.reduce((n, r) => n + r.inFlight, 0);
     const p99Ms = withWrites.length === 0 ? null : Math.max(...withWrites.map((r) => r.p99Ms!));
-    const migrating = reports.some((r) => this.migratingDuring(now - r.ageMs - r.windowMs, now - r.ageMs));
+    const peakMigrations = Math.max(0, ...reports.map((r) => this.peakInFlight(now - r.ageMs - r.windowMs, now - r.ageMs)));
     const before = this.state;
-    this.state = observeForegroundLoad(before, { writes, p99Ms, inFlight, migrating }, this.limits);
+    this.state = observeForegroundLoad(before, { writes, p99Ms, inFlight, migrating: peakMigrations > 0, peakMigrations }, this.limits);
     if (before.pauseMs > 0 !== this.state.pauseMs > 0) await this.recordChange();
+    if (allowsMore(before, this.state)) this.opened();
   }
 
-  private migratingDuring(startMs: number, endMs: number): boolean {
-    return (this.busySince !== null && this.busySince <= endMs) || (this.lastEndMs !== null && this.lastEndMs >= startMs);
+  private logInFlight(atMs: number, inFlight: number): void {
+    const kept = this.inFlightLog.filter((e) => atMs - e.atMs < RATE_WINDOW_MS);
+    const before = this.inFlightLog.filter((e) => atMs - e.atMs >= RATE_WINDOW_MS).at(-1);
+    this.inFlightLog = [...(before ? [before] : []), ...kept, { atMs, inFlight }];
+  }
+
+  /** The most balancer migrations in flight at once between `startMs` and `endMs`. */
+  private peakInFlight(startMs: number, endMs: number): number {
+    const atStart = this.inFlightLog.filter((e) => e.atMs <= startMs).at(-1)?.inFlight ?? 0;
+    const during = this.inFlightLog.filter((e) => e.atMs > startMs && e.atMs <= endMs).map((e) => e.inFlight);
+    return Math.max(atStart, ...during);
   }
 
   private async recordChange(): Promise<void> {
@@ -161,6 +178,12 @@ export class BalancerThrottleService {
       },
     });
   }
+}
+
+/** Whether `after` lets more migrations run than `before`: a pause gone, or a higher (or no) concurrency limit. */
+function allowsMore(before: LoadThrottleState, after: LoadThrottleState): boolean {
+  const limit = (s: LoadThrottleState) => (s.pauseMs > 0 ? 1 : (s.concurrency ?? Number.POSITIVE_INFINITY));
+  return limit(after) > limit(before);
 }
 
 function roundedMs(ms: number | null): number | null {

@@ -67,7 +67,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.wakeAfterRound = false;
     this.rounds.reset();
     this.secondary.start();
-    this.throttle.start();
+    this.throttle.start(() => void this.wakeIfContinuous(term));
     this.wakeups?.unsubscribe();
     this.wakeups = this.events.stream((e) => WAKE_UP_KINDS.has(e.kind), this.events.lastSeq).subscribe(() => this.wake(term));
     this.schedule(term, 0);
@@ -133,6 +133,12 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     }
     clearTimeout(this.timer);
     this.schedule(term, 0);
+  }
+
+  /** The load throttle lets more migrations run: under `continuous`, plan at once (`rounds` ignores the throttle). */
+  private async wakeIfContinuous(term: number): Promise<void> {
+    const settings = await this.clusterSettings.get().catch(() => undefined);
+    if (settings?.balancer.scheduler === 'continuous') this.wake(term);
   }
 
   private schedule(term: number, delayMs: number): void {

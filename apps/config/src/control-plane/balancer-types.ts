@@ -48,6 +48,11 @@ export class BalancerThrottleType {
   @Field(() => Float, { description: "Bytes the balancer's migrations moved per second over the last 10 s" })
   currentBytesPerSecond!: number;
   @Field(() => Float) migrationsInFlight!: number;
+  @Field(() => Int, {
+    nullable: true,
+    description: 'The most migrations at once while writes run (grows by one per window within the target); null: no limit',
+  })
+  concurrencyLimit!: number | null;
 }
 
 @ObjectType('BalancerStatus', { description: "MongoDB's balancerStatus, as the config leader sees it." })

@@ -14,8 +14,8 @@ import {
 
 const settings = DEFAULT_LOAD_THROTTLE_SETTINGS;
 const idle = (p99Ms: number, writes = 100) => ({ writes, p99Ms, inFlight: 0, migrating: false });
-const migrating = (p99Ms: number, writes = 100) => ({ writes, p99Ms, inFlight: 0, migrating: true });
-const observe = (state: LoadThrottleState, ...windows: Array<ReturnType<typeof idle>>) =>
+const migrating = (p99Ms: number, writes = 100, peakMigrations = 1) => ({ writes, p99Ms, inFlight: 0, migrating: true, peakMigrations });
+const observe = (state: LoadThrottleState, ...windows: Array<ReturnType<typeof idle> | ReturnType<typeof migrating>>) =>
   windows.reduce((s, w) => observeForegroundLoad(s, w, settings), state);
 
 describe('the load throttle', () => {
@@ -72,6 +72,29 @@ describe('the load throttle', () => {
     expect(state).toMatchObject({ pauseMs: 0, reason: null });
   });
 
+  it('starts migrations one at a time once writes run, and lets one more run after each window of that many within the target', () => {
+    // An idle cluster: no limit.
+    expect(INITIAL_LOAD_THROTTLE_STATE.concurrency).toBeNull();
+    let state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10));
+    expect(state.concurrency).toBe(1);
+    state = observe(state, migrating(15, 100, 1));
+    expect(state.concurrency).toBe(2);
+    // A window that ran fewer than the limit says nothing about one more.
+    state = observe(state, migrating(15, 100, 1));
+    expect(state.concurrency).toBe(2);
+    state = observe(state, migrating(15, 100, 2), migrating(15, 100, 3));
+    expect(state.concurrency).toBe(4);
+    // Over the target: back to one, paused; the limit grows again only once the pause is gone.
+    state = observe(state, migrating(25, 100, 4), migrating(25, 100, 1));
+    expect(state).toMatchObject({ concurrency: 1, pauseMs: 2 * PAUSE_STEP_MS });
+    state = observe(state, migrating(15, 100, 1));
+    expect(state).toMatchObject({ concurrency: 1, pauseMs: PAUSE_STEP_MS });
+    state = observe(state, migrating(15, 100, 1));
+    expect(state).toMatchObject({ concurrency: 2, pauseMs: 0 });
+    // No write at all: no limit.
+    expect(observeForegroundLoad(state, { writes: 0, p99Ms: null, inFlight: 0, migrating: true }, settings).concurrency).toBeNull();
+  });
+
   it('does not throttle on latency before it knows the idle p99, or with a multiple of 0', () => {
     expect(observe(INITIAL_LOAD_THROTTLE_STATE, migrating(500)).pauseMs).toBe(0);
     const off = { ...settings, targetLatencyMultiple: 0 };
@@ -107,6 +130,15 @@ describe('the migration gate', () => {
     const gate = migrationGate(paused, { inFlight: 0, lastStart: null, lastEndMs: 800 }, settings, 1000);
     expect(gate).toEqual({ waitMs: 300, why: 'paused 500 ms between migrations: write p99 high' });
     expect(migrationGate(paused, { inFlight: 0, lastStart: null, lastEndMs: 400 }, settings, 1000).waitMs).toBe(0);
+  });
+
+  it('holds a migration while the migrations in flight are at the concurrency limit', () => {
+    const limited: LoadThrottleState = { ...fullSpeed, idleP99Ms: 10, concurrency: 2 };
+    expect(migrationGate(limited, { inFlight: 1, lastStart: null, lastEndMs: null }, settings, 1000).waitMs).toBe(0);
+    expect(migrationGate(limited, { inFlight: 2, lastStart: null, lastEndMs: null }, settings, 1000)).toEqual({
+      waitMs: Number.POSITIVE_INFINITY,
+      why: '2 migration(s) at a time while writes run, one more after each window within the target',
+    });
   });
 
   it('keeps all migrations together under the byte rate', () => {

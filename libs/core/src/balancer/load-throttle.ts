@@ -9,9 +9,13 @@
  *   it, the pause before each migration doubles (from `PAUSE_STEP_MS` up to `MAX_PAUSE_MS`) and
  *   migrations go one at a time; at or under it, the pause shrinks by a step (additive increase,
  *   multiplicative decrease of the rate, as TCP's congestion control).
- * - A window with no write completed and none running ends any pause: an idle cluster balances
- *   at full speed. With none completed but some running while a migration ran, the writes are
- *   stalled: that counts as over the target.
+ * - While writes run, migrations in flight at once are limited too (`concurrency`): the limit
+ *   starts at one once a window without migrations has writes, grows by one after each window
+ *   that ran that many and stayed within the target, and drops to one with any pause. This is
+ *   how a donor serving several migrations (parallel donors) stays under the load target.
+ * - A window with no write completed and none running ends any pause and any limit: an idle
+ *   cluster balances at full speed. With none completed but some running while a migration ran,
+ *   the writes are stalled: that counts as over the target.
  * - With `maxBytesPerSecond`, a migration of B bytes keeps the next one from starting until
  *   B ÷ rate after it started.
  */
@@ -26,6 +30,8 @@ export interface ForegroundWriteLoad {
   readonly inFlight: number;
   /** Whether a balancer migration ran at any time during the window. */
   readonly migrating: boolean;
+  /** The most balancer migrations in flight at once during the window (default: 1 when migrating). */
+  readonly peakMigrations?: number;
 }
 
 /** The throttle's settings. */
@@ -62,6 +68,8 @@ export interface LoadThrottleState {
   readonly pauseMs: number;
   /** Why migrations are paused, when they are. */
   readonly reason: string | null;
+  /** The most migrations in flight at once while writes run; null: no limit. */
+  readonly concurrency: number | null;
 }
 
 /** Nothing learned yet: full speed. */
@@ -70,6 +78,7 @@ export const INITIAL_LOAD_THROTTLE_STATE: LoadThrottleState = Object.freeze({
   migratingP99Ms: null,
   pauseMs: 0,
   reason: null,
+  concurrency: null,
 });
 
 /** The state after one more report window. */
@@ -78,13 +87,15 @@ export function observeForegroundLoad(
   load: ForegroundWriteLoad,
   settings: LoadThrottleSettings,
 ): LoadThrottleState {
-  if (load.writes === 0 && load.inFlight === 0) return state.pauseMs === 0 ? state : { ...state, pauseMs: 0, reason: null };
+  if (load.writes === 0 && load.inFlight === 0)
+    return state.pauseMs === 0 && state.concurrency === null ? state : { ...state, pauseMs: 0, reason: null, concurrency: null };
   if (load.writes === 0 && load.migrating && state.idleP99Ms !== null && settings.targetLatencyMultiple > 0)
     return slowDown(state, `${load.inFlight} writes stalled while a migration ran`);
   if (load.p99Ms === null || load.writes < settings.minWrites) return state;
   if (!load.migrating) {
     const idleP99Ms = state.idleP99Ms === null ? load.p99Ms : (1 - IDLE_WEIGHT) * state.idleP99Ms + IDLE_WEIGHT * load.p99Ms;
-    return { ...state, idleP99Ms };
+    // Writes run: the next migrations start one at a time and grow from there.
+    return { ...state, idleP99Ms, concurrency: state.concurrency ?? 1 };
   }
   if (state.idleP99Ms === null || settings.targetLatencyMultiple <= 0) return { ...state, migratingP99Ms: load.p99Ms };
   const target = settings.targetLatencyMultiple * state.idleP99Ms;
@@ -93,7 +104,10 @@ export function observeForegroundLoad(
     return slowDown({ ...state, migratingP99Ms: load.p99Ms }, reason);
   }
   const pauseMs = Math.max(0, state.pauseMs - PAUSE_STEP_MS);
-  return { ...state, migratingP99Ms: load.p99Ms, pauseMs, reason: pauseMs === 0 ? null : state.reason };
+  // One more at once, once this many ran together within the target.
+  const tested = state.concurrency !== null && (load.peakMigrations ?? 1) >= state.concurrency;
+  const concurrency = pauseMs === 0 && tested ? state.concurrency! + 1 : state.concurrency;
+  return { ...state, migratingP99Ms: load.p99Ms, pauseMs, reason: pauseMs === 0 ? null : state.reason, concurrency };
 }
 
 /** Documents per clone batch while throttled: small enough that one batch is not a burst. */
@@ -112,9 +126,9 @@ export function clonePacingOf(state: LoadThrottleState): { batchDocuments: numbe
   return { batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS, delayMs: Math.min(MAX_CLONE_BATCH_DELAY_MS, Math.round(state.pauseMs / 8)) };
 }
 
-/** The pause doubled (or first set), up to its cap, with why. */
+/** The pause doubled (or first set), up to its cap, with why; one migration at a time. */
 function slowDown(state: LoadThrottleState, reason: string): LoadThrottleState {
-  return { ...state, pauseMs: Math.min(MAX_PAUSE_MS, state.pauseMs === 0 ? PAUSE_STEP_MS : state.pauseMs * 2), reason };
+  return { ...state, pauseMs: Math.min(MAX_PAUSE_MS, state.pauseMs === 0 ? PAUSE_STEP_MS : state.pauseMs * 2), reason, concurrency: 1 };
 }
 
 /** What the scheduler knows of the migrations when it wants to start one. */
@@ -135,7 +149,8 @@ export interface MigrationGate {
 
 /**
  * Whether a migration may start at `nowMs`. Throttled on latency, one migration at a time, each
- * `pauseMs` after the last one ended; with a byte rate, the last one's bytes ÷ rate after it started.
+ * `pauseMs` after the last one ended; else at most `concurrency` at once; with a byte rate, the
+ * last one's bytes ÷ rate after it started.
  */
 export function migrationGate(
   state: LoadThrottleState,
@@ -152,6 +167,11 @@ export function migrationGate(
       waitMs = until - nowMs;
       why = `paused ${state.pauseMs} ms between migrations: ${state.reason}`;
     }
+  } else if (state.concurrency !== null && pacing.inFlight >= state.concurrency) {
+    return {
+      waitMs: Number.POSITIVE_INFINITY,
+      why: `${state.concurrency} migration(s) at a time while writes run, one more after each window within the target`,
+    };
   }
   if (settings.maxBytesPerSecond > 0 && pacing.lastStart !== null) {
     const until = pacing.lastStart.atMs + (pacing.lastStart.bytes / settings.maxBytesPerSecond) * 1000;
