@@ -187,6 +187,11 @@ function printRounds(rows: ReadonlyArray<{ time: Date; details: RoundDetails }>,
       `before and between rounds ${s(sum.gaps)} (negative: rounds overlapped, as the continuous scheduler's do)`,
   );
 }
+/** A migration's time from its first reported phase to its last. */
+function spanOf(phases: ReadonlyArray<{ at: string }>): number {
+  return Date.parse(phases.at(-1)!.at) - Date.parse(phases[0]!.at);
+}
+
 /** The most migrations under way at once, by their donors' phase times (from registration to the last phase). */
 function peakConcurrent(moves: ReadonlyArray<{ details: { phases: Array<{ at: string }> } }>): number {
   const edges = moves.flatMap(({ details }) => [
@@ -310,6 +315,8 @@ async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
   await config.addShard({ name: spare.name, url: spare.url });
   const catalog = new pg.Client({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL });
   await catalog.connect();
+  // Postgres ends this connection when a failure stops the cluster first: the failure is what to report.
+  catalog.on('error', () => undefined);
   const seqBefore = Number((await catalog.query<{ id: string }>('SELECT coalesce(max(id), 0) AS id FROM changelog')).rows[0]!.id);
   const balancerOn = Date.now();
   await config.updateSettings({ balancer: { mode: 'full' } });
@@ -371,6 +378,12 @@ async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
   }
   const perMove = (ms: number) => `${(ms / Math.max(1, moves.rowCount ?? 0)).toFixed(0)} ms`;
   console.log(`  a migration, on average: ${[...phaseMs].map(([phase, ms]) => `${phase} ${perMove(ms)}`).join(', ')}`);
+  const slowest = [...moves.rows].sort((a, b) => spanOf(b.details.phases) - spanOf(a.details.phases))[0];
+  if (slowest !== undefined) {
+    const times = slowest.details.phases.map((p) => Date.parse(p.at));
+    const steps = slowest.details.phases.slice(0, -1).map((p, i) => `${p.phase} ${times[i + 1]! - times[i]!} ms`);
+    console.log(`  the slowest migration (${mb(slowest.details.bytesCloned)}): ${steps.join(', ')}`);
+  }
   console.log(
     `  time inside migrations: ${(migrating / 1000).toFixed(1)} s of ${seconds.toFixed(1)} s; at most ${peakConcurrent(moves.rows)} at once`,
   );

@@ -88,6 +88,16 @@ describe("the continuous scheduler's load throttle", () => {
       'a paced migration',
       60_000,
     );
+    // A top chunk's move meets the same gate: asked while the gate is closed, it is skipped.
+    await eventually(
+      async () => {
+        const last = (await config.getChunks({ ns: NS })).chunks.at(-1)!;
+        const answer = await config.moveTopChunk({ ns: NS, range: last.range, shard: last.shard });
+        return answer.outcome === 'skipped' && answer.why === 'throttled' ? true : undefined;
+      },
+      'a top chunk move skipped by the throttle',
+      30_000,
+    );
     stop = true;
     const { ids, failures } = await load;
     expect(failures).toEqual([]);

@@ -18,6 +18,7 @@ import { BalancerCatalogStore } from './balancer-catalog.store.js';
 import { BalancerMover } from './balancer-mover.service.js';
 import { BalancerRecorder } from './balancer-recorder.service.js';
 import { chunkSelectionSettings, describe, errorEntry, statisticsOf } from './balancer-round.js';
+import { BalancerThrottleService } from './balancer-throttle.service.js';
 import { ClusterStatisticsService } from './cluster-statistics.service.js';
 
 /**
@@ -34,6 +35,7 @@ export class BalancerCollectionService {
     private readonly statistics: ClusterStatisticsService,
     private readonly mover: BalancerMover,
     private readonly recorder: BalancerRecorder,
+    private readonly throttle: BalancerThrottleService,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
@@ -57,7 +59,8 @@ export class BalancerCollectionService {
    * optimization). Scheduled when this process is the leader, the balancer is on and inside its
    * window, the collection is balanced and not being defragmented, and the policy finds a less
    * loaded shard; the migration (reason `topChunk`) runs in the background and its outcome is a
-   * `balancer.topChunk` changelog row.
+   * `balancer.topChunk` changelog row. Under the `continuous` scheduler the load throttle's gate
+   * applies to it as to a round's migrations (`throttled` while it would hold one).
    */
   async moveTopChunk(input: MoveTopChunkRequest): Promise<MoveTopChunkResult> {
     const request = parseWith(moveTopChunkRequestSchema, input, 'moveTopChunk request');
@@ -68,6 +71,7 @@ export class BalancerCollectionService {
     const row = await this.catalog.collection(request.ns);
     if (!row.balancing_enabled) return { outcome: 'skipped', why: 'balancingDisabled' };
     if (row.defragment_collection) return { outcome: 'skipped', why: 'defragmenting' };
+    if (settings.balancer.scheduler === 'continuous' && this.throttle.gate().waitMs > 0) return { outcome: 'skipped', why: 'throttled' };
     const shards = await this.catalog.shards();
     const distribution = await this.statistics.distribution(row, settings, shards);
     const range = chunkRangeFromWire(request.range);

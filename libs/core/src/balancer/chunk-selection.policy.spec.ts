@@ -135,11 +135,16 @@ describe('selectMigrations on data size', () => {
     );
     expect(moves(result)).toEqual(['A->C:imbalance', 'A->D:imbalance']);
     expect(ranges(result)).not.toContain(JSON.stringify(moving.range));
-    // A holds 8 chunks of half the max, one of them moving to B. Counted on B, the difference is 3
-    // max chunk sizes, no imbalance; counted on A, it would be 4.
-    const small = collection([run('A', 8)]);
-    const inFlight = new MigrationSlots(Infinity, [{ namespace: NS, range: small.chunks[0]!.range, from: 'A', to: 'B' }]);
-    expect(selectMigrations([active('A'), active('B')], [small], dataSize, inFlight).collections[0]?.balancerCompliant).toBe(true);
+    // A holds 7 chunks of half the max, one of them moving to B; C holds none. Counted on B, A and C
+    // differ by 3 max chunk sizes, no imbalance; counted on A, by 3.5, and a chunk would go to C.
+    // The collection is not compliant until the migration lands, for the rule it mends.
+    const small = collection([run('A', 7)]);
+    const inFlight = new MigrationSlots(Infinity, [
+      { namespace: NS, range: small.chunks[0]!.range, from: 'A', to: 'B', reason: 'drain' as const },
+    ]);
+    const judged = selectMigrations([active('A'), active('B'), active('C')], [small], dataSize, inFlight);
+    expect(judged.migrations).toEqual([]);
+    expect(judged.collections[0]).toMatchObject({ balancerCompliant: false, firstComplianceViolation: 'draining' });
   });
 
   it('never makes a donor a recipient, nor a recipient a donor', () => {

@@ -113,6 +113,7 @@ function selectCollectionMigrations(
   selectDrainMigrations(status);
   selectZoneViolationMigrations(status);
   const inProgress = selectImbalanceMigrations(status);
+  status.noteMigrationsUnderWay();
   return {
     namespace: collection.namespace,
     balancerCompliant: status.violation === undefined,

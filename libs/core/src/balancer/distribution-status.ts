@@ -34,6 +34,8 @@ export class DistributionStatus {
   private readonly jumbos = new Set<number>();
   /** Load per zone and shard: chunks in count modes, bytes in data-size mode. */
   private readonly loads = new Map<string, Map<ShardId, number>>();
+  /** Why each migration of this collection under way was issued, in the order given. */
+  private readonly underWayReasons: MigrationReason[] = [];
   /** Chunks already chosen to move, by index: a donor serving several moves each chunk once. */
   private readonly chosen = new Set<number>();
   /** What a chunk of a shard weighs when it has no size estimate (see `sizeOf`). */
@@ -70,6 +72,7 @@ export class DistributionStatus {
       const i = this.chunks.findIndex((c) => c.shard === m.from && rangesEqual(c.range, m.range));
       if (i === -1) continue;
       this.chosen.add(i);
+      this.underWayReasons.push(m.reason ?? 'imbalance');
       this.addLoad(this.zoneOf[i] as string, m.from, -this.weight(i));
       this.addLoad(this.zoneOf[i] as string, m.to, this.weight(i));
     }
@@ -111,6 +114,16 @@ export class DistributionStatus {
   /** Notes the first rule the collection breaks; later ones do not replace it. */
   noteViolation(violation: ComplianceViolation): void {
     this.violation ??= violation;
+  }
+
+  /**
+   * After the policy's steps: a collection with a migration under way is not compliant yet, even
+   * when the steps, which count that migration as landed, find nothing to do. It breaks the rule
+   * the first such migration was issued for.
+   */
+  noteMigrationsUnderWay(): void {
+    const reason = this.underWayReasons[0];
+    if (reason !== undefined) this.noteViolation(VIOLATION_OF_REASON[reason]);
   }
 
   /**
@@ -177,6 +190,15 @@ export class DistributionStatus {
     this.loads.set(zone, perShard);
   }
 }
+
+/** The rule a migration issued for `reason` mends. */
+const VIOLATION_OF_REASON: Readonly<Record<MigrationReason, ComplianceViolation>> = {
+  drain: 'draining',
+  zoneViolation: 'zoneViolation',
+  imbalance: 'chunksImbalance',
+  topChunk: 'chunksImbalance',
+  defragmentation: 'defragmentingChunks',
+};
 
 /** Whether `shard` may hold chunks of `zone` (every shard holds chunks in no zone). */
 export function isInZone(shard: ShardStatistics, zone: string): boolean {

@@ -9,6 +9,7 @@
  */
 import type { ChunkRange } from '../ranges/chunk-range.js';
 import type { ShardId } from '../routing/chunk.js';
+import type { MigrationReason } from './distribution.js';
 
 /** A migration issued and not ended: its chunk is still on `from` in a snapshot. */
 export interface MigrationUnderWay {
@@ -16,6 +17,8 @@ export interface MigrationUnderWay {
   readonly range: ChunkRange;
   readonly from: ShardId;
   readonly to: ShardId;
+  /** Why it was issued: the rule its collection breaks until it lands (default `imbalance`). */
+  readonly reason?: MigrationReason;
 }
 
 /** The migrations a round may still add, given those under way and those it chose so far. */
