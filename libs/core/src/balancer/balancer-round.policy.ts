@@ -13,7 +13,6 @@
  *    as too big (`decideOnSplitVector`) or mark it jumbo;
  * 4. the next round starts after `nextRoundDelayMs`.
  */
-import type { ShardId } from '../routing/chunk.js';
 import type { ChunkSelectionSettings, DefragmentationSettings } from './balancer-settings.js';
 import type { CollectionBalanceStatus } from './chunk-selection.policy.js';
 import { selectMigrations, selectZoneBoundarySplits } from './chunk-selection.policy.js';
