@@ -265,7 +265,7 @@ describe('the ownership filter', () => {
 });
 
 describe('migrations at the same time', () => {
-  it('refuse a second migration of a donor or a recipient, and run on disjoint pairs of shards in parallel', async () => {
+  it('lets a donor serve a second migration to another recipient, refuses a shard that takes part in one as recipient, and runs disjoint pairs in parallel', async () => {
     await config.shardCollection({ ns: 'mig.slow', key: { x: 1 } });
     await config.shardCollection({ ns: 'mig.other', key: { x: 1 } });
     await config.shardCollection({ ns: 'mig.parallel', key: { x: 1 } });
@@ -278,25 +278,29 @@ describe('migrations at the same time', () => {
     expect(slowDonor).not.toBe('shard1');
     await placeOn('mig.slow', 'shard0');
 
-    // shard0 → shard1 pauses 6 s while cloning, long enough for the parallel one on a loaded machine.
+    // shard0 → shard1 pauses 6 s while cloning, long enough for the others on a loaded machine.
     const slow = config.moveRange({ ns: 'mig.slow', min: { x: { $minKey: 1 } }, toShard: 'shard1' });
     await eventually(
       async () => ((await changelog('moveChunk.start', 'mig.slow')).length > 0 ? true : undefined),
       'the slow migration to start',
     );
-    expect(await errorOf(config.moveRange({ ns: 'mig.other', min: { x: { $minKey: 1 } }, toShard: 'shard3' }))).toMatchObject({
-      code: 'CONFLICTING_OPERATION',
-    });
-    expect(await errorOf(config.moveRange({ ns: 'mig.parallel', min: { x: { $minKey: 1 } }, toShard: 'shard1' }))).toMatchObject({
-      code: 'CONFLICTING_OPERATION',
-    });
-    // shard2 → shard3 shares no shard with it: it runs, and ends first.
     let slowEnded = false;
     void slow.then(() => (slowEnded = true));
+    // shard0 serves a second migration, to another recipient: it runs, and ends first.
+    await config.moveRange({ ns: 'mig.other', min: { x: { $minKey: 1 } }, toShard: 'shard3' });
+    expect(slowEnded).toBe(false);
+    // shard1 receives already, shard0 donates: neither receives another.
+    for (const toShard of ['shard1', 'shard0']) {
+      expect(await errorOf(config.moveRange({ ns: 'mig.parallel', min: { x: { $minKey: 1 } }, toShard })), toShard).toMatchObject({
+        code: 'CONFLICTING_OPERATION',
+      });
+    }
+    // shard2 → shard3 shares no shard with the slow one: it runs, and ends first.
     await config.moveRange({ ns: 'mig.parallel', min: { x: { $minKey: 1 } }, toShard: 'shard3' });
     expect(slowEnded).toBe(false);
     await slow;
     expect((await placement('mig.slow'))[0]!.shard).toBe('shard1');
+    expect((await placement('mig.other'))[0]!.shard).toBe('shard3');
     expect((await placement('mig.parallel'))[0]!.shard).toBe('shard3');
   });
 });
