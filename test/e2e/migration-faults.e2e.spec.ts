@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
-import { RouterApi, onShardDatabase, storedCount } from './router-api.js';
+import { RouterApi, migrationStateSettled, onShardDatabase, storedCount } from './router-api.js';
 import { startTestCluster } from './test-cluster.js';
 
 /**
@@ -73,31 +73,6 @@ async function reachedPhase(ns: string, phase: string): Promise<boolean> {
   });
 }
 
-/**
- * True when no shard holds any migration state (registration, coordinator, receipt, range
- * deletion) and the config server no migration record: a killed config server never hears its
- * donor's answer, so its record must go another way.
- */
-async function settled(): Promise<boolean> {
-  const records = await onShardDatabase(
-    cluster,
-    'config',
-    async (pool) => (await pool.query('SELECT 1 FROM active_migrations')).rows.length,
-  );
-  if (records > 0) return false;
-  for (const shard of ['shard0', 'shard1']) {
-    const busy = await onShardDatabase(cluster, shard, async (pool) => {
-      const rows = await pool.query<{ n: string }>(
-        `SELECT (SELECT count(*) FROM migration_registry) + (SELECT count(*) FROM migration_coordinators)
-              + (SELECT count(*) FROM migration_recipients) + (SELECT count(*) FROM range_deletions) AS n`,
-      );
-      return Number(rows.rows[0]!.n);
-    });
-    if (busy > 0) return false;
-  }
-  return true;
-}
-
 /** How many of the documents (x = 0..DOCUMENTS-1) fall in the chunks each shard owns, per the config server. */
 async function ownedCounts(ns: string): Promise<Record<string, number>> {
   const counts: Record<string, number> = { shard0: 0, shard1: 0 };
@@ -131,7 +106,11 @@ describe.each(Object.keys(PHASES) as Phase[])('kill -9 during %s', (phase) => {
     if (victim === 'config') await waitForLeader(config);
     await moving;
 
-    await eventually(async () => ((await settled()) ? true : undefined), 'every migration document to be finished', 30_000);
+    await eventually(
+      async () => ((await migrationStateSettled(cluster, ['shard0', 'shard1'])) ? true : undefined),
+      'every migration document to be finished',
+      30_000,
+    );
     const found = (await api.findAll(ns, { filter: {} })) as Array<{ _id: number; x: number; v: string }>;
     expect(found).toHaveLength(DOCUMENTS);
     expect(new Set(found.map((d) => d._id)).size).toBe(DOCUMENTS);

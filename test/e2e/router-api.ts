@@ -78,3 +78,28 @@ export async function storedCount(cluster: LocalCluster, shard: string, ns: stri
     return Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]!.n);
   });
 }
+
+/**
+ * True when none of `shards` holds any migration state (registration, coordinator, receipt,
+ * range deletion) and the config server no migration record: a killed config server never hears
+ * its donor's answer, so its record must go another way.
+ */
+export async function migrationStateSettled(cluster: LocalCluster, shards: readonly string[]): Promise<boolean> {
+  const records = await onShardDatabase(
+    cluster,
+    'config',
+    async (pool) => (await pool.query('SELECT 1 FROM active_migrations')).rows.length,
+  );
+  if (records > 0) return false;
+  for (const shard of shards) {
+    const busy = await onShardDatabase(cluster, shard, async (pool) => {
+      const rows = await pool.query<{ n: string }>(
+        `SELECT (SELECT count(*) FROM migration_registry) + (SELECT count(*) FROM migration_coordinators)
+              + (SELECT count(*) FROM migration_recipients) + (SELECT count(*) FROM range_deletions) AS n`,
+      );
+      return Number(rows.rows[0]!.n);
+    });
+    if (busy > 0) return false;
+  }
+  return true;
+}
