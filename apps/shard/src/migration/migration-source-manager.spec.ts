@@ -322,7 +322,8 @@ describe('the donor', () => {
       h.manager.run(request, undefined),
       h.manager.run(second as DonorMoveRangeRequest, undefined),
     ]);
-    expect(outcomes.map((o) => o.status)).toEqual([first === 'commits' ? 'fulfilled' : 'rejected', 'fulfilled']);
+    // Whichever reaches its critical section first is `first` (the status polls run on real timers).
+    expect(outcomes.map((o) => o.status).sort()).toEqual(first === 'commits' ? ['fulfilled', 'fulfilled'] : ['fulfilled', 'rejected']);
     expect(h.sections).toEqual(
       first === 'commits'
         ? ['enter', 'blockReads', 'release', 'enter', 'blockReads', 'release']
@@ -332,7 +333,7 @@ describe('the donor', () => {
     const cloning = h.reports.filter((r) => r.what === 'moveChunk.phase' && r.details.phase === 'cloning');
     const sections = h.reports.filter((r) => r.what === 'moveChunk.phase' && r.details.phase === 'criticalSection');
     expect(h.reports.indexOf(cloning[1]!)).toBeLessThan(h.reports.indexOf(sections[0]!));
-    expect(sections[1]!.details.waitedForTurnMs).toBeGreaterThan(0);
+    expect(sections.map((r) => typeof r.details.waitedForTurnMs)).toEqual(['undefined', 'number']);
   });
 
   it('fails in checkPreconditions without registering anything', async () => {

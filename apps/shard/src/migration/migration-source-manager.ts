@@ -143,6 +143,7 @@ export class MigrationSourceManager {
   private async enterCriticalSection(m: DonorMigration): Promise<void> {
     const { ns, migrationId } = m.request;
     const queued = performance.now();
+    const behindAnother = this.sectionTurns.has(ns);
     const turn = this.sectionTurn(ns);
     await turn.ready;
     const waitedForTurnMs = Math.round(performance.now() - queued);
@@ -161,7 +162,7 @@ export class MigrationSourceManager {
       },
     };
     m.sectionStart = performance.now();
-    this.enter(m, 'criticalSection', waitedForTurnMs > 0 ? { waitedForTurnMs } : {});
+    this.enter(m, 'criticalSection', behindAnother ? { waitedForTurnMs } : {});
     await this.failpoints.pauseAt('migration.donor.criticalSection', m.request.ns);
   }
 
