@@ -10,6 +10,7 @@ import { DocumentHistory1764300000000 } from './1764300000000-document-history.j
 import { TwoPhaseCommit1764400000000 } from './1764400000000-two-phase-commit.js';
 import { MovePrimary1764500000000 } from './1764500000000-move-primary.js';
 import { ParallelDonations1764600000000 } from './1764600000000-parallel-donations.js';
+import { CollectionSizes1764700000000 } from './1764700000000-collection-sizes.js';
 
 /** A shard database's migrations, in order. */
 export const shardMigrations = [
@@ -25,4 +26,5 @@ export const shardMigrations = [
   TwoPhaseCommit1764400000000,
   MovePrimary1764500000000,
   ParallelDonations1764600000000,
+  CollectionSizes1764700000000,
 ];

@@ -257,15 +257,11 @@ export interface DataSizeResult {
  * MongoDB's `_shardsvrGetStatsForBalancing`: the bytes of each collection this shard owns, which
  * is what it stores less the orphans its range deletion tasks are waiting to delete (the ranges
  * it gave away and not yet cleaned, and the ranges it is receiving and does not own yet; a range
- * it is giving away is still its own until the migration commits).
- *
- * `tolerances` (bytes by namespace) lets a shard estimate a large collection from a sample of its
- * table instead of reading all of it, with a standard error of at most that many bytes; a
- * namespace without one is summed exactly.
+ * it is giving away is still its own until the migration commits). A shard keeps its totals as
+ * it writes, so an answer costs the changes since the last one, not a read of the collection.
  */
 export const statsForBalancingRequestSchema = z.strictObject({
   namespaces: z.array(namespaceSchema).min(1).max(10_000),
-  tolerances: z.record(z.string(), z.number().int().min(0)).optional(),
 });
 export type StatsForBalancingRequest = z.input<typeof statsForBalancingRequestSchema>;
 export interface StatsForBalancingResult {

@@ -8,12 +8,6 @@ import { type CollectionRow, generationOfRow, keyPatternOfRow } from '../catalog
 import { type Snapshot, errorEntry } from './balancer-round.js';
 import { BalancerCatalogStore, type ShardRow } from './balancer-catalog.store.js';
 
-/**
- * A shard may estimate its bytes of a collection with a standard error of this fraction of the
- * collection's max chunk size (a tenth): the balancer moves chunks when two shards differ by 3
- * chunks, some 20 standard errors of their difference, so sampling never tips a decision.
- */
-const SIZE_TOLERANCE_CHUNKS = 10;
 /** Namespaces per `statsForBalancing` request (the request's own bound). */
 const STATS_BATCH = 10_000;
 
@@ -117,7 +111,6 @@ export class ClusterStatisticsService {
     const read = await this.ownedBytes(
       shards,
       stale.map((r) => r.ns),
-      Object.fromEntries(stale.map((r) => [r.ns, Math.floor(maxChunkSizeBytesOf(r, settings) / SIZE_TOLERANCE_CHUNKS)])),
     );
     for (const r of stale) this.owned.set(r.ns, { uuid: r.uuid, readAtMs: now, bytes: read.get(r.ns)! });
     const owned = new Map(rows.map((r) => [r.ns, { ...this.owned.get(r.ns)!.bytes }]));
@@ -147,19 +140,13 @@ export class ClusterStatisticsService {
    * `statsForBalancing`: orphans waiting to be cleaned do not count (MongoDB's numOrphanDocs do
    * not). One request per shard for up to STATS_BATCH namespaces.
    */
-  private async ownedBytes(
-    shards: readonly ShardRow[],
-    namespaces: readonly string[],
-    tolerances: Record<string, number>,
-  ): Promise<Map<string, Record<string, number>>> {
+  private async ownedBytes(shards: readonly ShardRow[], namespaces: readonly string[]): Promise<Map<string, Record<string, number>>> {
     const owned = new Map(namespaces.map((ns): [string, Record<string, number>] => [ns, {}]));
     for (let i = 0; i < namespaces.length; i += STATS_BATCH) {
       const batch = namespaces.slice(i, i + STATS_BATCH);
       await Promise.all(
         shards.map(async (s) => {
-          const { stats } = await this.clients
-            .migration(s.url)
-            .statsForBalancing({ namespaces: batch, tolerances: Object.fromEntries(batch.map((ns) => [ns, tolerances[ns]!])) });
+          const { stats } = await this.clients.migration(s.url).statsForBalancing({ namespaces: batch });
           for (const { ns, collSize } of stats) owned.get(ns)![s.name] = collSize;
         }),
       );

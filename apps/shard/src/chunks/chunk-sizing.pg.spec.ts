@@ -2,11 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeKey, parseShardKeyPattern } from '@tessera/core';
+import type { DataSizeResult } from '@tessera/protocol';
 import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-database.js';
 import { CollectionStorageService, tableName } from '../collections/collection-storage.service.js';
 import { DocumentStore } from '../documents/document-store.js';
 import { ChunkSizingService } from './chunk-sizing.service.js';
 import { SplitVectorService } from './split-vector.service.js';
+import { copyRangeOut, copyRowsIn } from '../migration/copy-transfer.js';
 import { writeTimeNow } from '../../../../test/fakes/write-times.js';
 
 let db: TestDatabase;
@@ -123,29 +125,104 @@ describe('statsForBalancing', () => {
   });
 });
 
-describe('statsForBalancing of a large table', () => {
-  it('estimates a table from a sample of its pages within the tolerance asked, and sums it exactly when none is', async () => {
+describe('statsForBalancing from the totals the writes keep', () => {
+  /** What the shard stores of `ns`, read from the table itself, against the totals (folded by a statsForBalancing). */
+  async function storedAndKept(ns: string): Promise<{ stored: DataSizeResult; kept: DataSizeResult }> {
+    const uuid = (await storage.localCollection(ns))!.uuid;
+    const [collSize] = (await sizing.statsForBalancing({ namespaces: [ns] })).stats;
+    const [kept] = (await db.dataSource.query('SELECT bytes, documents FROM collection_sizes WHERE collection_uuid = $1', [uuid])) as [
+      { bytes: string; documents: string },
+    ];
+    expect(collSize!.collSize).toBe(Number(kept.bytes));
+    return { stored: await sizing.dataSize({ ns }), kept: { size: Number(kept.bytes), numObjects: Number(kept.documents) } };
+  }
+
+  it('follows inserts, updates, deletes and a COPY, and not a rolled back write', async () => {
     const ns = await collection([1]);
     const table = tableName((await storage.localCollection(ns))!.uuid);
-    // About 70,000 rows of ~300 bytes: some 2,700 pages of 8 KiB.
+    const check = async () => {
+      const { stored, kept } = await storedAndKept(ns);
+      expect(kept).toEqual(stored);
+    };
+    await check();
     await db.dataSource.query(
       `INSERT INTO ${table} (id, shard_key, doc, size, valid_from)
-       SELECT int4send(i), int4send(i), json_build_object('_id', i, 'pad', repeat('p', 250)), 200 + i % 100, 0
-         FROM generate_series(1, 70000) i`,
+       SELECT int4send(i), int4send(i), json_build_object('_id', i), 200 + i % 100, 0 FROM generate_series(1, 5000) i`,
     );
-    const exact = (await sizing.dataSize({ ns })).size;
-    expect((await sizing.statsForBalancing({ namespaces: [ns] })).stats).toEqual([{ ns, collSize: exact }]);
+    await check();
+    await db.dataSource.transaction(async (manager) => {
+      await manager.query("SELECT set_config('tessera.write_time', '0', true), set_config('tessera.keep_history', 'off', true)");
+      await manager.query(`UPDATE ${table} SET size = size + 7 WHERE shard_key < int4send(1000)`);
+      await manager.query(`UPDATE ${table} SET doc = doc WHERE shard_key < int4send(1000)`); // no size changed
+    });
+    await check();
+    await db.dataSource.transaction(async (manager) => {
+      await manager.query("SELECT set_config('tessera.write_time', '0', true), set_config('tessera.keep_history', 'off', true)");
+      await manager.query(`DELETE FROM ${table} WHERE shard_key >= int4send(4000)`);
+    });
+    await check();
+    await expect(
+      db.dataSource.transaction(async (manager) => {
+        await manager.query(
+          `INSERT INTO ${table} (id, shard_key, doc, size, valid_from) VALUES (int4send(-1), int4send(-1), '{}', 999, 0)`,
+        );
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    await check();
+    // A migration's clone: COPY text out of one table (keys of 4 bytes), into another collection's.
+    const target = await collection([]);
+    const text = await copyRangeOut(db.dataSource, table, { min: Buffer.alloc(0), max: Buffer.alloc(8, 0xff) }, undefined, 300);
+    const runner = db.dataSource.createQueryRunner();
+    try {
+      await runner.startTransaction();
+      await runner.query("SELECT set_config('tessera.write_time', '0', true)");
+      await copyRowsIn(runner, tableName((await storage.localCollection(target))!.uuid), text, target);
+      await runner.commitTransaction();
+    } finally {
+      await runner.release();
+    }
+    const { stored, kept } = await storedAndKept(target);
+    expect(stored.numObjects).toBe(300);
+    expect(kept).toEqual(stored);
+  });
+
+  it('counts each change once while writes and other requests run at once, reading no whole table', async () => {
+    const ns = await collection([]);
+    const table = tableName((await storage.localCollection(ns))!.uuid);
     const query = vi.spyOn(db.dataSource, 'query');
     try {
-      const tolerance = Math.round(exact / 10);
-      const [estimate] = (await sizing.statsForBalancing({ namespaces: [ns], tolerances: { [ns]: tolerance } })).stats;
-      const collSize = estimate!.collSize;
-      expect(query.mock.calls.some(([sql]) => String(sql).includes('TABLESAMPLE'))).toBe(true);
-      // The tolerance is the standard error the request allows; three of them leave room for a rare sample.
-      expect(Math.abs(collSize - exact)).toBeLessThan(3 * tolerance);
+      await Promise.all([
+        ...Array.from({ length: 8 }, async (_, writer) => {
+          for (let i = 0; i < 20; i++) {
+            const id = writer * 1000 + i;
+            await db.dataSource.query(
+              `INSERT INTO ${table} (id, shard_key, doc, size, valid_from) VALUES (int4send($1), int4send($1), '{}', 100 + $1 % 50, 0)`,
+              [id],
+            );
+          }
+        }),
+        ...Array.from({ length: 4 }, async () => {
+          for (let i = 0; i < 10; i++) await sizing.statsForBalancing({ namespaces: [ns] });
+        }),
+      ]);
+      const reads = query.mock.calls.map(([sql]) => String(sql)).filter((sql) => !sql.startsWith('INSERT'));
+      expect(reads.filter((sql) => sql.includes(table) && !sql.includes('shard_key >='))).toEqual([]);
     } finally {
       query.mockRestore();
     }
+    const { stored, kept } = await storedAndKept(ns);
+    expect(stored.numObjects).toBe(160);
+    expect(kept).toEqual(stored);
+  });
+
+  it('starts a new collection at zero and forgets a dropped one', async () => {
+    const ns = await collection([1, 2, 3]);
+    const uuid = (await storage.localCollection(ns))!.uuid;
+    expect((await storedAndKept(ns)).kept.numObjects).toBe(3);
+    await storage.dropCollection(uuid);
+    expect(await db.dataSource.query('SELECT 1 FROM collection_sizes WHERE collection_uuid = $1', [uuid])).toEqual([]);
+    expect(await db.dataSource.query('SELECT 1 FROM collection_size_changes WHERE collection_uuid = $1', [uuid])).toEqual([]);
   });
 });
 

@@ -14,13 +14,6 @@ import { CollectionStorageService, tableName } from '../collections/collection-s
 import { localTable, rangeCondition, sumRange } from './range-query.js';
 
 /**
- * statsForBalancing reads at least this many pages (8 MiB) of a table it samples. The balancer
- * asks every round, and an exact sum reads the whole table: work that grows with the data and
- * competes with the writes (docs/benchmarks.md).
- */
-const MIN_SAMPLED_PAGES = 1_024;
-
-/**
  * MongoDB's `dataSize` and the balancer's `statsForBalancing` on this shard's copy of a
  * collection: what the balancer and migrations size ranges and collections with (`splitVector`
  * is `SplitVectorService`'s). `dataSize` reads the documents stored in the range (orphans
@@ -43,56 +36,73 @@ export class ChunkSizingService {
   }
 
   /**
-   * The bytes of each collection this shard owns (estimated from a sample of a large table when
-   * the request allows an error, see `sampleFraction`): what it stores outside the ranges of its
+   * The bytes of each collection this shard owns: what it stores (its totals in
+   * `collection_sizes`, which the writes keep up to date, see
+   * migrations/shard/1764700000000-collection-sizes.ts) less what it stores in the ranges of its
    * range deletion tasks that hold orphans, which are the ready ones (a range given away, or a
    * received copy of an aborted migration) and the pending ones of ranges it is receiving (MongoDB
    * subtracts its `numOrphanDocs` the same way). A donor's pending task covers a range it still
    * owns until its migration commits, so that range counts. Without this, a donor would weigh
    * as much as before its migrations until their ranges are cleaned, and the balancer would move
-   * more than needed.
+   * more than needed. The work is the changes since the last request and the orphans' index
+   * entries, not the collection.
    */
   async statsForBalancing(input: StatsForBalancingRequest): Promise<StatsForBalancingResult> {
     const request = parseWith(statsForBalancingRequestSchema, input, 'statsForBalancing request');
+    await this.foldSizeChanges();
     const stats = await Promise.all(
       request.namespaces.map(async (ns) => {
         const local = await this.storage.localCollection(ns);
         if (local === undefined) return { ns, collSize: 0 };
-        const table = tableName(local.uuid);
-        const fraction = await this.sampleFraction(table, request.tolerances?.[ns]);
-        const rows: Array<{ bytes: string }> = await this.dataSource.query(
-          `SELECT coalesce(sum(size), 0) AS bytes FROM ${table} d ${fraction < 1 ? `TABLESAMPLE SYSTEM (${100 * fraction})` : ''}
-            WHERE NOT EXISTS (SELECT 1 FROM range_deletions r
-                               WHERE r.collection_uuid = $1 AND d.shard_key >= r.min AND d.shard_key < r.max
-                                 AND (NOT r.pending OR EXISTS (SELECT 1 FROM migration_recipients m WHERE m.id = r.id)))`,
-          [local.uuid],
-        );
-        return { ns, collSize: Math.round(Number(rows[0]!.bytes) / fraction) };
+        const [stored] = (await this.dataSource.query('SELECT bytes FROM collection_sizes WHERE collection_uuid = $1', [
+          local.uuid,
+        ])) as Array<{
+          bytes: string;
+        }>;
+        const orphans = await this.orphanBytes(local.uuid);
+        return { ns, collSize: Number(stored?.bytes ?? 0) - orphans };
       }),
     );
     return { stats };
   }
 
   /**
-   * The fraction of `table`'s pages to read for a sum whose standard error stays within
-   * `tolerance` bytes: 1 (every page) without a tolerance, for a table of fewer than
-   * `MIN_SAMPLED_PAGES` pages, or when the sample would be half the table anyway. Postgres's
-   * `TABLESAMPLE SYSTEM` takes whole pages at random; scaling the sampled sum by the fraction
-   * estimates the whole with a standard error of about T·sqrt((1 − f)/(f·N)) for a table of N
-   * evenly filled pages holding T bytes (taken here as full pages, and the tolerance halved for
-   * unevenly filled ones).
+   * Adds the changes the writes appended to each collection's totals, in one statement: a change
+   * committed meanwhile is not deleted, so it is left for the next fold, and two folds at once
+   * add each change once (the second skips the rows the first deleted).
    */
-  private async sampleFraction(table: string, tolerance: number | undefined): Promise<number> {
-    if (tolerance === undefined || tolerance <= 0) return 1;
-    const [relation] = (await this.dataSource.query(
-      `SELECT pg_relation_size($1::regclass) AS bytes, current_setting('block_size')::int AS block`,
-      [table],
-    )) as [{ bytes: string; block: number }];
-    const bytes = Number(relation.bytes);
-    const pages = bytes / relation.block;
-    if (pages < MIN_SAMPLED_PAGES) return 1;
-    const allowed = tolerance / 2;
-    const fraction = Math.max(MIN_SAMPLED_PAGES / pages, 1 / (1 + (pages * allowed * allowed) / (bytes * bytes)));
-    return fraction >= 0.5 ? 1 : fraction;
+  private async foldSizeChanges(): Promise<void> {
+    await this.dataSource.query(
+      `WITH folded AS (DELETE FROM collection_size_changes RETURNING collection_uuid, bytes, documents),
+            summed AS (SELECT collection_uuid, sum(bytes) AS bytes, sum(documents) AS documents FROM folded GROUP BY collection_uuid)
+       UPDATE collection_sizes s SET bytes = s.bytes + summed.bytes, documents = s.documents + summed.documents
+         FROM summed WHERE s.collection_uuid = summed.collection_uuid`,
+    );
   }
+
+  /** The bytes stored in the collection's orphan ranges (see `statsForBalancing`), overlapping ranges counted once. */
+  private async orphanBytes(uuid: string): Promise<number> {
+    const ranges: Array<{ min: Buffer; max: Buffer }> = await this.dataSource.query(
+      `SELECT min, max FROM range_deletions r
+        WHERE r.collection_uuid = $1 AND (NOT r.pending OR EXISTS (SELECT 1 FROM migration_recipients m WHERE m.id = r.id))`,
+      [uuid],
+    );
+    let bytes = 0;
+    for (const range of mergedRanges(ranges))
+      bytes += (await sumRange(this.dataSource, tableName(uuid), 'shard_key >= $1 AND shard_key < $2', [range.min, range.max])).size;
+    return bytes;
+  }
+}
+
+/** `ranges` (encoded keys, compared as Postgres compares bytea) with overlapping or touching ones merged. */
+function mergedRanges(ranges: ReadonlyArray<{ min: Buffer; max: Buffer }>): Array<{ min: Buffer; max: Buffer }> {
+  const sorted = [...ranges].sort((a, b) => Buffer.compare(a.min, b.min));
+  const merged: Array<{ min: Buffer; max: Buffer }> = [];
+  for (const range of sorted) {
+    const last = merged.at(-1);
+    if (last !== undefined && Buffer.compare(range.min, last.max) <= 0) {
+      if (Buffer.compare(range.max, last.max) > 0) last.max = range.max;
+    } else merged.push({ ...range });
+  }
+  return merged;
 }

@@ -21,7 +21,23 @@ async function dropIn(manager: EntityManager, uuid: string): Promise<void> {
   ]);
   for (const { table_name } of sideTables) await manager.query(`DROP TABLE IF EXISTS ${table_name}`);
   await manager.query(`DROP TABLE IF EXISTS ${tableName(uuid)}`);
+  await manager.query('DELETE FROM collection_size_changes WHERE collection_uuid = $1', [uuid]);
+  await manager.query('DELETE FROM collection_sizes WHERE collection_uuid = $1', [uuid]);
   await manager.query('DELETE FROM collections WHERE uuid = $1', [uuid]);
+}
+
+/**
+ * The statement triggers that keep a collection's totals in `collection_sizes`
+ * (migrations/shard/1764700000000-collection-sizes.ts, which has the same text).
+ */
+function sizeTriggersSql(table: string, uuid: string): string {
+  return `
+    CREATE OR REPLACE TRIGGER size_insert_trigger AFTER INSERT ON ${table} REFERENCING NEW TABLE AS new_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION note_size_change('${uuid}');
+    CREATE OR REPLACE TRIGGER size_update_trigger AFTER UPDATE ON ${table} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION note_size_change('${uuid}');
+    CREATE OR REPLACE TRIGGER size_delete_trigger AFTER DELETE ON ${table} REFERENCING OLD TABLE AS old_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION note_size_change('${uuid}');`;
 }
 
 interface CollectionRow {
@@ -114,6 +130,8 @@ export class CollectionStorageService {
           `CREATE OR REPLACE TRIGGER document_history_trigger AFTER UPDATE OF doc OR DELETE ON ${table}
            FOR EACH ROW EXECUTE FUNCTION keep_document_history('${uuid}')`,
         );
+        await manager.query(sizeTriggersSql(table, uuid));
+        await manager.query('INSERT INTO collection_sizes VALUES ($1, 0, 0) ON CONFLICT DO NOTHING', [uuid]);
         // `size` rides along in the index: the sizes of key ranges (dataSize, statsForBalancing) are then
         // index-only scans wherever vacuum has marked the pages all-visible.
         await manager.query(
