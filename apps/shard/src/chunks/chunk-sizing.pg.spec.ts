@@ -123,6 +123,36 @@ describe('statsForBalancing', () => {
     const orphans = (await sizing.dataSize({ ns, range: { min: [2], max: [9] } })).size;
     expect((await sizing.statsForBalancing({ namespaces: [ns] })).stats).toEqual([{ ns, collSize: whole - orphans }]);
   });
+  it("sums a ready range's orphans once, then follows the range deleter's count", async () => {
+    // Twenty documents of one size (two-digit keys), the upper ten given away and not cleaned yet.
+    const ns = await collection(Array.from({ length: 20 }, (_, i) => 10 + i));
+    const uuid = (await storage.localCollection(ns))!.uuid;
+    const id = randomUUID();
+    const [min, max] = [Buffer.from(encodeKey([20])), Buffer.from(encodeKey([30]))];
+    await db.dataSource.query(
+      `INSERT INTO range_deletions (id, ns, collection_uuid, min, max, min_ejson, max_ejson, pending) VALUES ($1, $2, $3, $4, $5, '', '', false)`,
+      [id, ns, uuid, min, max],
+    );
+    const one = (await sizing.dataSize({ ns })).size / 20;
+    expect((await sizing.statsForBalancing({ namespaces: [ns] })).stats).toEqual([{ ns, collSize: 10 * one }]);
+    // The range deleter deletes four of them and counts them in the task, in one transaction.
+    await db.dataSource.transaction(async (manager) => {
+      await manager.query("SELECT set_config('tessera.write_time', '0', true), set_config('tessera.keep_history', 'off', true)");
+      await manager.query(`DELETE FROM ${tableName(uuid)} WHERE shard_key >= $1 AND shard_key < $2 AND shard_key < $3`, [
+        min,
+        max,
+        Buffer.from(encodeKey([24])),
+      ]);
+      await manager.query('UPDATE range_deletions SET deleted_documents = deleted_documents + 4 WHERE id = $1', [id]);
+    });
+    const query = vi.spyOn(db.dataSource, 'query');
+    try {
+      expect((await sizing.statsForBalancing({ namespaces: [ns] })).stats).toEqual([{ ns, collSize: 10 * one }]);
+      expect(query.mock.calls.filter(([sql]) => String(sql).includes('shard_key >='))).toEqual([]);
+    } finally {
+      query.mockRestore();
+    }
+  });
 });
 
 describe('statsForBalancing from the totals the writes keep', () => {

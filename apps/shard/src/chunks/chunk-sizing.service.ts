@@ -22,6 +22,9 @@ import { localTable, rangeCondition, sumRange } from './range-query.js';
  */
 @Injectable()
 export class ChunkSizingService {
+  /** Ready range deletion tasks' orphans as summed once, by task id (see `orphanBytes`). */
+  private readonly measuredOrphans = new Map<string, { uuid: string; bytes: number; documents: number; deletedThen: number }>();
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly storage: CollectionStorageService,
@@ -80,29 +83,59 @@ export class ChunkSizingService {
     );
   }
 
-  /** The bytes stored in the collection's orphan ranges (see `statsForBalancing`), overlapping ranges counted once. */
+  /**
+   * The bytes stored in the collection's orphan ranges (see `statsForBalancing`), overlapping
+   * ranges counted once. A ready task's range takes no more writes and only shrinks as the range
+   * deleter deletes it, so it is summed once (`measuredOrphans`) and then scaled by the share of
+   * its documents not deleted since; a range being received, or several that overlap, are summed
+   * at each request.
+   */
   private async orphanBytes(uuid: string): Promise<number> {
-    const ranges: Array<{ min: Buffer; max: Buffer }> = await this.dataSource.query(
-      `SELECT min, max FROM range_deletions r
+    const tasks: OrphanTask[] = await this.dataSource.query(
+      `SELECT id, min, max, pending, deleted_documents FROM range_deletions r
         WHERE r.collection_uuid = $1 AND (NOT r.pending OR EXISTS (SELECT 1 FROM migration_recipients m WHERE m.id = r.id))`,
       [uuid],
     );
+    const present = new Set(tasks.map((t) => t.id));
+    for (const [id, measured] of this.measuredOrphans) if (measured.uuid === uuid && !present.has(id)) this.measuredOrphans.delete(id);
     let bytes = 0;
-    for (const range of mergedRanges(ranges))
-      bytes += (await sumRange(this.dataSource, tableName(uuid), 'shard_key >= $1 AND shard_key < $2', [range.min, range.max])).size;
+    for (const group of overlapping(tasks)) {
+      const task = group.length === 1 && !group[0]!.pending ? group[0]! : undefined;
+      const deleted = Number(task?.deleted_documents ?? 0);
+      let measured = task && this.measuredOrphans.get(task.id);
+      if (measured === undefined) {
+        const min = group[0]!.min;
+        const max = group.reduce((m, t) => (Buffer.compare(t.max, m) > 0 ? t.max : m), group[0]!.max);
+        const sum = await sumRange(this.dataSource, tableName(uuid), 'shard_key >= $1 AND shard_key < $2', [min, max]);
+        measured = { uuid, bytes: sum.size, documents: sum.numObjects, deletedThen: deleted };
+        if (task !== undefined) this.measuredOrphans.set(task.id, measured);
+      }
+      const left = measured.documents - (deleted - measured.deletedThen);
+      bytes += measured.documents === 0 ? 0 : Math.round((measured.bytes * Math.max(0, left)) / measured.documents);
+    }
     return bytes;
   }
 }
 
-/** `ranges` (encoded keys, compared as Postgres compares bytea) with overlapping or touching ones merged. */
-function mergedRanges(ranges: ReadonlyArray<{ min: Buffer; max: Buffer }>): Array<{ min: Buffer; max: Buffer }> {
-  const sorted = [...ranges].sort((a, b) => Buffer.compare(a.min, b.min));
-  const merged: Array<{ min: Buffer; max: Buffer }> = [];
-  for (const range of sorted) {
-    const last = merged.at(-1);
-    if (last !== undefined && Buffer.compare(range.min, last.max) <= 0) {
-      if (Buffer.compare(range.max, last.max) > 0) last.max = range.max;
-    } else merged.push({ ...range });
+/** A range deletion task whose range holds orphans (see `statsForBalancing`). */
+interface OrphanTask {
+  id: string;
+  min: Buffer;
+  max: Buffer;
+  pending: boolean;
+  deleted_documents: string;
+}
+
+/** `tasks` in groups whose ranges overlap (encoded keys, compared as Postgres compares bytea), each sorted by its start. */
+function overlapping(tasks: readonly OrphanTask[]): OrphanTask[][] {
+  const sorted = [...tasks].sort((a, b) => Buffer.compare(a.min, b.min));
+  const groups: Array<{ max: Buffer; tasks: OrphanTask[] }> = [];
+  for (const task of sorted) {
+    const last = groups.at(-1);
+    if (last !== undefined && Buffer.compare(task.min, last.max) < 0) {
+      last.tasks.push(task);
+      if (Buffer.compare(task.max, last.max) > 0) last.max = task.max;
+    } else groups.push({ max: task.max, tasks: [task] });
   }
-  return merged;
+  return groups.map((g) => g.tasks);
 }
