@@ -75,11 +75,11 @@ describe("the continuous scheduler's load throttle", () => {
       60_000,
     );
     const throttled = await config.balancerStatus();
-    // A migration started while throttled was cloned in small batches with a wait between two. Its
+    // A migration started while throttled was cloned in small batches with a wait after each. Its
     // donor reports it after the commit, so the load goes on until the report is in.
     const paced = await eventually(
       async () => {
-        const found = await catalog.query<{ details: { clonePacing: { batchDocuments: number; delayMs: number } } }>(
+        const found = await catalog.query<{ details: { clonePacing: { batchDocuments: number; waitRatio: number } } }>(
           "SELECT details FROM changelog WHERE id > $1 AND what = 'moveChunk.from' AND details ? 'clonePacing'",
           [since],
         );
@@ -121,7 +121,8 @@ describe("the continuous scheduler's load throttle", () => {
       true,
     );
     expect(throttled.throttle.targetLatencyMultiple).toBe(0.01);
-    expect(paced.details.clonePacing.batchDocuments).toBe(100);
+    expect(paced.details.clonePacing).toMatchObject({ batchDocuments: 500, waitRatio: expect.any(Number) });
+    expect(paced.details.clonePacing.waitRatio).toBeGreaterThanOrEqual(1);
 
     // No write left: the throttle lets the balancer go at full speed, and says so.
     await eventually(async () => ((await config.balancerStatus()).throttle.state === 'fullSpeed' ? true : undefined), 'full speed');

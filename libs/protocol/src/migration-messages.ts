@@ -69,12 +69,15 @@ export interface MoveRangeResult {
 
 /**
  * How the recipient clones a migration the balancer's load throttle slows down: batches of
- * `batchDocuments`, with `delayMs` between two (MongoDB's migrateCloneInsertionBatchSize and
- * migrateCloneInsertionBatchDelayMS, per migration here). Without it: the shard's batch, no delay.
+ * `batchDocuments`, and after each a wait of `waitRatio` times as long as the batch took
+ * (fetched and written), so the clone runs at 1 ÷ (1 + waitRatio) of its speed in such batches.
+ * MongoDB paces every clone alike, with a fixed batch size and delay
+ * (migrateCloneInsertionBatchSize, migrateCloneInsertionBatchDelayMS): a delay fit for small
+ * documents crawls with large ones. Without it: the shard's batch, no wait.
  */
 export const clonePacingSchema = z.strictObject({
   batchDocuments: z.number().int().min(1).max(100_000),
-  delayMs: z.number().int().min(0).max(60_000),
+  waitRatio: z.number().min(0).max(1_000),
 });
 export type ClonePacing = z.infer<typeof clonePacingSchema>;
 

@@ -14,6 +14,7 @@ import {
 import type { BalancerThrottleStatus, ClonePacing } from '@tessera/protocol';
 import { LOGGER, type Periodic, SETTINGS, runPeriodically } from '@tessera/platform';
 import { ChangelogService } from '../changelog/changelog.service.js';
+import { ActiveMigrationStore } from '../migration/active-migration.store.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { ForegroundLoadStore, type StoredLoadReport } from './foreground-load.store.js';
 
@@ -23,8 +24,10 @@ const RATE_WINDOW_MS = 10_000;
 /**
  * The continuous scheduler's throttle on the leader (libs/core load-throttle.ts): it reads the
  * routers' foreground load reports every `TESSERA_BALANCER_LOAD_POLL_MS`, tells for each window
- * whether a balancer migration ran during it (`BalancerMover` reports their starts and ends
- * here), keeps the throttle's state, and answers whether a migration may start now. Each change
+ * whether a migration ran during it (`BalancerMover` reports the starts and ends of the
+ * balancer's here; any other, a user's moveRange or one issued through another config server,
+ * shows as a record in `active_migrations` at a poll), keeps the throttle's state, and answers
+ * whether a migration may start now. Only windows without any migration teach the idle p99. Each change
  * between full speed and throttled is a `balancer.throttle` changelog row with its reason and
  * latencies.
  */
@@ -44,9 +47,12 @@ export class BalancerThrottleService {
   private readSince: string | null = null;
   private loop: Periodic | undefined;
   private opened: () => void = () => undefined;
+  /** Migrations recorded at the last poll: one there then ran during the windows read since. */
+  private recordedAtLastPoll = 0;
 
   constructor(
     private readonly reports: ForegroundLoadStore,
+    private readonly records: ActiveMigrationStore,
     private readonly changelog: ChangelogService,
     private readonly dataSource: DataSource,
     @Inject(SETTINGS) settings: ConfigSettings,
@@ -75,9 +81,11 @@ export class BalancerThrottleService {
       async () => {
         // The first read only finds where the reports stand: older windows say nothing of now.
         const reports = await this.reports.since(this.readSince);
+        const recorded = await this.records.count();
         if (reports.length > 0) this.readSince = reports.at(-1)!.windowEnd;
         if (first) first = false;
-        else await this.observe(reports);
+        else await this.observe(reports, recorded + this.recordedAtLastPoll > 0);
+        this.recordedAtLastPoll = recorded;
       },
       this.pollMs,
       (error) => this.logger.warn({ err: error }, `balancer throttle: reading the routers' load failed: ${(error as Error).message}`),
@@ -137,8 +145,11 @@ export class BalancerThrottleService {
     };
   }
 
-  /** One poll's reports, summed over routers: a window counts as migrating when a migration ran during it. */
-  private async observe(reports: readonly StoredLoadReport[]): Promise<void> {
+  /**
+   * One poll's reports, summed over routers: a window counts as migrating when a balancer
+   * migration ran during it, or when `recorded` (a migration was recorded at this poll or the last).
+   */
+  private async observe(reports: readonly StoredLoadReport[], recorded: boolean): Promise<void> {
     const now = Date.now();
     const withWrites = reports.filter((r) => r.p99Ms !== null);
     const writes = reports.reduce((n, r) => n + r.writes, 0);
@@ -146,7 +157,11 @@ export class BalancerThrottleService {
     const p99Ms = withWrites.length === 0 ? null : Math.max(...withWrites.map((r) => r.p99Ms!));
     const peakMigrations = Math.max(0, ...reports.map((r) => this.peakInFlight(now - r.ageMs - r.windowMs, now - r.ageMs)));
     const before = this.state;
-    this.state = observeForegroundLoad(before, { writes, p99Ms, inFlight, migrating: peakMigrations > 0, peakMigrations }, this.limits);
+    this.state = observeForegroundLoad(
+      before,
+      { writes, p99Ms, inFlight, migrating: peakMigrations > 0 || recorded, peakMigrations },
+      this.limits,
+    );
     if (before.pauseMs > 0 !== this.state.pauseMs > 0) await this.recordChange();
     if (allowsMore(before, this.state)) this.opened();
   }

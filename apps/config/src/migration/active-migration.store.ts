@@ -110,6 +110,12 @@ export class ActiveMigrationStore {
     );
   }
 
+  /** How many migrations are recorded now, whoever issued them. */
+  async count(): Promise<number> {
+    const [row] = await queryRows<{ n: string }>(this.dataSource, 'SELECT count(*) AS n FROM active_migrations');
+    return Number(row!.n);
+  }
+
   /** Records started at least `ageMs` ago, by the database's clock, oldest first. */
   async olderThan(ageMs: number): Promise<MigrationRecord[]> {
     const rows = await queryRows<RecordRow>(

@@ -196,15 +196,20 @@ describe('the recipient', () => {
     expect(h.service.recvChunkStatus(MIGRATION)).toMatchObject({ state: 'failed', error: { code: 'NOT_FOUND' } });
   });
 
-  it("fetches the next batch while writing the last, or with the balancer's clone pacing its delay after", async () => {
+  it("fetches the next batch while writing the last, or with the balancer's clone pacing after a wait sized by the batch", async () => {
     const eager = harness();
     await eager.service.recvChunkStart(start);
     expect(await until(eager, ['steady', 'failed'])).toMatchObject({ state: 'steady', clonePausedMs: 0 });
     expect(eager.fetchedWhenWritten).toEqual([2, 2]);
 
+    // The first batch takes some 50 ms (timers may fire a millisecond early): with a wait ratio of 2
+    // the clone waits at least 80 ms after it.
     const paced = harness();
-    await paced.service.recvChunkStart({ ...start, clonePacing: { batchDocuments: 2, delayMs: 30 } });
-    expect(await until(paced, ['steady', 'failed'])).toMatchObject({ state: 'steady', documentsCloned: 3, clonePausedMs: 30 });
+    paced.network.delayNth({ path: '/internal/migration/migrateClone', ms: 50 });
+    await paced.service.recvChunkStart({ ...start, clonePacing: { batchDocuments: 2, waitRatio: 2 } });
+    const status = await until(paced, ['steady', 'failed']);
+    expect(status).toMatchObject({ state: 'steady', documentsCloned: 3 });
+    expect(status.clonePausedMs).toBeGreaterThanOrEqual(80);
     expect(paced.cloned).toEqual([2, 1]);
     expect(paced.fetchedWhenWritten).toEqual([1, 2]);
     expect(paced.network.callsTo('/internal/migration/migrateClone').map((c) => (c.body as { limit: number }).limit)).toEqual([2, 2]);

@@ -99,13 +99,14 @@ export class MigrationRecipientCloner {
   /**
    * In cloning: pulls the range in batches (`migrateClone`) until a batch comes back short,
    * fetching the next batch while writing the last. With the request's `clonePacing` (the
-   * balancer's load throttle), batches of its size, each fetched its delay after the last was
-   * written.
+   * balancer's load throttle), batches of its size, each fetched after the last was written and
+   * a wait of `waitRatio` times as long as that batch took.
    */
   private async clone(receipt: Receipt): Promise<void> {
     const { request, status } = receipt;
     const pacing = request.clonePacing;
     const limit = pacing?.batchDocuments ?? this.settings.TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS;
+    let batchStarted = performance.now();
     const fetch = (after?: CopiedRow) =>
       receipt.donor
         .migrateClone({ migrationId: request.migrationId, limit, ...(after ? { after: { key: after.key, id: after.id } } : {}) })
@@ -126,9 +127,11 @@ export class MigrationRecipientCloner {
       this.metrics.bytesCloned.inc(bytes);
       if (status.documentsCloned === batch.rows.length) await this.failpoints.pauseAt('migration.recipient.firstCloneBatch', request.ns);
       if (last !== undefined && pacing !== undefined) {
-        await sleep(pacing.delayMs);
-        status.clonePausedMs += pacing.delayMs;
+        const waitMs = Math.round(pacing.waitRatio * (performance.now() - batchStarted));
+        await sleep(waitMs);
+        status.clonePausedMs += waitMs;
         checkStopped(receipt);
+        batchStarted = performance.now();
         next = fetch(last);
       }
     }

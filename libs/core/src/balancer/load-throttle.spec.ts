@@ -3,9 +3,9 @@ import {
   DEFAULT_LOAD_THROTTLE_SETTINGS,
   INITIAL_LOAD_THROTTLE_STATE,
   type LoadThrottleState,
-  MAX_CLONE_BATCH_DELAY_MS,
   MAX_PAUSE_MS,
   PAUSE_STEP_MS,
+  MAX_CLONE_WAIT_RATIO,
   THROTTLED_CLONE_BATCH_DOCUMENTS,
   clonePacingOf,
   migrationGate,
@@ -19,9 +19,12 @@ const observe = (state: LoadThrottleState, ...windows: Array<ReturnType<typeof i
   windows.reduce((s, w) => observeForegroundLoad(s, w, settings), state);
 
 describe('the load throttle', () => {
-  it('learns the idle p99 from windows without migrations, as a moving average', () => {
+  it('learns the idle p99 from windows without migrations, as a moving average that follows a lower p99 faster', () => {
     const state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), idle(20));
-    expect(state.idleP99Ms).toBeCloseTo(12);
+    expect(state.idleP99Ms).toBeCloseTo(11);
+    // A bulk load's 100 ms, then its end: the target comes down within a few windows.
+    const after = observe(INITIAL_LOAD_THROTTLE_STATE, idle(100), idle(10), idle(10), idle(10), idle(10));
+    expect(after.idleP99Ms).toBeCloseTo(15.625);
     expect(state.pauseMs).toBe(0);
   });
 
@@ -106,11 +109,13 @@ describe('the load throttle', () => {
 describe('the clone pacing', () => {
   it('leaves a migration at full speed alone, and paces one started while throttled by its pause', () => {
     expect(clonePacingOf(INITIAL_LOAD_THROTTLE_STATE)).toBeUndefined();
-    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: 800 })).toEqual({
-      batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS,
-      delayMs: 100,
+    const batchDocuments = THROTTLED_CLONE_BATCH_DOCUMENTS;
+    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: PAUSE_STEP_MS })).toEqual({ batchDocuments, waitRatio: 1 });
+    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: 2 * PAUSE_STEP_MS })).toEqual({ batchDocuments, waitRatio: 2 });
+    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: MAX_PAUSE_MS })).toEqual({
+      batchDocuments,
+      waitRatio: MAX_CLONE_WAIT_RATIO,
     });
-    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: MAX_PAUSE_MS })?.delayMs).toBe(MAX_CLONE_BATCH_DELAY_MS);
   });
 });
 

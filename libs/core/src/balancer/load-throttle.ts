@@ -4,7 +4,8 @@
  * Balancing runs at full speed on an idle cluster and backs off while it hurts the writes.
  *
  * - The routers report, per window, how many writes they completed and their p99.
- * - A window in which no migration ran teaches the idle p99 (a moving average).
+ * - A window in which no migration ran teaches the idle p99 (a moving average that follows a
+ *   lower p99 faster than a higher one).
  * - A window in which one ran compares its p99 with `targetLatencyMultiple` × the idle p99. Over
  *   it, the pause before each migration doubles (from `PAUSE_STEP_MS` up to `MAX_PAUSE_MS`) and
  *   migrations go one at a time; at or under it, the pause shrinks by a step (additive increase,
@@ -28,7 +29,7 @@ export interface ForegroundWriteLoad {
   readonly p99Ms: number | null;
   /** Writes still running at the window's end. */
   readonly inFlight: number;
-  /** Whether a balancer migration ran at any time during the window. */
+  /** Whether a migration (the balancer's or any other) ran at any time during the window. */
   readonly migrating: boolean;
   /** The most balancer migrations in flight at once during the window (default: 1 when migrating). */
   readonly peakMigrations?: number;
@@ -55,8 +56,14 @@ export const DEFAULT_LOAD_THROTTLE_SETTINGS: LoadThrottleSettings = Object.freez
 export const PAUSE_STEP_MS = 250;
 /** The longest pause between two migrations. */
 export const MAX_PAUSE_MS = 8_000;
-/** Weight of a new idle window in the idle p99's moving average. */
-const IDLE_WEIGHT = 0.2;
+/**
+ * Weights of a new idle window in the idle p99's moving average: a window under it weighs more
+ * than one over it. A lower idle p99 means the load got lighter (a bulk load ended), and the
+ * target must follow at once or it lets migrations hurt the lighter load; a higher one is more
+ * often a burst or a checkpoint, which must not loosen the target.
+ */
+const IDLE_WEIGHT_DOWN = 0.5;
+const IDLE_WEIGHT_UP = 0.1;
 
 /** What the throttle knows. */
 export interface LoadThrottleState {
@@ -93,7 +100,8 @@ export function observeForegroundLoad(
     return slowDown(state, `${load.inFlight} writes stalled while a migration ran`);
   if (load.p99Ms === null || load.writes < settings.minWrites) return state;
   if (!load.migrating) {
-    const idleP99Ms = state.idleP99Ms === null ? load.p99Ms : (1 - IDLE_WEIGHT) * state.idleP99Ms + IDLE_WEIGHT * load.p99Ms;
+    const weight = state.idleP99Ms === null ? 1 : load.p99Ms < state.idleP99Ms ? IDLE_WEIGHT_DOWN : IDLE_WEIGHT_UP;
+    const idleP99Ms = (1 - weight) * (state.idleP99Ms ?? 0) + weight * load.p99Ms;
     // Writes run: the next migrations start one at a time and grow from there.
     return { ...state, idleP99Ms, concurrency: state.concurrency ?? 1 };
   }
@@ -110,20 +118,22 @@ export function observeForegroundLoad(
   return { ...state, migratingP99Ms: load.p99Ms, pauseMs, reason: pauseMs === 0 ? null : state.reason, concurrency };
 }
 
-/** Documents per clone batch while throttled: small enough that one batch is not a burst. */
-export const THROTTLED_CLONE_BATCH_DOCUMENTS = 100;
-/** The longest wait between two clone batches. */
-export const MAX_CLONE_BATCH_DELAY_MS = 250;
+/** Documents per clone batch while throttled: one batch is a short burst, not seconds of copying. */
+export const THROTTLED_CLONE_BATCH_DOCUMENTS = 500;
+/** The longest wait after a clone batch, in multiples of the time the batch took. */
+export const MAX_CLONE_WAIT_RATIO = 4;
 
 /**
  * How a migration started now clones (libs/protocol's ClonePacing): none at full speed; while
- * throttled, batches of `THROTTLED_CLONE_BATCH_DOCUMENTS` with an eighth of the pause between
- * two (up to `MAX_CLONE_BATCH_DELAY_MS`), so that a migration also spreads its own reads and
- * writes instead of only starting later.
+ * throttled, batches of `THROTTLED_CLONE_BATCH_DOCUMENTS`, and after each the recipient waits
+ * `waitRatio` times as long as the batch took: 1 at the pause's first step, 2 at the second, up
+ * to `MAX_CLONE_WAIT_RATIO`. Small batches keep each burst of copying short, which is what the
+ * writes' p99 sees; the wait spreads the bursts, at a share of the clone's speed on this
+ * cluster whatever the documents' size. Past that, the pause between migrations backs off.
  */
-export function clonePacingOf(state: LoadThrottleState): { batchDocuments: number; delayMs: number } | undefined {
+export function clonePacingOf(state: LoadThrottleState): { batchDocuments: number; waitRatio: number } | undefined {
   if (state.pauseMs === 0) return undefined;
-  return { batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS, delayMs: Math.min(MAX_CLONE_BATCH_DELAY_MS, Math.round(state.pauseMs / 8)) };
+  return { batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS, waitRatio: Math.min(MAX_CLONE_WAIT_RATIO, state.pauseMs / PAUSE_STEP_MS) };
 }
 
 /** The pause doubled (or first set), up to its cap, with why; one migration at a time. */
