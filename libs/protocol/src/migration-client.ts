@@ -7,6 +7,7 @@ import type {
   DonorMoveRangeRequest,
   MigrateCloneRequest,
   MoveRangeResult,
+  RecvChunkPacingRequest,
   RecvChunkReleaseRequest,
   RecvChunkStartRequest,
   RecvChunkStatus,
@@ -52,6 +53,11 @@ export class MigrationClient {
 
   recvChunkCommit(migrationId: string): Promise<RecvChunkStatus> {
     return this.http.call('POST', '/internal/migration/recvChunkCommit', { migrationId });
+  }
+
+  /** Answers whether the recipient is receiving that migration (and took the pacing). */
+  recvChunkPacing(request: RecvChunkPacingRequest): Promise<{ applied: boolean }> {
+    return this.http.call('POST', '/internal/migration/recvChunkPacing', request);
   }
 
   recvChunkRelease(request: RecvChunkReleaseRequest): Promise<{ released: boolean }> {

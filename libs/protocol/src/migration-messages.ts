@@ -179,6 +179,14 @@ export interface RecvChunkStatus {
   error?: { code: string; message: string };
 }
 
+/**
+ * Config server → recipient: the load throttle's pacing changed, for the rest of this
+ * migration's clone (null: full speed again). A migration of several seconds then follows the
+ * throttle as it goes, not only as it stood when the migration started.
+ */
+export const recvChunkPacingRequestSchema = z.strictObject({ migrationId, clonePacing: clonePacingSchema.nullable() });
+export type RecvChunkPacingRequest = z.input<typeof recvChunkPacingRequestSchema>;
+
 export const recvChunkReleaseRequestSchema = z.strictObject({ migrationId, decision: z.enum(['committed', 'aborted']) });
 export type RecvChunkReleaseRequest = z.input<typeof recvChunkReleaseRequestSchema>;
 

@@ -47,6 +47,7 @@ export class BalancerThrottleService {
   private readSince: string | null = null;
   private loop: Periodic | undefined;
   private opened: () => void = () => undefined;
+  private repaced: (pacing: ClonePacing | undefined) => void = () => undefined;
   /** Migrations recorded at the last poll: one there then ran during the windows read since. */
   private recordedAtLastPoll = 0;
 
@@ -69,11 +70,13 @@ export class BalancerThrottleService {
   /**
    * A new term: the state is learned afresh, from the reports made from now on. `opened` is
    * called when the throttle lets more migrations run than before (a pause ended, the
-   * concurrency limit grew or went), so the scheduler can plan at once.
+   * concurrency limit grew or went), so the scheduler can plan at once; `repaced` when the clone
+   * pacing changed, so the migrations under way can follow it.
    */
-  start(opened: () => void = () => undefined): void {
+  start(opened: () => void = () => undefined, repaced: (pacing: ClonePacing | undefined) => void = () => undefined): void {
     this.stop();
     this.opened = opened;
+    this.repaced = repaced;
     this.state = INITIAL_LOAD_THROTTLE_STATE;
     this.readSince = null;
     let first = true;
@@ -164,6 +167,8 @@ export class BalancerThrottleService {
     );
     if (before.pauseMs > 0 !== this.state.pauseMs > 0) await this.recordChange();
     if (allowsMore(before, this.state)) this.opened();
+    const pacing = clonePacingOf(this.state);
+    if (JSON.stringify(pacing) !== JSON.stringify(clonePacingOf(before))) this.repaced(pacing);
   }
 
   private logInFlight(atMs: number, inFlight: number): void {

@@ -12,6 +12,7 @@ import { isInsideActiveWindow } from './active-window.js';
 import { BalancerCollectionService } from './balancer-collection.service.js';
 import { BalancerRoundService, type RoundControl } from './balancer-round.service.js';
 import { BalancerSecondaryService } from './balancer-secondary.service.js';
+import { BalancerMover } from './balancer-mover.service.js';
 import { BalancerThrottleService } from './balancer-throttle.service.js';
 
 /** Changelog kinds after which the balancer runs a round at once rather than at the end of its interval. */
@@ -53,6 +54,7 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     private readonly secondary: BalancerSecondaryService,
     private readonly collections: BalancerCollectionService,
     private readonly throttle: BalancerThrottleService,
+    private readonly mover: BalancerMover,
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -67,7 +69,10 @@ export class BalancerService implements LeaderOnlyService, OnModuleInit, OnAppli
     this.wakeAfterRound = false;
     this.rounds.reset();
     this.secondary.start();
-    this.throttle.start(() => void this.wakeIfContinuous(term));
+    this.throttle.start(
+      () => void this.wakeIfContinuous(term),
+      (pacing) => void this.mover.repace(pacing),
+    );
     this.wakeups?.unsubscribe();
     this.wakeups = this.events.stream((e) => WAKE_UP_KINDS.has(e.kind), this.events.lastSeq).subscribe(() => this.wake(term));
     this.schedule(term, 0);

@@ -54,6 +54,16 @@ interface Target {
  * to the donor, which runs the protocol and commits. The record goes when the donor answers;
  * MigrationRecordsService ends those whose donor never does.
  */
+/** What the balancer adds to a moveRange. */
+export interface BalancerMoveOptions {
+  /** Why (`imbalance`, `topChunk`, ...): kept with the active migration, so the commit's changelog row says it. */
+  reason?: string;
+  /** The load throttle's pacing, handed to the donor and recipient. */
+  clonePacing?: ClonePacing;
+  /** Told the migration's id and recipient once it is registered, before its donor runs it. */
+  onRegistered?: (migration: { migrationId: string; recipientUrl: string }) => void;
+}
+
 @Injectable()
 export class MigrationManagerService {
   constructor(
@@ -65,12 +75,8 @@ export class MigrationManagerService {
     private readonly clients: InternalClients,
   ) {}
 
-  /**
-   * `options.reason` (the balancer's: `imbalance`, `topChunk`, ...) is kept with the active
-   * migration so that the commit's changelog row says why; users' requests have none.
-   * `options.clonePacing` is the balancer's load throttle's, handed to the donor and recipient.
-   */
-  async moveRange(input: MoveRangeRequest, options: { reason?: string; clonePacing?: ClonePacing } = {}): Promise<MoveRangeResult> {
+  /** A moveRange from the balancer (see `BalancerMoveOptions`); a user's has none. */
+  async moveRange(input: MoveRangeRequest, options: BalancerMoveOptions = {}): Promise<MoveRangeResult> {
     const request = parseWith(moveRangeRequestSchema, input, 'moveRange request');
     const target = await this.target(request.ns, request.toShard, async (manager, row, pattern) => {
       const min = keyOf(pattern, request.min, 'min');
@@ -101,7 +107,7 @@ export class MigrationManagerService {
       }
       return { chunk, range: { min, max } };
     });
-    return this.migrate(target, request.toShard, request.forceJumbo, request.waitForDelete, options.reason, options.clonePacing);
+    return this.migrate(target, request.toShard, request.forceJumbo, request.waitForDelete, options);
   }
 
   async moveChunk(input: MoveChunkRequest): Promise<MoveRangeResult> {
@@ -178,11 +184,11 @@ export class MigrationManagerService {
     toShard: string,
     forceJumbo: boolean,
     waitForDelete: boolean,
-    reason?: string,
-    clonePacing?: ClonePacing,
+    { reason, clonePacing, onRegistered }: BalancerMoveOptions = {},
   ): Promise<MoveRangeResult> {
     const range = await this.splitOff(target);
     const migrationId = await this.register(target, range, toShard, forceJumbo, waitForDelete, reason);
+    onRegistered?.({ migrationId, recipientUrl: target.recipientUrl });
     const donor = this.clients.migration(target.donorUrl, MIGRATION_TIMEOUT_MS);
     let result: MoveRangeResult;
     try {

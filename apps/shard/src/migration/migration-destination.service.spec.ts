@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { TesseraError } from '@tessera/core';
@@ -76,9 +77,12 @@ function harness(options: Options = {}): Harness {
   const rounds = [...(options.modRounds ?? [])];
   network
     .node(DONOR)
-    .on('POST', '/internal/migration/migrateClone', (r) =>
-      (r.body as { after?: unknown }).after === undefined ? rows[0]! + rows[1]! : rows[2]!,
-    )
+    .on('POST', '/internal/migration/migrateClone', (r) => {
+      // Row n's _id is encoded as 0n: the rows after it start at index n.
+      const { after, limit } = r.body as { after?: { id: string }; limit: number };
+      const from = after === undefined ? 0 : Number(after.id.slice(1));
+      return rows.slice(from, from + limit).join('');
+    })
     .on('POST', '/internal/migration/transferMods', () => rounds.shift() ?? '')
     .on('POST', '/internal/migration/sessionHistory', () => ({
       sessions: options.sessionHistory?.(network.callsTo('/internal/migration/sessionHistory').length - 1) ?? [],
@@ -213,6 +217,23 @@ describe('the recipient', () => {
     expect(paced.cloned).toEqual([2, 1]);
     expect(paced.fetchedWhenWritten).toEqual([1, 2]);
     expect(paced.network.callsTo('/internal/migration/migrateClone').map((c) => (c.body as { limit: number }).limit)).toEqual([2, 2]);
+  });
+
+  it('follows a pacing sent while it clones, from the next batch on, and says when it receives no such migration', async () => {
+    const h = harness();
+    // The first batch is held until the pacing has arrived: the next ones come after a wait, one document each.
+    h.network.delayNth({ path: '/internal/migration/migrateClone', ms: 50 });
+    await h.service.recvChunkStart(start);
+    expect(h.service.recvChunkPacing({ migrationId: MIGRATION, clonePacing: { batchDocuments: 1, waitRatio: 1 } })).toEqual({
+      applied: true,
+    });
+    expect(h.service.recvChunkPacing({ migrationId: randomUUID(), clonePacing: null })).toEqual({ applied: false });
+    const status = await until(h, ['steady', 'failed']);
+    expect(status).toMatchObject({ state: 'steady', documentsCloned: 3 });
+    // The first fetch went out with the shard's batch, before the pacing came.
+    const limits = h.network.callsTo('/internal/migration/migrateClone').map((c) => (c.body as { limit: number }).limit);
+    expect(limits.slice(1).every((limit) => limit === 1)).toBe(true);
+    expect(status.clonePausedMs).toBeGreaterThan(0);
   });
 
   // A failure in each phase fails the receipt with the code of what failed it; the donor's

@@ -3,10 +3,12 @@ import type { Logger } from 'pino';
 import { TesseraError, encodeKey, recipientPhaseMachine } from '@tessera/core';
 import {
   type MigrationDecision,
+  type RecvChunkPacingRequest,
   type RecvChunkReleaseRequest,
   type RecvChunkStartRequest,
   type RecvChunkStatus,
   chunkRangeFromWire,
+  recvChunkPacingRequestSchema,
   recvChunkReleaseRequestSchema,
   recvChunkStartRequestSchema,
 } from '@tessera/protocol';
@@ -73,6 +75,7 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
     );
     const receipt: Receipt = {
       request,
+      ...(request.clonePacing === undefined ? {} : { pacing: request.clonePacing }),
       donor: this.peers.shard(request.donorUrl),
       range: { ns: request.ns, table: tableName(request.collectionUuid), min, max },
       status: {
@@ -113,6 +116,15 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
       clonePausedMs: 0,
       error: { code: 'NOT_FOUND', message: 'the recipient is not receiving this migration (it ended, or the recipient restarted)' },
     };
+  }
+
+  /** The throttle's new pacing for the rest of the clone (`RecvChunkPacingRequest`); answers whether this migration is being received. */
+  recvChunkPacing(input: RecvChunkPacingRequest): { applied: boolean } {
+    const request = parseWith(recvChunkPacingRequestSchema, input, 'recvChunkPacing request');
+    const receipt = this.receipt;
+    if (receipt?.request.migrationId !== request.migrationId) return { applied: false };
+    receipt.pacing = request.clonePacing ?? undefined;
+    return { applied: true };
   }
 
   /**

@@ -1,7 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import { type RecipientPhase, TesseraError, recipientPhaseMachine } from '@tessera/core';
-import { type MigrationClient, type RecvChunkStartRequest, type RecvChunkStatus, parseTransferLines } from '@tessera/protocol';
+import {
+  type ClonePacing,
+  type MigrationClient,
+  type RecvChunkStartRequest,
+  type RecvChunkStatus,
+  parseTransferLines,
+} from '@tessera/protocol';
 import { Failpoints, SETTINGS } from '@tessera/platform';
 import { CollectionStorageService } from '../collections/collection-storage.service.js';
 import type { ShardSettings } from '../shard.settings.js';
@@ -16,6 +22,8 @@ import { WriteTimes } from '../history/write-times.service.js';
 /** A migration this shard receives, while it runs. */
 export interface Receipt {
   request: RecvChunkStartRequest;
+  /** How the clone is paced now: the request's, then the throttle's (`recvChunkPacing`); none at full speed. */
+  pacing?: ClonePacing;
   donor: MigrationClient;
   range: IncomingRange;
   /** What `recvChunkStatus` answers; its state moves along `recipientPhaseMachine`. */
@@ -98,25 +106,27 @@ export class MigrationRecipientCloner {
 
   /**
    * In cloning: pulls the range in batches (`migrateClone`) until a batch comes back short,
-   * fetching the next batch while writing the last. With the request's `clonePacing` (the
-   * balancer's load throttle), batches of its size, each fetched after the last was written and
-   * a wait of `waitRatio` times as long as that batch took.
+   * fetching the next batch while writing the last. While the receipt is paced (the balancer's
+   * load throttle, at the start or since), batches of its size, each fetched after the last was
+   * written and a wait of `waitRatio` times as long as that batch took.
    */
   private async clone(receipt: Receipt): Promise<void> {
     const { request, status } = receipt;
-    const pacing = request.clonePacing;
-    const limit = pacing?.batchDocuments ?? this.settings.TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS;
     let batchStarted = performance.now();
-    const fetch = (after?: CopiedRow) =>
-      receipt.donor
+    const fetch = (after?: CopiedRow) => {
+      const limit = receipt.pacing?.batchDocuments ?? this.settings.TESSERA_MIGRATION_CLONE_BATCH_DOCUMENTS;
+      batchStarted = performance.now();
+      return receipt.donor
         .migrateClone({ migrationId: request.migrationId, limit, ...(after ? { after: { key: after.key, id: after.id } } : {}) })
-        .then((text) => ({ text, rows: parseCopyRows(text) }));
-    let next: Promise<{ text: string; rows: CopiedRow[] }> | undefined = fetch();
+        .then((text) => ({ text, rows: parseCopyRows(text), limit }));
+    };
+    let next: Promise<{ text: string; rows: CopiedRow[]; limit: number }> | undefined = fetch();
     while (next !== undefined) {
-      const batch: { text: string; rows: CopiedRow[] } = await next;
+      const batch: { text: string; rows: CopiedRow[]; limit: number } = await next;
       checkStopped(receipt);
-      const last = batch.rows.length === limit ? batch.rows[batch.rows.length - 1] : undefined;
-      next = last !== undefined && pacing === undefined ? fetch(last) : undefined;
+      const last = batch.rows.length === batch.limit ? batch.rows[batch.rows.length - 1] : undefined;
+      const started = batchStarted;
+      next = last !== undefined && receipt.pacing === undefined ? fetch(last) : undefined;
       next?.catch(() => undefined);
       await this.writeTimes.run((writeTime) => this.incoming.applyClone(receipt.range, batch.text, batch.rows, writeTime));
       let bytes = 0;
@@ -126,12 +136,11 @@ export class MigrationRecipientCloner {
       this.metrics.documentsCloned.inc(batch.rows.length);
       this.metrics.bytesCloned.inc(bytes);
       if (status.documentsCloned === batch.rows.length) await this.failpoints.pauseAt('migration.recipient.firstCloneBatch', request.ns);
-      if (last !== undefined && pacing !== undefined) {
-        const waitMs = Math.round(pacing.waitRatio * (performance.now() - batchStarted));
+      if (last !== undefined && next === undefined) {
+        const waitMs = Math.round((receipt.pacing?.waitRatio ?? 0) * (performance.now() - started));
         await sleep(waitMs);
         status.clonePausedMs += waitMs;
         checkStopped(receipt);
-        batchStarted = performance.now();
         next = fetch(last);
       }
     }

@@ -214,7 +214,9 @@ export class MigrationSourceManager {
       documentsCloned: result.documentsCloned,
       bytesCloned: result.bytesCloned,
       criticalSectionMs,
-      ...(request.clonePacing === undefined ? {} : { clonePacing: request.clonePacing, clonePausedMs: m.status?.clonePausedMs ?? 0 }),
+      // Paced from the start, or since: the throttle may pace a running clone (recvChunkPacing).
+      ...(request.clonePacing === undefined ? {} : { clonePacing: request.clonePacing }),
+      ...(request.clonePacing === undefined && !m.status?.clonePausedMs ? {} : { clonePausedMs: m.status?.clonePausedMs ?? 0 }),
     });
     return result;
   }

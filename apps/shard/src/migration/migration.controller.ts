@@ -70,6 +70,12 @@ export class MigrationController {
     return this.destination.recvChunkCommit(parseWith(migrationIdRequestSchema, body, 'recvChunkCommit request').migrationId);
   }
 
+  @Post('recvChunkPacing')
+  @HttpCode(200)
+  recvChunkPacing(@Body() body: unknown): { applied: boolean } {
+    return this.destination.recvChunkPacing(body as never);
+  }
+
   @Post('recvChunkRelease')
   @HttpCode(200)
   recvChunkRelease(@Body() body: unknown): Promise<{ released: boolean }> {
