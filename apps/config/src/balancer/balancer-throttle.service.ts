@@ -27,9 +27,9 @@ const RATE_WINDOW_MS = 10_000;
  * whether a migration ran during it (`BalancerMover` reports the starts and ends of the
  * balancer's here; any other, a user's moveRange or one issued through another config server,
  * shows as a record in `active_migrations` at a poll), keeps the throttle's state, and answers
- * whether a migration may start now. Only windows without any migration teach the idle p99. Each change
- * between full speed and throttled is a `balancer.throttle` changelog row with its reason and
- * latencies.
+ * whether a migration may start now. Only windows without any migration teach the idle p99. Each
+ * change between full speed and throttled is a `balancer.throttle` changelog row with its reason
+ * and latencies; each change of the clone pacing goes to the migrations under way (`repaced`).
  */
 @Injectable()
 export class BalancerThrottleService {

@@ -47,13 +47,6 @@ interface Target {
   recipientUrl: string;
 }
 
-/**
- * The config server's side of migrations: moveRange and moveChunk find the chunk (splitting
- * first when asked to move a sub-range), check the recipient, record the migration in
- * `active_migrations` (one per chunk, so a retry joins it and another is refused), and hand it
- * to the donor, which runs the protocol and commits. The record goes when the donor answers;
- * MigrationRecordsService ends those whose donor never does.
- */
 /** What the balancer adds to a moveRange. */
 export interface BalancerMoveOptions {
   /** Why (`imbalance`, `topChunk`, ...): kept with the active migration, so the commit's changelog row says it. */
@@ -64,6 +57,13 @@ export interface BalancerMoveOptions {
   onRegistered?: (migration: { migrationId: string; recipientUrl: string }) => void;
 }
 
+/**
+ * The config server's side of migrations: moveRange and moveChunk find the chunk (splitting
+ * first when asked to move a sub-range), check the recipient, record the migration in
+ * `active_migrations` (one per chunk, so a retry joins it and another is refused), and hand it
+ * to the donor, which runs the protocol and commits. The record goes when the donor answers;
+ * MigrationRecordsService ends those whose donor never does.
+ */
 @Injectable()
 export class MigrationManagerService {
   constructor(

@@ -57,13 +57,11 @@ export class ChunkSizingService {
       request.namespaces.map(async (ns) => {
         const local = await this.storage.localCollection(ns);
         if (local === undefined) return { ns, collSize: 0 };
-        const [stored] = (await this.dataSource.query('SELECT bytes FROM collection_sizes WHERE collection_uuid = $1', [
-          local.uuid,
-        ])) as Array<{
-          bytes: string;
-        }>;
-        const orphans = await this.orphanBytes(local.uuid);
-        return { ns, collSize: Number(stored?.bytes ?? 0) - orphans };
+        const stored: Array<{ bytes: string }> = await this.dataSource.query(
+          'SELECT bytes FROM collection_sizes WHERE collection_uuid = $1',
+          [local.uuid],
+        );
+        return { ns, collSize: Number(stored[0]?.bytes ?? 0) - (await this.orphanBytes(local.uuid)) };
       }),
     );
     return { stats };

@@ -118,7 +118,10 @@ export class MigrationDestinationService implements OnApplicationBootstrap, OnAp
     };
   }
 
-  /** The throttle's new pacing for the rest of the clone (`RecvChunkPacingRequest`); answers whether this migration is being received. */
+  /**
+   * The throttle's new pacing for the rest of the clone (`RecvChunkPacingRequest`); answers
+   * whether this migration is being received here.
+   */
   recvChunkPacing(input: RecvChunkPacingRequest): { applied: boolean } {
     const request = parseWith(recvChunkPacingRequestSchema, input, 'recvChunkPacing request');
     const receipt = this.receipt;
