@@ -135,6 +135,8 @@ describe('the migration gate', () => {
     const gate = migrationGate(paused, { inFlight: 0, lastStart: null, lastEndMs: 800 }, settings, 1000);
     expect(gate).toEqual({ waitMs: 300, why: 'paused 500 ms between migrations: write p99 high' });
     expect(migrationGate(paused, { inFlight: 0, lastStart: null, lastEndMs: 400 }, settings, 1000).waitMs).toBe(0);
+    // None ended yet (the pause came from other migrations' windows): nothing to space the first from.
+    expect(migrationGate(paused, { inFlight: 0, lastStart: null, lastEndMs: null }, settings, 1000).waitMs).toBe(0);
   });
 
   it('holds a migration while the migrations in flight are at the concurrency limit', () => {

@@ -159,8 +159,9 @@ export interface MigrationGate {
 
 /**
  * Whether a migration may start at `nowMs`. Throttled on latency, one migration at a time, each
- * `pauseMs` after the last one ended; else at most `concurrency` at once; with a byte rate, the
- * last one's bytes ÷ rate after it started.
+ * `pauseMs` after the last one ended (the first at once: there is nothing to space it from);
+ * else at most `concurrency` at once; with a byte rate, the last one's bytes ÷ rate after it
+ * started.
  */
 export function migrationGate(
   state: LoadThrottleState,
@@ -172,7 +173,7 @@ export function migrationGate(
   let why: string | null = null;
   if (state.pauseMs > 0) {
     if (pacing.inFlight > 0) return { waitMs: Number.POSITIVE_INFINITY, why: `one migration at a time: ${state.reason}` };
-    const until = (pacing.lastEndMs ?? nowMs) + state.pauseMs;
+    const until = pacing.lastEndMs === null ? nowMs : pacing.lastEndMs + state.pauseMs;
     if (until > nowMs) {
       waitMs = until - nowMs;
       why = `paused ${state.pauseMs} ms between migrations: ${state.reason}`;
