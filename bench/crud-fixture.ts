@@ -48,6 +48,8 @@ export interface CrudFixture {
   readonly rawUrl: string;
   readonly raw: pg.Pool;
   readonly relay: FloorServer;
+  /** Each shard's own database, for what the bench changes beneath the cluster (the size triggers). */
+  readonly shardUrls: readonly string[];
 }
 
 /** Makes the scratch directory and the agent, and plans the cluster (3 shards, 1 router) without starting it. */
@@ -114,7 +116,8 @@ export async function startCrudFixture(host: CrudHost, settings: CrudSettings): 
     shards: () => stores.map((s) => s.pid),
     postgres: ProcessCpu.postgres(postgresData),
   });
-  return { host, config, router, cpu, floorCpu, background, rawUrl, raw, relay };
+  const shardUrls = ['shard0', 'shard1', 'shard2'].map((name) => cluster.node(name).env.TESSERA_DATABASE_URL!);
+  return { host, config, router, cpu, floorCpu, background, rawUrl, raw, relay, shardUrls };
 }
 
 /**

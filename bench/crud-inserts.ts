@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
-import type pg from 'pg';
+import pg from 'pg';
 import { encodeKey, extractShardKey, parseShardKeyPattern, toExtendedJsonObject } from '@tessera/core';
 import { type CrudFixture, postJson } from './crud-fixture.js';
 import type { CrudReport } from './crud-report.js';
@@ -10,6 +10,12 @@ import { isSteady } from './steady-state.js';
 
 /** Writes the `count` documents of keys from `first` on, one request or statement. */
 type Insert = (first: number, count: number) => Promise<void>;
+
+/** One way of a comparison in turns: its inserts, and what to set up before each of its slices. */
+interface Turn {
+  readonly insert: Insert;
+  readonly before?: () => Promise<void>;
+}
 
 /** Insert throughput of the three ways, for batches of 1 and of 100 documents; each way's run is measured from a checkpoint. */
 export async function runInserts(fixture: CrudFixture, settings: CrudSettings, report: CrudReport): Promise<void> {
@@ -41,8 +47,21 @@ export async function runInserts(fixture: CrudFixture, settings: CrudSettings, r
     report.retryable.push({
       what: `insert, batches of ${batch}`,
       sequential: { plain: viaRouter.rate, retryable: retryable.rate },
-      slices: await inTurns(settings, batch, plainInsert, retryableInsert),
+      slices: (await inTurns(settings, batch, { insert: plainInsert }, { insert: retryableInsert })).map(([plain, r]) => ({
+        plain,
+        retryable: r,
+      })),
     });
+    // The shards' size triggers (collection_sizes) on and off beneath the same plain inserts.
+    const ns = `bench.docs${batch}`;
+    const sizeSlices = await inTurns(
+      settings,
+      batch,
+      { insert: plainInsert, before: () => setSizeTriggers(fixture, ns, true) },
+      { insert: plainInsert, before: () => setSizeTriggers(fixture, ns, false) },
+    );
+    await setSizeTriggers(fixture, ns, true);
+    report.sizeTriggers.push({ what: `insert, batches of ${batch}`, slices: sizeSlices.map(([on, off]) => ({ on, off })) });
     const table = `raw${batch}`;
     await fixture.raw.query(
       `CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL, valid_from int8 NOT NULL)`,
@@ -215,23 +234,19 @@ async function throughput(
   return { rate: completed / ((performance.now() - measuredFrom) / 1000), documents: completed };
 }
 
-/** Slices each way of the retryable comparison gets, taking turns. */
-const RETRYABLE_SLICES = 8;
+/** Slices each way of a comparison in turns gets. */
+const TURN_SLICES = 8;
 
 /**
- * Plain and retryable inserts through the router, both warm from their runs, in alternating
- * slices of `windowSeconds` (as the point reads are measured), so that each gets the same share
- * of the machine's phases: one run after the other, their ratio swung with whatever the machine
- * did meanwhile (docs/benchmarks.md). Answers each slice's documents per second of each way.
+ * Two ways of inserting through the router, both warm, in alternating slices of `windowSeconds`
+ * (as the point reads are measured), so that each gets the same share of the machine's phases:
+ * one run after the other, their ratio swung with whatever the machine did meanwhile
+ * (docs/benchmarks.md). Answers each slice's documents per second of each way, `a`'s first.
  */
-async function inTurns(
-  settings: CrudSettings,
-  batch: number,
-  plain: Insert,
-  retryable: Insert,
-): Promise<Array<{ plain: number; retryable: number }>> {
+async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn): Promise<Array<[number, number]>> {
   let next = 0;
-  const slice = async (insert: Insert) => {
+  const slice = async ({ insert, before }: Turn) => {
+    await before?.();
     const stopAt = performance.now() + settings.windowSeconds * 1000;
     const started = performance.now();
     let completed = 0;
@@ -247,14 +262,32 @@ async function inTurns(
     );
     return completed / ((performance.now() - started) / 1000);
   };
-  const slices: Array<{ plain: number; retryable: number }> = [];
-  for (let i = 0; i < RETRYABLE_SLICES; i++) {
+  const slices: Array<[number, number]> = [];
+  for (let i = 0; i < TURN_SLICES; i++) {
     // ABBA: neither way always goes first.
-    if (i % 2 === 0) slices.push({ plain: await slice(plain), retryable: await slice(retryable) });
+    if (i % 2 === 0) slices.push([await slice(a), await slice(b)]);
     else {
-      const r = await slice(retryable);
-      slices.push({ plain: await slice(plain), retryable: r });
+      const second = await slice(b);
+      slices.push([await slice(a), second]);
     }
   }
   return slices;
+}
+
+/**
+ * Turns the size triggers' insert trigger on or off on `ns`'s table in every shard's database.
+ * ALTER TABLE locks the table against writes, so it runs between two slices, with none in flight.
+ */
+async function setSizeTriggers(fixture: CrudFixture, ns: string, on: boolean): Promise<void> {
+  for (const url of fixture.shardUrls) {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const found = await client.query<{ table_name: string }>('SELECT table_name FROM collections WHERE ns = $1', [ns]);
+      for (const { table_name } of found.rows)
+        await client.query(`ALTER TABLE ${table_name} ${on ? 'ENABLE' : 'DISABLE'} TRIGGER size_insert_trigger`);
+    } finally {
+      await client.end();
+    }
+  }
 }

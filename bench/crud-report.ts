@@ -27,6 +27,13 @@ export interface RetryableResult {
   readonly slices: ReadonlyArray<{ plain: number; retryable: number }>;
 }
 
+/** Plain inserts through the router with the shards' size triggers on and off (issue 29's write tracking). */
+export interface SizeTriggersResult {
+  readonly what: string;
+  /** Documents per second of each way in slices taken in turns. */
+  readonly slices: ReadonlyArray<{ on: number; off: number }>;
+}
+
 /** The least retryable ÷ plain throughput the goal allows: 10% more cost per document. */
 const RETRYABLE_GOAL = 1 / 1.1;
 
@@ -53,6 +60,7 @@ export class CrudReport {
   readonly warmups: Array<{ what: string; warmup: Warmup }> = [];
   readonly inserts: InsertResult[] = [];
   readonly retryable: RetryableResult[] = [];
+  readonly sizeTriggers: SizeTriggersResult[] = [];
   readonly reads: ReadResult[] = [];
   readonly cpuRows: CpuRow[] = [];
 
@@ -69,6 +77,7 @@ export class CrudReport {
     console.log('');
     this.printInserts();
     this.printRetryable();
+    this.printSizeTriggers();
     this.printReads();
     this.printCpu();
     console.log('\nbackground work during each measured run (Postgres checkpoints; the cluster changelog but balancer rounds):');
@@ -106,6 +115,17 @@ export class CrudReport {
       const sequential = (r.sequential.retryable / r.sequential.plain).toFixed(2);
       console.log(
         `${`${r.what}, retryable`.padEnd(38)}: ${retryable.toFixed(0)} docs/s against ${plain.toFixed(0)} without a session, in turns: ratio ${ratio.toFixed(2)} (goal >= ${RETRYABLE_GOAL.toFixed(2)}: ${ratio >= RETRYABLE_GOAL ? 'met' : 'NOT met'}; slices ${perSlice}; the measured runs one after the other: ${sequential})`,
+      );
+    }
+  }
+
+  private printSizeTriggers(): void {
+    for (const r of this.sizeTriggers) {
+      const on = r.slices.reduce((sum, s) => sum + s.on, 0) / r.slices.length;
+      const off = r.slices.reduce((sum, s) => sum + s.off, 0) / r.slices.length;
+      const perSlice = r.slices.map((s) => (s.on / s.off).toFixed(2)).join(', ');
+      console.log(
+        `${`${r.what}, size triggers`.padEnd(38)}: ${on.toFixed(0)} docs/s against ${off.toFixed(0)} with them off, in turns: ratio ${(on / off).toFixed(2)} (slices ${perSlice})`,
       );
     }
   }

@@ -11,7 +11,8 @@ import { readCrudSettings } from './crud-settings.js';
  * database of the same server with the same batch sizes and concurrency (the physical limit
  * here), and the same router inserts as retryable writes (a session per client, the next
  * txnNumber per command) against those without a session, also in alternating slices, which
- * the goal is judged on; then point reads by shard key,
+ * the goal is judged on; the same plain inserts with the shards' size triggers on and off, in
+ * alternating slices (the cost of the balancer's write tracking); then point reads by shard key,
  * p50/p99, through the router and straight from a shard.
  * Everything, load generator included, shares this machine's cores, so each run also prints the
  * CPU time every process spent per document or read (from /proc, Linux only): where the cores went.
