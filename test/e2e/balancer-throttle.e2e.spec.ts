@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { THROTTLED_CLONE_BATCH_DOCUMENTS } from '@tessera/core';
 import type { ConfigClient } from '@tessera/protocol';
 import { FAST_CONFIG_ENV, eventually } from './helpers.js';
 import { RouterApi } from './router-api.js';
@@ -121,7 +122,7 @@ describe("the continuous scheduler's load throttle", () => {
       true,
     );
     expect(throttled.throttle.targetLatencyMultiple).toBe(0.01);
-    expect(paced.details.clonePacing).toMatchObject({ batchDocuments: 500, waitRatio: expect.any(Number) });
+    expect(paced.details.clonePacing).toMatchObject({ batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS, waitRatio: expect.any(Number) });
     expect(paced.details.clonePacing.waitRatio).toBeGreaterThanOrEqual(1);
 
     // No write left: the throttle lets the balancer go at full speed, and says so.

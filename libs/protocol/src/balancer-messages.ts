@@ -131,10 +131,15 @@ export type ForegroundLoadReport = z.input<typeof foregroundLoadReportSchema>;
 
 /** The continuous scheduler's throttle, in `balancerStatus`. */
 export interface BalancerThrottleStatus {
-  /** `fullSpeed`, or `throttled` with `reason`: migrations go one at a time, `pauseMs` apart. */
+  /**
+   * `fullSpeed`, or `throttled` with `reason`: migrations go one at a time, `pauseMs` apart, or
+   * clone at `cloneShare` of their speed.
+   */
   state: 'fullSpeed' | 'throttled';
   reason: string | null;
   pauseMs: number;
+  /** The share of its speed a clone runs at (1: full speed); it halves over the target and grows by a tenth per window under. */
+  cloneShare: number;
   /** The routers' write p99 while no migration ran (moving average), and with migrations running. */
   idleWriteP99Ms: number | null;
   migratingWriteP99Ms: number | null;

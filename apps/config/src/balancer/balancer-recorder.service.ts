@@ -22,7 +22,10 @@ export interface RoundRecord {
   /** Migrations planned but held back by the continuous scheduler's load throttle, and why. */
   readonly held?: { readonly count: number; readonly why: string };
   /** The continuous scheduler's load throttle as the round met it. */
-  readonly throttle?: Pick<BalancerThrottleStatus, 'state' | 'reason' | 'pauseMs' | 'idleWriteP99Ms' | 'migratingWriteP99Ms'>;
+  readonly throttle?: Pick<
+    BalancerThrottleStatus,
+    'state' | 'reason' | 'pauseMs' | 'cloneShare' | 'idleWriteP99Ms' | 'migratingWriteP99Ms'
+  >;
 }
 
 /**

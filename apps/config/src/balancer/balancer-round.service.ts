@@ -315,8 +315,8 @@ export class BalancerRoundService {
 }
 
 function throttleDecisionOf(status: BalancerThrottleStatus): NonNullable<RoundRecord['throttle']> {
-  const { state, reason, pauseMs, idleWriteP99Ms, migratingWriteP99Ms } = status;
-  return { state, reason, pauseMs, idleWriteP99Ms, migratingWriteP99Ms };
+  const { state, reason, pauseMs, cloneShare, idleWriteP99Ms, migratingWriteP99Ms } = status;
+  return { state, reason, pauseMs, cloneShare, idleWriteP99Ms, migratingWriteP99Ms };
 }
 
 function failedSplitErrors(splits: readonly RoundSplit[]): RoundError[] {

@@ -8,6 +8,7 @@ import {
   type LoadThrottleState,
   type MigrationGate,
   clonePacingOf,
+  isThrottled,
   migrationGate,
   observeForegroundLoad,
 } from '@tessera/core';
@@ -135,9 +136,10 @@ export class BalancerThrottleService {
     const now = Date.now();
     const moved = this.recentlyMoved.filter((m) => now - m.atMs < RATE_WINDOW_MS).reduce((n, m) => n + m.bytes, 0);
     return {
-      state: this.state.pauseMs > 0 ? 'throttled' : 'fullSpeed',
+      state: isThrottled(this.state) ? 'throttled' : 'fullSpeed',
       reason: this.state.reason,
       pauseMs: this.state.pauseMs,
+      cloneShare: this.state.cloneShare,
       idleWriteP99Ms: roundedMs(this.state.idleP99Ms),
       migratingWriteP99Ms: roundedMs(this.state.migratingP99Ms),
       targetLatencyMultiple: this.limits.targetLatencyMultiple,
@@ -165,7 +167,7 @@ export class BalancerThrottleService {
       { writes, p99Ms, inFlight, migrating: peakMigrations > 0 || recorded, peakMigrations },
       this.limits,
     );
-    if (before.pauseMs > 0 !== this.state.pauseMs > 0) await this.recordChange();
+    if (isThrottled(before) !== isThrottled(this.state)) await this.recordChange();
     if (allowsMore(before, this.state)) this.opened();
     const pacing = clonePacingOf(this.state);
     if (JSON.stringify(pacing) !== JSON.stringify(clonePacingOf(before))) this.repaced(pacing);
@@ -192,6 +194,7 @@ export class BalancerThrottleService {
         state: status.state,
         reason: status.reason,
         pauseMs: status.pauseMs,
+        cloneShare: status.cloneShare,
         idleWriteP99Ms: status.idleWriteP99Ms,
         migratingWriteP99Ms: status.migratingWriteP99Ms,
         targetLatencyMultiple: status.targetLatencyMultiple,

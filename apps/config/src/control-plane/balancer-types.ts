@@ -36,9 +36,11 @@ export class BalancerRoundType {
 
 @ObjectType('BalancerThrottle', { description: "The continuous scheduler's throttle: the routers' write latency and the byte rate." })
 export class BalancerThrottleType {
-  @Field({ description: 'fullSpeed, or throttled: migrations go one at a time, pauseMs apart' }) state!: string;
+  @Field({ description: 'fullSpeed, or throttled: migrations go one at a time, pauseMs apart, or clone at cloneShare of their speed' })
+  state!: string;
   @Field(() => String, { nullable: true, description: 'Why throttled' }) reason!: string | null;
   @Field(() => Float) pauseMs!: number;
+  @Field(() => Float, { description: 'The share of its speed a clone runs at; 1: full speed' }) cloneShare!: number;
   @Field(() => Float, { nullable: true, description: "The routers' write p99 while no migration ran (moving average)" })
   idleWriteP99Ms!: number | null;
   @Field(() => Float, { nullable: true, description: "The routers' write p99 in the last window with migrations running" })

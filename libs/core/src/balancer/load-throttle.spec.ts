@@ -1,13 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_LOAD_THROTTLE_SETTINGS,
+  IDLE_WINDOWS,
   INITIAL_LOAD_THROTTLE_STATE,
+  RECENT_IDLE_WINDOWS,
   type LoadThrottleState,
   MAX_PAUSE_MS,
   PAUSE_STEP_MS,
-  MAX_CLONE_WAIT_RATIO,
+  MIN_CLONE_SHARE,
   THROTTLED_CLONE_BATCH_DOCUMENTS,
   clonePacingOf,
+  isThrottled,
   migrationGate,
   observeForegroundLoad,
 } from './load-throttle.js';
@@ -19,13 +22,25 @@ const observe = (state: LoadThrottleState, ...windows: Array<ReturnType<typeof i
   windows.reduce((s, w) => observeForegroundLoad(s, w, settings), state);
 
 describe('the load throttle', () => {
-  it('learns the idle p99 from windows without migrations, as a moving average that follows a lower p99 faster', () => {
-    const state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), idle(20));
-    expect(state.idleP99Ms).toBeCloseTo(11);
-    // A bulk load's 100 ms, then its end: the target comes down within a few windows.
-    const after = observe(INITIAL_LOAD_THROTTLE_STATE, idle(100), idle(10), idle(10), idle(10), idle(10));
-    expect(after.idleP99Ms).toBeCloseTo(15.625);
+  it('learns the idle p99 from windows without migrations, as medians of the last ones', () => {
+    const state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), idle(8), idle(12));
+    expect(state.idleP99Ms).toBe(10);
     expect(state.pauseMs).toBe(0);
+    // A burst and a lucky window move it no more than any other window.
+    expect(observe(state, idle(200), idle(1)).idleP99Ms).toBe(10);
+    // Only the last IDLE_WINDOWS are kept.
+    const windows = (n: number, p99Ms: number) => Array.from({ length: n }, () => idle(p99Ms));
+    const loaded = observe(INITIAL_LOAD_THROTTLE_STATE, ...windows(IDLE_WINDOWS, 100));
+    expect(observe(loaded, idle(10)).idleWindows).toHaveLength(IDLE_WINDOWS);
+    // A bulk load's 100 ms windows, then its end: the target follows once most recent windows are lighter.
+    const lighter = Math.ceil(RECENT_IDLE_WINDOWS / 2);
+    expect(observe(loaded, ...windows(lighter - 1, 10)).idleP99Ms).toBe(100);
+    expect(observe(loaded, ...windows(lighter, 10)).idleP99Ms).toBe(10);
+    // A heavier load raises it only once it fills most of the long window.
+    const calm = observe(INITIAL_LOAD_THROTTLE_STATE, ...windows(IDLE_WINDOWS, 10));
+    const heavier = Math.ceil(IDLE_WINDOWS / 2);
+    expect(observe(calm, ...windows(heavier - 1, 100)).idleP99Ms).toBe(10);
+    expect(observe(calm, ...windows(heavier, 100)).idleP99Ms).toBe(100);
   });
 
   it('ignores windows with too few writes to have a p99', () => {
@@ -34,11 +49,12 @@ describe('the load throttle', () => {
     expect(observe(throttled, migrating(1, settings.minWrites - 1))).toBe(throttled);
   });
 
-  it('ends any pause at once when a window has no write at all: nothing to protect', () => {
+  it('ends any throttling at once when a window has no write at all: nothing to protect', () => {
     const throttled = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(50), migrating(50));
-    expect(throttled.pauseMs).toBeGreaterThan(0);
+    expect(throttled).toMatchObject({ cloneShare: 0.25, pauseMs: 2 * PAUSE_STEP_MS });
     expect(observeForegroundLoad(throttled, { writes: 0, p99Ms: null, inFlight: 0, migrating: true }, settings)).toMatchObject({
       pauseMs: 0,
+      cloneShare: 1,
       reason: null,
       idleP99Ms: 10,
     });
@@ -47,32 +63,48 @@ describe('the load throttle', () => {
   it('counts writes that all stall during a migration (none completed, some running) as over the target', () => {
     const learned = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10));
     const stalled = observeForegroundLoad(learned, { writes: 0, p99Ms: null, inFlight: 4, migrating: true }, settings);
-    expect(stalled).toMatchObject({ pauseMs: PAUSE_STEP_MS, reason: '4 writes stalled while a migration ran' });
-    expect(observeForegroundLoad(stalled, { writes: 0, p99Ms: null, inFlight: 4, migrating: true }, settings).pauseMs).toBe(
-      2 * PAUSE_STEP_MS,
-    );
+    expect(stalled).toMatchObject({ pauseMs: PAUSE_STEP_MS, cloneShare: 0.5, reason: '4 writes stalled while a migration ran' });
+    expect(observeForegroundLoad(stalled, { writes: 0, p99Ms: null, inFlight: 4, migrating: true }, settings)).toMatchObject({
+      pauseMs: 2 * PAUSE_STEP_MS,
+      cloneShare: 0.25,
+    });
     // Without a migration running, a stall is not the balancer's doing.
     expect(observeForegroundLoad(learned, { writes: 0, p99Ms: null, inFlight: 4, migrating: false }, settings)).toBe(learned);
   });
 
   it('runs at full speed while migrations keep the p99 within the target multiple of idle', () => {
     const state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(19), migrating(20));
-    expect(state).toMatchObject({ pauseMs: 0, reason: null, migratingP99Ms: 20 });
+    expect(state).toMatchObject({ pauseMs: 0, cloneShare: 1, reason: null, migratingP99Ms: 20 });
+    expect(isThrottled(state)).toBe(false);
   });
 
-  it('doubles the pause while over the target, up to its cap, and shrinks it a step at a time once under', () => {
+  it('while over the target, doubles the pause up to its cap and halves the clone share down to its floor', () => {
     let state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(25));
-    expect(state.pauseMs).toBe(PAUSE_STEP_MS);
-    expect(state.reason).toBe('write p99 25 ms over 2 x its idle 10 ms');
+    expect(state).toMatchObject({ pauseMs: PAUSE_STEP_MS, cloneShare: 0.5, reason: 'write p99 25 ms over 2 x its idle 10 ms' });
+    expect(isThrottled(state)).toBe(true);
     state = observe(state, migrating(30));
-    expect(state.pauseMs).toBe(2 * PAUSE_STEP_MS);
+    expect(state).toMatchObject({ pauseMs: 2 * PAUSE_STEP_MS, cloneShare: 0.25 });
+    state = observe(state, migrating(30));
+    expect(state).toMatchObject({ pauseMs: 4 * PAUSE_STEP_MS, cloneShare: MIN_CLONE_SHARE });
     for (let i = 0; i < 20; i++) state = observe(state, migrating(40));
-    expect(state.pauseMs).toBe(MAX_PAUSE_MS);
+    expect(state).toMatchObject({ pauseMs: MAX_PAUSE_MS, cloneShare: MIN_CLONE_SHARE });
+  });
+
+  it('under the target, shrinks the pause a step and regains a tenth of the share per window', () => {
+    let state = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), ...Array.from({ length: 3 }, () => migrating(40)));
+    expect(state).toMatchObject({ cloneShare: MIN_CLONE_SHARE, pauseMs: 4 * PAUSE_STEP_MS });
     state = observe(state, migrating(15));
-    expect(state.pauseMs).toBe(MAX_PAUSE_MS - PAUSE_STEP_MS);
+    expect(state).toMatchObject({ cloneShare: 0.3, pauseMs: 3 * PAUSE_STEP_MS });
     expect(state.reason).not.toBeNull();
-    state = observe(state, ...Array.from({ length: MAX_PAUSE_MS / PAUSE_STEP_MS }, () => migrating(15)));
-    expect(state).toMatchObject({ pauseMs: 0, reason: null });
+    // Back to full speed over eight windows, not at once; the pause went after four.
+    state = observe(state, ...Array.from({ length: 6 }, () => migrating(15)));
+    expect(state).toMatchObject({ cloneShare: 0.9, pauseMs: 0 });
+    expect(isThrottled(state)).toBe(true);
+    // Over again at 0.9: half of it, not the floor.
+    expect(observe(state, migrating(25)).cloneShare).toBe(0.45);
+    state = observe(state, migrating(15));
+    expect(state).toMatchObject({ cloneShare: 1, pauseMs: 0, reason: null });
+    expect(isThrottled(state)).toBe(false);
   });
 
   it('starts migrations one at a time once writes run, and lets one more run after each window of that many within the target', () => {
@@ -107,15 +139,18 @@ describe('the load throttle', () => {
 });
 
 describe('the clone pacing', () => {
-  it('leaves a migration at full speed alone, and paces one started while throttled by its pause', () => {
+  const batchDocuments = THROTTLED_CLONE_BATCH_DOCUMENTS;
+
+  it('leaves a clone at full speed alone, and paces one at a share of its speed with a wait after each batch', () => {
     expect(clonePacingOf(INITIAL_LOAD_THROTTLE_STATE)).toBeUndefined();
-    const batchDocuments = THROTTLED_CLONE_BATCH_DOCUMENTS;
-    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: PAUSE_STEP_MS })).toEqual({ batchDocuments, waitRatio: 1 });
-    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: 2 * PAUSE_STEP_MS })).toEqual({ batchDocuments, waitRatio: 2 });
-    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, pauseMs: MAX_PAUSE_MS })).toEqual({
-      batchDocuments,
-      waitRatio: MAX_CLONE_WAIT_RATIO,
-    });
+    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, cloneShare: 0.5 })).toEqual({ batchDocuments, waitRatio: 1 });
+    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, cloneShare: 0.8 })).toEqual({ batchDocuments, waitRatio: 0.25 });
+    expect(clonePacingOf({ ...INITIAL_LOAD_THROTTLE_STATE, cloneShare: MIN_CLONE_SHARE })).toEqual({ batchDocuments, waitRatio: 4 });
+  });
+
+  it('returns to full speed at once when a window has no write at all', () => {
+    const throttled = observe(INITIAL_LOAD_THROTTLE_STATE, idle(10), migrating(50));
+    expect(observeForegroundLoad(throttled, { writes: 0, p99Ms: null, inFlight: 0, migrating: true }, settings).cloneShare).toBe(1);
   });
 });
 

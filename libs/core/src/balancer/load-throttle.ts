@@ -1,18 +1,27 @@
+import { percentile } from '../percentile.js';
+
 /**
  * The continuous scheduler's throttle: migrations are paced by the foreground write latency the
  * routers see and by a byte rate, instead of MongoDB's fixed `balancerMigrationsThrottlingMs`.
  * Balancing runs at full speed on an idle cluster and backs off while it hurts the writes.
  *
  * - The routers report, per window, how many writes they completed and their p99.
- * - A window in which no migration ran teaches the idle p99 (a moving average that follows a
- *   lower p99 faster than a higher one).
+ * - A window in which no migration ran teaches the idle p99 (medians of the last such windows'
+ *   p99s, see `IDLE_WINDOWS`).
  * - A window in which one ran compares its p99 with `targetLatencyMultiple` × the idle p99. Over
- *   it, the pause before each migration doubles (from `PAUSE_STEP_MS` up to `MAX_PAUSE_MS`) and
- *   migrations go one at a time; at or under it, the pause shrinks by a step (additive increase,
- *   multiplicative decrease of the rate, as TCP's congestion control).
+ *   it, migrations go one at a time, the pause between two of them doubles (from
+ *   `PAUSE_STEP_MS` up to `MAX_PAUSE_MS`), and the share of its speed a clone runs at halves,
+ *   down to `MIN_CLONE_SHARE`. At or under it, the pause shrinks by a step and the share grows
+ *   by `CLONE_SHARE_STEP` (additive increase, multiplicative decrease, as TCP's congestion
+ *   control). The pause spaces what every migration costs whatever its size (the critical
+ *   section, the commit, the routers' refresh: most of a small chunk's cost); the share slows
+ *   the clone, most of a large one's. The share climbs back to full speed over several windows
+ *   rather than at once: a clone let loose at full speed from half of it hurt the writes again
+ *   in its first window, and the throttle swung between the two instead of settling at the
+ *   share the writes can bear.
  * - While writes run, migrations in flight at once are limited too (`concurrency`): the limit
  *   starts at one once a window without migrations has writes, grows by one after each window
- *   that ran that many and stayed within the target, and drops to one with any pause. This is
+ *   that ran that many and stayed within the target, and drops to one at each slow-down. This is
  *   how a donor serving several migrations (parallel donors) stays under the load target.
  * - A window with no write completed and none running ends any pause and any limit: an idle
  *   cluster balances at full speed. With none completed but some running while a migration ran,
@@ -57,23 +66,31 @@ export const PAUSE_STEP_MS = 250;
 /** The longest pause between two migrations. */
 export const MAX_PAUSE_MS = 8_000;
 /**
- * Weights of a new idle window in the idle p99's moving average: a window under it weighs more
- * than one over it. A lower idle p99 means the load got lighter (a bulk load ended), and the
- * target must follow at once or it lets migrations hurt the lighter load; a higher one is more
- * often a burst or a checkpoint, which must not loosen the target.
+ * The idle p99 is the lower of two medians of idle windows' p99s: of the last `IDLE_WINDOWS`,
+ * and of the last `RECENT_IDLE_WINDOWS`. One window's p99 comes from a few hundred writes, so it
+ * is noisy both ways: a moving average that followed lower windows fast settled on the lucky
+ * ones and set the target under what the load gets with nothing migrating, and the throttle
+ * held migrations for it. A median ignores a burst and a lucky window alike. The short one
+ * follows a load that got lighter (a bulk load that ended) within 3 windows, or the target would
+ * let migrations hurt the lighter load; the long one lets a heavier load raise the target only
+ * after 8 windows, so that a burst or a checkpoint does not loosen it.
  */
-const IDLE_WEIGHT_DOWN = 0.5;
-const IDLE_WEIGHT_UP = 0.1;
+export const IDLE_WINDOWS = 15;
+export const RECENT_IDLE_WINDOWS = 5;
 
 /** What the throttle knows. */
 export interface LoadThrottleState {
-  /** The write p99 while no migration ran (moving average), in ms; null until learned. */
+  /** The write p99 while no migration ran (from `idleWindows`, see `IDLE_WINDOWS`), in ms; null until learned. */
   readonly idleP99Ms: number | null;
+  /** The last `IDLE_WINDOWS` idle windows' p99s, oldest first. */
+  readonly idleWindows: readonly number[];
   /** The last window's write p99 with a migration running, in ms; null: none yet. */
   readonly migratingP99Ms: number | null;
-  /** Pause before each migration; 0: full speed. */
+  /** Pause before each migration; 0: none. */
   readonly pauseMs: number;
-  /** Why migrations are paused, when they are. */
+  /** The share of its speed a clone runs at (`clonePacingOf`); 1: full speed. */
+  readonly cloneShare: number;
+  /** Why migrations are throttled (paused or paced), when they are. */
   readonly reason: string | null;
   /** The most migrations in flight at once while writes run; null: no limit. */
   readonly concurrency: number | null;
@@ -82,11 +99,18 @@ export interface LoadThrottleState {
 /** Nothing learned yet: full speed. */
 export const INITIAL_LOAD_THROTTLE_STATE: LoadThrottleState = Object.freeze({
   idleP99Ms: null,
+  idleWindows: [],
   migratingP99Ms: null,
   pauseMs: 0,
+  cloneShare: 1,
   reason: null,
   concurrency: null,
 });
+
+/** Whether migrations are throttled: paused between them, or cloned at a share of their speed. */
+export function isThrottled(state: LoadThrottleState): boolean {
+  return state.pauseMs > 0 || state.cloneShare < 1;
+}
 
 /** The state after one more report window. */
 export function observeForegroundLoad(
@@ -95,15 +119,17 @@ export function observeForegroundLoad(
   settings: LoadThrottleSettings,
 ): LoadThrottleState {
   if (load.writes === 0 && load.inFlight === 0)
-    return state.pauseMs === 0 && state.concurrency === null ? state : { ...state, pauseMs: 0, reason: null, concurrency: null };
+    return !isThrottled(state) && state.concurrency === null
+      ? state
+      : { ...state, pauseMs: 0, cloneShare: 1, reason: null, concurrency: null };
   if (load.writes === 0 && load.migrating && state.idleP99Ms !== null && settings.targetLatencyMultiple > 0)
     return slowDown(state, `${load.inFlight} writes stalled while a migration ran`);
   if (load.p99Ms === null || load.writes < settings.minWrites) return state;
   if (!load.migrating) {
-    const weight = state.idleP99Ms === null ? 1 : load.p99Ms < state.idleP99Ms ? IDLE_WEIGHT_DOWN : IDLE_WEIGHT_UP;
-    const idleP99Ms = (1 - weight) * (state.idleP99Ms ?? 0) + weight * load.p99Ms;
+    const idleWindows = [...state.idleWindows, load.p99Ms].slice(-IDLE_WINDOWS);
+    const idleP99Ms = Math.min(median(idleWindows), median(idleWindows.slice(-RECENT_IDLE_WINDOWS)));
     // Writes run: the next migrations start one at a time and grow from there.
-    return { ...state, idleP99Ms, concurrency: state.concurrency ?? 1 };
+    return { ...state, idleWindows, idleP99Ms, concurrency: state.concurrency ?? 1 };
   }
   if (state.idleP99Ms === null || settings.targetLatencyMultiple <= 0) return { ...state, migratingP99Ms: load.p99Ms };
   const target = settings.targetLatencyMultiple * state.idleP99Ms;
@@ -112,33 +138,51 @@ export function observeForegroundLoad(
     return slowDown({ ...state, migratingP99Ms: load.p99Ms }, reason);
   }
   const pauseMs = Math.max(0, state.pauseMs - PAUSE_STEP_MS);
+  const cloneShare = Math.min(1, roundedShare(state.cloneShare + CLONE_SHARE_STEP));
   // One more at once, once this many ran together within the target.
   const tested = state.concurrency !== null && (load.peakMigrations ?? 1) >= state.concurrency;
   const concurrency = pauseMs === 0 && tested ? state.concurrency! + 1 : state.concurrency;
-  return { ...state, migratingP99Ms: load.p99Ms, pauseMs, reason: pauseMs === 0 ? null : state.reason, concurrency };
+  const reason = pauseMs === 0 && cloneShare === 1 ? null : state.reason;
+  return { ...state, migratingP99Ms: load.p99Ms, pauseMs, cloneShare, reason, concurrency };
 }
 
 /** Documents per clone batch while throttled: one batch is a short burst, not seconds of copying. */
-export const THROTTLED_CLONE_BATCH_DOCUMENTS = 500;
-/** The longest wait after a clone batch, in multiples of the time the batch took. */
-export const MAX_CLONE_WAIT_RATIO = 4;
+export const THROTTLED_CLONE_BATCH_DOCUMENTS = 100;
+/** The smallest share of its speed a clone runs at: a wait of 4 times each batch's time. */
+export const MIN_CLONE_SHARE = 0.2;
+/** How much the clone share grows after each window within the target. */
+export const CLONE_SHARE_STEP = 0.1;
 
 /**
- * How a migration started now clones (libs/protocol's ClonePacing): none at full speed; while
- * throttled, batches of `THROTTLED_CLONE_BATCH_DOCUMENTS`, and after each the recipient waits
- * `waitRatio` times as long as the batch took: 1 at the pause's first step, 2 at the second, up
- * to `MAX_CLONE_WAIT_RATIO`. Small batches keep each burst of copying short, which is what the
- * writes' p99 sees; the wait spreads the bursts, at a share of the clone's speed on this
- * cluster whatever the documents' size. Past that, the pause between migrations backs off.
+ * How a migration clones now (libs/protocol's ClonePacing): none at full speed; while its share
+ * is under 1, batches of `THROTTLED_CLONE_BATCH_DOCUMENTS`, and after each the recipient waits
+ * `waitRatio` = 1 ÷ share − 1 times as long as the batch took (1 at half speed, 4 at the
+ * smallest share). Small batches keep each burst of copying short, which is what the writes'
+ * p99 sees; the wait spreads the bursts, at that share of the clone's speed on this cluster
+ * whatever the documents' size.
  */
 export function clonePacingOf(state: LoadThrottleState): { batchDocuments: number; waitRatio: number } | undefined {
-  if (state.pauseMs === 0) return undefined;
-  return { batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS, waitRatio: Math.min(MAX_CLONE_WAIT_RATIO, state.pauseMs / PAUSE_STEP_MS) };
+  if (state.cloneShare >= 1) return undefined;
+  return { batchDocuments: THROTTLED_CLONE_BATCH_DOCUMENTS, waitRatio: Math.round((1 / state.cloneShare - 1) * 100) / 100 };
 }
 
-/** The pause doubled (or first set), up to its cap, with why; one migration at a time. */
+/** The pause doubled (or first set) up to its cap and the clone share halved down to its floor, with why; one migration at a time. */
 function slowDown(state: LoadThrottleState, reason: string): LoadThrottleState {
-  return { ...state, pauseMs: Math.min(MAX_PAUSE_MS, state.pauseMs === 0 ? PAUSE_STEP_MS : state.pauseMs * 2), reason, concurrency: 1 };
+  const pauseMs = Math.min(MAX_PAUSE_MS, state.pauseMs === 0 ? PAUSE_STEP_MS : state.pauseMs * 2);
+  const cloneShare = Math.max(MIN_CLONE_SHARE, roundedShare(state.cloneShare / 2));
+  return { ...state, pauseMs, cloneShare, reason, concurrency: 1 };
+}
+
+function median(values: readonly number[]): number {
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
+}
+
+/** Shares kept to hundredths, so that steps of a tenth add up to exactly 1. */
+function roundedShare(share: number): number {
+  return Math.round(share * 100) / 100;
 }
 
 /** What the scheduler knows of the migrations when it wants to start one. */
@@ -158,10 +202,9 @@ export interface MigrationGate {
 }
 
 /**
- * Whether a migration may start at `nowMs`. Throttled on latency, one migration at a time, each
- * `pauseMs` after the last one ended (the first at once: there is nothing to space it from);
- * else at most `concurrency` at once; with a byte rate, the last one's bytes ÷ rate after it
- * started.
+ * Whether a migration may start at `nowMs`. Paused, one migration at a time, each `pauseMs`
+ * after the last one ended (the first at once: there is nothing to space it from); else at most
+ * `concurrency` at once; with a byte rate, the last one's bytes ÷ rate after it started.
  */
 export function migrationGate(
   state: LoadThrottleState,
