@@ -8,6 +8,7 @@ import { Agent, request } from 'undici';
 import { type BalancerScheduler, percentile } from '@tessera/core';
 import { ConfigClient, MigrationClient } from '@tessera/protocol';
 import { LocalCluster, freePort } from '../tools/cluster/local-cluster.js';
+import { BackgroundWork } from './background-work.js';
 import { type MoveDetails, type RoundDetails, describeSizes, mb, printMigrations, printRounds } from './balance-report.js';
 
 /**
@@ -18,7 +19,8 @@ import { type MoveDetails, type RoundDetails, describeSizes, mb, printMigrations
  *
  * 1. inserts BENCH_BALANCE_MB of ~1 KB documents with random keys through the router into a
  *    collection whose chunk size is BENCH_CHUNK_SIZE, all in the range of one shard: the
- *    auto-splitter cuts it into chunks there;
+ *    auto-splitter cuts it into chunks there; then VACUUM (ANALYZE) and a CHECKPOINT on shard0,
+ *    so that the writes measured next do not meet the load's aftermath;
  * 2. measures the migration rate of this cluster: BENCH_RATE_MOVES moves of single chunks from
  *    shard0 to shard1 (after one not counted), bytes cloned ÷ the moveRange calls' time, the
  *    fixed costs of a migration included;
@@ -224,6 +226,17 @@ async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
   const documents = await load();
   const chunks = (await config.getChunks({ ns: NS })).chunks;
   console.log(`  ${documents} documents in ${((performance.now() - loadStarted) / 1000).toFixed(1)} s; ${chunks.length} chunks on shard0`);
+  // The load leaves Postgres work behind: autovacuum's first pass over the new table (it starts
+  // up to a minute later and reads all of it) and the checkpoints writing its pages. Both slow
+  // every write while they run; measured through them, the balancing p99 would be the load's
+  // aftermath, and the throttle would back off from it. So the data settles first.
+  const settleStarted = performance.now();
+  const shard0 = new pg.Client({ connectionString: cluster.node('shard0').env.TESSERA_DATABASE_URL });
+  await shard0.connect();
+  await shard0.query('VACUUM (ANALYZE)');
+  await shard0.query('CHECKPOINT');
+  await shard0.end();
+  console.log(`  VACUUM (ANALYZE) and CHECKPOINT on shard0 in ${((performance.now() - settleStarted) / 1000).toFixed(1)} s`);
 
   // The foreground writes: IDLE_SECONDS with nothing migrating (the first second left out), then on.
   const foreground = WRITERS > 0 ? startForeground() : undefined;
@@ -267,6 +280,13 @@ async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
   // shard, from the catalog.
   let compliantAt: number | undefined;
   let lastReport = balancerOn;
+  // Each progress line says what else ran: checkpoints and migrations write to the one Postgres
+  // server (and its WAL) that the foreground writes commit to.
+  const background = await BackgroundWork.open(
+    cluster.node('shard0').env.TESSERA_DATABASE_URL!,
+    cluster.node('config').env.TESSERA_DATABASE_URL!,
+  );
+  let backgroundBefore = await background.snapshot();
   let searchFrom = seqBefore;
   let contradicted = 0;
   while (compliantAt === undefined) {
@@ -284,14 +304,25 @@ async function balanceOnce(scheduler: BalancerScheduler): Promise<BalanceRun> {
       searchFrom = Number(round.id);
     }
     if (Date.now() - lastReport > 5000) {
+      const windowFrom = lastReport;
       lastReport = Date.now();
       const perShard = new Map<string, number>();
       for (const c of (await config.getChunks({ ns: NS })).chunks) perShard.set(c.shard, (perShard.get(c.shard) ?? 0) + 1);
       const counts = [...perShard].sort(([a], [b]) => a.localeCompare(b)).map(([shard, n]) => `${shard} ${n}`);
-      console.log(`  ${((lastReport - balancerOn) / 1000).toFixed(0)} s: chunks ${counts.join(', ')}`);
+      const p99 = foreground?.p99Between(windowFrom, lastReport);
+      const meanwhile = await background.since(backgroundBefore);
+      const vacuuming = await catalog.query<{ n: string }>(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'",
+      );
+      backgroundBefore = await background.snapshot();
+      console.log(
+        `  ${((lastReport - balancerOn) / 1000).toFixed(0)} s: chunks ${counts.join(', ')}` +
+          `${p99 == null ? '' : `; write p99 ${p99.toFixed(1)} ms`}; meanwhile: ${meanwhile}; autovacuum workers now: ${vacuuming.rows[0]!.n}`,
+      );
     }
     if (compliantAt === undefined) await sleep(200);
   }
+  await background.close();
   const seconds = (compliantAt - balancerOn) / 1000;
   const balancingP99Ms = foreground?.p99Between(balancerOn, compliantAt) ?? null;
   await foreground?.stop();
