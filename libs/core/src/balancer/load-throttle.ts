@@ -76,6 +76,7 @@ export const MAX_PAUSE_MS = 8_000;
  * after 8 windows, so that a burst or a checkpoint does not loosen it.
  */
 export const IDLE_WINDOWS = 15;
+/** The short median's windows (see `IDLE_WINDOWS`). */
 export const RECENT_IDLE_WINDOWS = 5;
 
 /** What the throttle knows. */
