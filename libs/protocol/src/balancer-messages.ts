@@ -140,7 +140,7 @@ export interface BalancerThrottleStatus {
   pauseMs: number;
   /** The share of its speed a clone runs at (1: full speed); it halves over the target and grows by a tenth per window under. */
   cloneShare: number;
-  /** The routers' write p99 while no migration ran (moving average), and with migrations running. */
+  /** The routers' write p99 while no migration ran (medians of recent windows), and with migrations running. */
   idleWriteP99Ms: number | null;
   migratingWriteP99Ms: number | null;
   targetLatencyMultiple: number;

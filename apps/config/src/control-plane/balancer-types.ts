@@ -41,7 +41,7 @@ export class BalancerThrottleType {
   @Field(() => String, { nullable: true, description: 'Why throttled' }) reason!: string | null;
   @Field(() => Float) pauseMs!: number;
   @Field(() => Float, { description: 'The share of its speed a clone runs at; 1: full speed' }) cloneShare!: number;
-  @Field(() => Float, { nullable: true, description: "The routers' write p99 while no migration ran (moving average)" })
+  @Field(() => Float, { nullable: true, description: "The routers' write p99 while no migration ran (medians of recent windows)" })
   idleWriteP99Ms!: number | null;
   @Field(() => Float, { nullable: true, description: "The routers' write p99 in the last window with migrations running" })
   migratingWriteP99Ms!: number | null;
