@@ -473,16 +473,18 @@ describe('a coordinator shard killed and left down', () => {
       return session;
     };
     const before = await settledBalances(t.cluster, SHARDS, routerA, NS);
-    // Not yet committing: its commit will find the coordinator down. (Started first: a transaction
-    // whose snapshot is past the undecided one's commit time waits on shard0 until it is resolved.)
+    // Every transfer runs its statements before the undecided one prepares: a statement whose
+    // snapshot is at or past a prepared transaction's time waits on that shard until it is
+    // resolved, and the router may have heard of that time already.
+    // Not yet committing: its commit will find the coordinator down.
     const uncommitted = await transfer(randomUUID(), 5, ACCOUNTS - 5, 2);
+    // Decided: shard0 (the coordinator) recorded commit and committed its part; shard1 would hear
+    // of it 30 s later, and asks on its own only after TESSERA_TRANSACTION_RESOLVE_AFTER_MS (1 s).
+    const decided = await transfer(DECIDED_LSID, 3, ACCOUNTS - 3, 7);
     // Undecided: both participants prepared, no decision recorded (its coordinator pauses).
     const undecided = await transfer(UNDECIDED_LSID, 4, ACCOUNTS - 4, 11);
     const commit = undecided.commit();
     await eventually(async () => ((await preparedLeft(t.cluster, SHARDS)) === 2 ? true : undefined), 'both parts prepared');
-    // Decided: shard0 (the coordinator) recorded commit and committed its part; shard1 would hear
-    // of it 30 s later, and asks on its own only after TESSERA_TRANSACTION_RESOLVE_AFTER_MS (1 s).
-    const decided = await transfer(DECIDED_LSID, 3, ACCOUNTS - 3, 7);
     expect((await decided.commit()).status).toBe(200);
     expect(await preparedLeft(t.cluster, SHARDS)).toBe(3);
     await t.cluster.kill('shard0');
