@@ -112,5 +112,5 @@ describe('router quiesce mode', () => {
     const ids = new Set(stored.map((d) => d._id));
     expect(acknowledged.filter((id) => !ids.has(id))).toEqual([]);
     await pool.close();
-  });
+  }, 120_000);
 });
