@@ -35,3 +35,5 @@ export * from './balancer/jumbo.js';
 export * from './balancer/balancer-round.policy.js';
 export * from './migration/migration-phase.machine.js';
 export * from './percentile.js';
+export * from './auth/credentials.js';
+export * from './auth/privileges.js';
