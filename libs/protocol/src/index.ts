@@ -18,3 +18,4 @@ export * from './session-messages.js';
 export * from './transaction-messages.js';
 export * from './wire-client.js';
 export * from './wire-frames.js';
+export * from './access-rules.js';
