@@ -8,6 +8,7 @@ import { Sessions1763901100000 } from './1763901100000-sessions.js';
 import { ClusterTimeKeys1764200000000 } from './1764200000000-cluster-time-keys.js';
 import { ChunkDocumentEstimates1764300000000 } from './1764300000000-chunk-document-estimates.js';
 import { ForegroundLoad1764400000000 } from './1764400000000-foreground-load.js';
+import { AccessControl1764500000000 } from './1764500000000-access-control.js';
 
 /** The config database's migrations, in order. Listed explicitly: globs do not load under ESM. */
 export const configMigrations = [
@@ -21,4 +22,5 @@ export const configMigrations = [
   ClusterTimeKeys1764200000000,
   ChunkDocumentEstimates1764300000000,
   ForegroundLoad1764400000000,
+  AccessControl1764500000000,
 ];

@@ -4,6 +4,9 @@ import type { ApolloDriverConfig } from '@nestjs/apollo';
 import type { Logger } from 'pino';
 import { DatabaseModule, PlatformModule } from '@tessera/platform';
 import { BalancerController } from './balancer/balancer.controller.js';
+import { AccessControlService } from './access/access-control.service.js';
+import { AccessController } from './access/access.controller.js';
+import { AccessStore } from './access/access.store.js';
 import { BALANCER_PROVIDERS } from './balancer/balancer.providers.js';
 import { CatalogController } from './catalog/catalog.controller.js';
 import { CatalogReadService } from './catalog/catalog-read.service.js';
@@ -90,6 +93,7 @@ export class ConfigServerModule {
         BalancerController,
         SessionsController,
         ClusterTimeKeysController,
+        AccessController,
         ...(settings.TESSERA_GRAPHQL_DEVELOPMENT ? [GraphiqlController] : []),
       ],
       providers: [
@@ -127,6 +131,8 @@ export class ConfigServerModule {
         MigrationRecordsService,
         ClusterSettingsService,
         ...BALANCER_PROVIDERS,
+        AccessStore,
+        AccessControlService,
         SessionsStore,
         SessionsService,
         ClusterTransactions,

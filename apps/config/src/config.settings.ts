@@ -81,6 +81,11 @@ export const configSettingsSchema = z.object({
   TESSERA_ADMIN_TOKEN: controlPlaneToken,
   /** The control plane's viewer token: GraphQL queries and subscriptions, socket.io /events. Unset: only the admin token reads. */
   TESSERA_VIEWER_TOKEN: controlPlaneToken,
+  /**
+   * The `root` user's API key (root role), kept in step with this setting at every start: the
+   * key docker-compose takes from its environment and `npm start` from the data directory.
+   */
+  TESSERA_ROOT_KEY: z.string().min(32, 'must be at least 32 characters').max(512).optional(),
   /** Development mode of the control plane: introspection on and GraphiQL at /graphiql (from local assets). */
   TESSERA_GRAPHQL_DEVELOPMENT: z.stringbool().default(false),
   /** The dashboard's built files, served at `/`; default: dist/dashboard of this build. */

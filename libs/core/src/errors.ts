@@ -12,7 +12,12 @@
 export const ERROR_CODES = {
   BAD_VALUE: { code: 2, codeName: 'BadValue', retryable: false },
   FAILED_TO_PARSE: { code: 9, codeName: 'FailedToParse', retryable: false },
+  /** No identity, or one that cannot be verified: MongoDB answers "requires authentication" with this code. */
   UNAUTHORIZED: { code: 13, codeName: 'Unauthorized', retryable: false },
+  /** A verified identity without the privilege the call needs (HTTP 403, MongoDB's same code). */
+  FORBIDDEN: { code: 13, codeName: 'Unauthorized', retryable: false },
+  /** A sign-in with a wrong user, password or key. */
+  AUTHENTICATION_FAILED: { code: 18, codeName: 'AuthenticationFailed', retryable: false },
   ILLEGAL_OPERATION: { code: 20, codeName: 'IllegalOperation', retryable: false },
   NAMESPACE_NOT_FOUND: { code: 26, codeName: 'NamespaceNotFound', retryable: false },
   CURSOR_NOT_FOUND: { code: 43, codeName: 'CursorNotFound', retryable: false },

@@ -37,3 +37,4 @@ export * from './migration/migration-phase.machine.js';
 export * from './percentile.js';
 export * from './auth/credentials.js';
 export * from './auth/privileges.js';
+export * from './auth/failed-sign-ins.js';

@@ -18,3 +18,4 @@ export * from './hot-routes.js';
 export * from './logical-session-cache.js';
 export * from './session-metrics.js';
 export * from './time-limit.js';
+export * from './secrets.js';

@@ -11,6 +11,7 @@ import type {
   MarkJumboRequest,
   RecordChunkSizeEstimateRequest,
 } from './catalog-messages.js';
+import type { AuthenticateRequest, AuthenticateResult } from './auth-messages.js';
 import type { InternalClientOptions } from './internal-http-client.js';
 import { SeedListClient } from './seed-list-client.js';
 import type {
@@ -244,6 +245,18 @@ export class ConfigClient {
   /** MongoDB's balancerCollectionStatus: whether the collection is balanced, and if not the first rule it breaks. */
   balancerCollectionStatus(ns: string): Promise<BalancerCollectionStatus> {
     return this.http.call('GET', `/internal/balancer/collectionStatus/${encodeURIComponent(ns)}`);
+  }
+
+  // ---- Access control ----
+
+  /** Who an `Authorization` header belongs to; AUTHENTICATION_FAILED when nobody. */
+  authenticate(request: AuthenticateRequest): Promise<AuthenticateResult> {
+    return this.http.call('POST', '/internal/auth/authenticate', request);
+  }
+
+  /** The users' generation: identities cached at an older one are read again (MongoDB's user cache invalidation). */
+  async authGeneration(): Promise<number> {
+    return (await this.http.call<{ generation: number }>('GET', '/internal/auth/generation')).generation;
   }
 
   // ---- Logical sessions ----

@@ -21,8 +21,11 @@ export function httpStatusFor(code: ErrorCode): number {
     case 'STAGE_NOT_LAST':
       return 400;
     case 'UNAUTHORIZED':
+    case 'AUTHENTICATION_FAILED':
     case 'TIME_PROOF_MISMATCH':
       return 401;
+    case 'FORBIDDEN':
+      return 403;
     case 'NAMESPACE_NOT_FOUND':
     case 'CURSOR_NOT_FOUND':
     case 'SHARD_NOT_FOUND':

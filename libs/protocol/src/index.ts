@@ -19,3 +19,4 @@ export * from './transaction-messages.js';
 export * from './wire-client.js';
 export * from './wire-frames.js';
 export * from './access-rules.js';
+export * from './auth-messages.js';
