@@ -11,13 +11,20 @@ export interface ApiResponse {
 export class RouterApi {
   readonly agent = new Agent();
 
-  constructor(private readonly router: string) {}
+  /** `authorization`: the `Authorization` header every call sends (none by default). */
+  constructor(
+    private readonly router: string,
+    private readonly authorization?: string,
+  ) {}
 
   async call(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<ApiResponse> {
     const response = await request(`${this.router}${path}`, {
       dispatcher: this.agent,
       method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      headers: {
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(this.authorization === undefined ? {} : { authorization: this.authorization }),
+      },
       body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
     });
     const text = await response.body.text();

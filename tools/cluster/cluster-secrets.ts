@@ -27,3 +27,17 @@ export async function loadControlPlaneTokens(root: string, env: Record<string, s
   if (!existsSync(file)) await writeFile(file, `${JSON.stringify(saved)}\n`, { mode: 0o600 });
   return { admin: env.TESSERA_ADMIN_TOKEN ?? saved.admin, viewer: env.TESSERA_VIEWER_TOKEN ?? saved.viewer };
 }
+
+/**
+ * The root user's API key: `env`'s TESSERA_ROOT_KEY, else the one in `root.key`, made on first
+ * start (readable by the owner only); `created` says it was made now, so it is printed this once.
+ * The config servers keep the root user's key in step with it.
+ */
+export async function loadRootKey(root: string, env: Record<string, string>): Promise<{ key: string; created: boolean }> {
+  if (env.TESSERA_ROOT_KEY !== undefined) return { key: env.TESSERA_ROOT_KEY, created: false };
+  const file = join(root, 'root.key');
+  if (existsSync(file)) return { key: readFileSync(file, 'utf8').trim(), created: false };
+  const key = `tsk_root_${randomBytes(32).toString('base64url')}`;
+  await writeFile(file, `${key}\n`, { mode: 0o600 });
+  return { key, created: true };
+}

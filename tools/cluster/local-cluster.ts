@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Agent } from 'undici';
 import { ConfigClient } from '@tessera/protocol';
-import { type ControlPlaneTokens, loadClusterKey, loadControlPlaneTokens } from './cluster-secrets.js';
+import { type ControlPlaneTokens, loadClusterKey, loadControlPlaneTokens, loadRootKey } from './cluster-secrets.js';
 import { assertPortFree, portAt } from './ports.js';
 import { type PostgresServer, externalPostgres, startEmbeddedPostgres } from './postgres.js';
 
@@ -76,6 +76,10 @@ export class LocalCluster {
   clusterKey = '';
   /** The control plane's tokens given to the config servers: generated once per data directory unless `env` sets them. */
   controlPlaneTokens: ControlPlaneTokens = { admin: '', viewer: '' };
+  /** The root user's API key given to the config servers: generated once per data directory unless `env` sets it. */
+  rootKey = '';
+  /** Whether this start made the root key (and so may print it, once). */
+  rootKeyCreated = false;
   private postgres: PostgresServer | undefined;
   private readonly agent = new Agent({ connections: 4 });
   private readonly logs = new Map<string, WriteStream>();
@@ -121,6 +125,7 @@ export class LocalCluster {
     await mkdir(join(root, 'logs'), { recursive: true });
     this.clusterKey = await loadClusterKey(root);
     this.controlPlaneTokens = await loadControlPlaneTokens(root, this.options.env ?? {});
+    ({ key: this.rootKey, created: this.rootKeyCreated } = await loadRootKey(root, this.options.env ?? {}));
     this.plan();
     await Promise.all(this.nodes.map((n) => assertPortFree(n.port, n.name)));
 
@@ -231,7 +236,11 @@ export class LocalCluster {
         tail: [],
       });
     };
-    const tokens = { TESSERA_ADMIN_TOKEN: this.controlPlaneTokens.admin, TESSERA_VIEWER_TOKEN: this.controlPlaneTokens.viewer };
+    const tokens = {
+      TESSERA_ADMIN_TOKEN: this.controlPlaneTokens.admin,
+      TESSERA_VIEWER_TOKEN: this.controlPlaneTokens.viewer,
+      TESSERA_ROOT_KEY: this.rootKey,
+    };
     // Every node is given every config process (a seed list), so it can go to any live one.
     const seeds = options.configSeedList === 'first' ? 1 : (options.configs ?? 1);
     const configs = Array.from({ length: seeds }, (_, i) => `http://127.0.0.1:${portAt(options.ports.config, i)}`).join(',');

@@ -128,6 +128,7 @@ Tessera is running (${((performance.now() - started) / 1000).toFixed(1)} s):
   }
   logs           ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'logs')}
   cluster key    in ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'cluster.key')} (TESSERA_CLUSTER_KEY)
+  root key       ${cluster.rootKeyCreated ? `${cluster.rootKey}   (shown this once; ` : '('}user root, "Authorization: Bearer <key>"; kept in ${join(args['data-dir'] ?? join(repoRoot, '.tessera'), 'root.key')})
 Press Ctrl-C to stop.`);
 } catch (error) {
   say(`tessera: could not start the cluster: ${error instanceof NodeFailedError ? error.message : String(error)}`);

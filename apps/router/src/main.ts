@@ -1,4 +1,6 @@
 import { runNode } from '@tessera/platform';
+import { installAccessControl } from './auth/access-hooks.js';
+import { RouterAuthentication } from './auth/router-authentication.service.js';
 import { ClusterTimeGossip } from './clock/cluster-time-gossip.service.js';
 import { collectionHotRoutes } from './controllers/collection.routes.js';
 import { CurrentOps } from './operations/current-ops.service.js';
@@ -11,7 +13,11 @@ await runNode({
   role: 'router',
   settingsSchema: routerSettingsSchema,
   module: (settings, logger) => RouterModule.forRoot(settings, logger),
-  configure: (app) => app.get(ClusterTimeGossip).install(app.getHttpAdapter().getInstance()),
+  configure: (app, { settings, logger }) => {
+    const fastify = app.getHttpAdapter().getInstance();
+    if (settings.TESSERA_AUTHORIZATION === 'enabled') installAccessControl(fastify, app.get(RouterAuthentication), logger);
+    app.get(ClusterTimeGossip).install(fastify);
+  },
   hotRoutes: (app) => collectionHotRoutes(app.get(WriteService), app.get(QueryService), app.get(CurrentOps)),
   quiesceMs: (settings) => settings.TESSERA_QUIESCE_MS,
 });

@@ -1,4 +1,5 @@
 import { ClusterTimeGossip } from './clock/cluster-time-gossip.service.js';
+import { RouterAuthentication } from './auth/router-authentication.service.js';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { PlatformModule } from '@tessera/platform';
@@ -71,6 +72,7 @@ export class RouterModule {
         DocumentsService,
         IndexesService,
         ClusterTimeGossip,
+        RouterAuthentication,
       ],
     };
   }

@@ -14,6 +14,13 @@ export const routerSettingsSchema = z.object({
    * long (it serves on, while `hello` answers ShutdownInProgress so clients move) before it stops.
    */
   TESSERA_QUIESCE_MS: z.coerce.number().int().min(0).max(600_000).default(15_000),
+  /**
+   * MongoDB's security.authorization: `enabled`, every public route but hello and the API's
+   * description needs a user (API key or password) with the privileges its access rule names.
+   */
+  TESSERA_AUTHORIZATION: z.enum(['enabled', 'disabled']).default('disabled'),
+  /** MongoDB's userCacheInvalidationIntervalSecs: how often the router asks whether users, roles or keys changed. */
+  TESSERA_USER_CACHE_INVALIDATION_INTERVAL_SECS: z.coerce.number().int().min(1).max(86_400).default(30),
   /** How often the router renews its registration (MongoDB's mongos pings every 30 s). */
   TESSERA_ROUTER_PING_INTERVAL_MS: millisecondsSetting(30_000),
   /**

@@ -1,0 +1,56 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { TesseraError, isAuthorized } from '@tessera/core';
+import { sendError } from '@tessera/platform';
+import { type AccessRule, type Principal, REST_ACCESS_RULES } from '@tessera/protocol';
+import type { RouterAuthentication } from './router-authentication.service.js';
+
+const principals = new WeakMap<FastifyRequest, Principal>();
+
+/** The verified caller of a public API request (undefined when authorization is disabled or the route is public). */
+export function principalOfRequest(request: FastifyRequest): Principal | undefined {
+  return principals.get(request);
+}
+
+/** The rule of a request's route, `METHOD /path/{param}` as REST_ACCESS_RULES keys it. */
+function ruleOf(request: FastifyRequest): AccessRule | undefined {
+  const route = request.routeOptions.url;
+  if (route === undefined) return undefined;
+  return REST_ACCESS_RULES[`${request.method} ${route.replace(/:(\w+)/g, '{$1}')}`];
+}
+
+/**
+ * Every route of the public API (under `/v1/`, Nest's and the hot routes alike) checks its
+ * caller against REST_ACCESS_RULES: on request, before the body is read, a caller without a
+ * verified identity is answered 401 (so an anonymous body is never parsed); before the handler,
+ * the actions the route's rule needs on what the input names are checked against the caller's
+ * roles, and a missing one is answered 403 Unauthorized. A route under `/v1/` without a rule is
+ * refused (the rule test keeps there being none). Install before any other public hook, so that
+ * nothing of a refused request runs.
+ */
+export function installAccessControl(fastify: FastifyInstance, authentication: RouterAuthentication, logger: Logger): void {
+  fastify.addHook('onRequest', async (request, reply) => {
+    if (!request.url.startsWith('/v1/') || request.routeOptions.url === undefined) return undefined;
+    const rule = ruleOf(request);
+    if (rule?.kind === 'public') return undefined;
+    try {
+      if (rule === undefined) throw new TesseraError('FORBIDDEN', 'no access rule names this route');
+      principals.set(request, await authentication.principalOf(request.headers.authorization, request.ip));
+    } catch (error) {
+      sendError(request, reply, error, logger);
+      return reply;
+    }
+    return undefined;
+  });
+  fastify.addHook('preHandler', async (request, reply) => {
+    const principal = principals.get(request);
+    const rule = principal === undefined ? undefined : ruleOf(request);
+    if (principal === undefined || rule?.kind !== 'privileges') return undefined;
+    const needs = rule.needs({ params: request.params as Record<string, string>, body: request.body });
+    const missing = needs.find(({ action, resource }) => !isAuthorized(principal.roles, action, resource));
+    if (missing === undefined) return undefined;
+    const on = 'cluster' in missing.resource ? 'the cluster' : missing.resource.db;
+    sendError(request, reply, new TesseraError('FORBIDDEN', `not authorized on ${on} to execute ${missing.action}`), logger);
+    return reply;
+  });
+}

@@ -1,0 +1,109 @@
+/**
+ * The router's public API with authorization enabled: every route but hello and the API's
+ * description needs a verified user with the privileges its access rule names. The users are the
+ * environment's: root (TESSERA_ROOT_KEY), admin (clusterAdmin and userAdminAnyDatabase) and
+ * viewer (clusterMonitor). A changed root key is refused once the router reads the new users'
+ * generation, without a restart of the router.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
+import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
+import { RouterApi } from './router-api.js';
+import { startTestCluster } from './test-cluster.js';
+
+let cluster: LocalCluster;
+let dispose: () => Promise<void>;
+let url: string;
+const bearer = (key: string) => `Bearer ${key}`;
+
+beforeAll(async () => {
+  ({ cluster, dispose } = await startTestCluster({
+    shards: 1,
+    env: { ...FAST_CONFIG_ENV, TESSERA_AUTHORIZATION: 'enabled', TESSERA_USER_CACHE_INVALIDATION_INTERVAL_SECS: '1' },
+  }));
+  await waitForLeader(cluster.configClient());
+  url = cluster.routerUrls[0]!;
+}, 120_000);
+
+afterAll(async () => {
+  await dispose?.();
+});
+
+describe('the router with authorization enabled', () => {
+  it('answers hello and its API description to anyone, and 401 Unauthorized to a call without a user', async () => {
+    const anonymous = new RouterApi(url);
+    expect((await anonymous.call('GET', '/v1/hello')).status).toBe(200);
+    expect((await anonymous.call('GET', '/v1/openapi.json')).status).toBe(200);
+    const refused = await anonymous.call('POST', '/v1/shop/orders/insert', { documents: [{ _id: 1 }] });
+    expect(refused.status).toBe(401);
+    expect(refused.json).toMatchObject({ code: 13, codeName: 'Unauthorized' });
+    await anonymous.close();
+  });
+
+  it('answers 401 AuthenticationFailed to a wrong key, a wrong password and a malformed header alike', async () => {
+    for (const header of [
+      bearer('tsk_000000000000_wrong'),
+      `Basic ${Buffer.from('root:guess-guess-guess').toString('base64')}`,
+      'Bearer',
+      'Negotiate x',
+    ]) {
+      const api = new RouterApi(url, header);
+      const answer = await api.call('POST', '/v1/shop/orders/find', { filter: {} });
+      expect(answer.status, header).toBe(401);
+      expect(answer.json, header).toMatchObject({ code: 18, codeName: 'AuthenticationFailed', errmsg: 'Authentication failed.' });
+      await api.close();
+    }
+  });
+
+  it('lets root read and write, and refuses the viewer and admin writes with 403 naming nothing but the call', async () => {
+    const root = new RouterApi(url, bearer(cluster.rootKey));
+    const written = await root.call('POST', '/v1/shop/orders/insert', { documents: [{ _id: 1, total: 5 }] });
+    expect(written.status, JSON.stringify(written.json)).toBe(200);
+    expect(await root.findAll('shop.orders', { filter: {} })).toEqual([{ _id: 1, total: 5 }]);
+    for (const [who, key] of [
+      ['viewer', cluster.controlPlaneTokens.viewer],
+      ['admin', cluster.controlPlaneTokens.admin],
+    ] as const) {
+      const api = new RouterApi(url, bearer(key));
+      for (const [path, body] of [
+        ['/v1/shop/orders/insert', { documents: [{ _id: 2 }] }],
+        ['/v1/shop/orders/find', { filter: {} }],
+        ['/v1/shop/secret/find', { filter: {} }],
+      ] as const) {
+        const answer = await api.call('POST', path, body);
+        expect(answer.status, `${who} ${path}`).toBe(403);
+        expect(answer.json, `${who} ${path}`).toMatchObject({ code: 13, codeName: 'Unauthorized' });
+        expect(JSON.stringify(answer.json)).not.toMatch(/total|orders|secret/);
+      }
+      // clusterMonitor and clusterAdmin may see the operations in progress (inprog).
+      expect((await api.call('GET', '/v1/admin/currentOp')).status, who).toBe(200);
+      await api.close();
+    }
+    await root.close();
+  });
+
+  it('checks every namespace a bulkWrite names', async () => {
+    const root = new RouterApi(url, bearer(cluster.rootKey));
+    const bulk = { nsInfo: [{ ns: 'shop.orders' }], ops: [{ insert: 0, document: { _id: 3 } }] };
+    expect((await root.call('POST', '/v1/admin/bulkWrite', bulk)).status).toBe(200);
+    const viewer = new RouterApi(url, bearer(cluster.controlPlaneTokens.viewer));
+    expect((await viewer.call('POST', '/v1/admin/bulkWrite', bulk)).status).toBe(403);
+    await Promise.all([root.close(), viewer.close()]);
+  });
+
+  it('refuses a root key the config server no longer knows, once the router reads the new generation', async () => {
+    const old = new RouterApi(url, bearer(cluster.rootKey));
+    expect((await old.call('POST', '/v1/shop/orders/find', { filter: {} })).status).toBe(200);
+    const next = `tsk_root_${'n'.repeat(43)}`;
+    cluster.node('config').env.TESSERA_ROOT_KEY = next;
+    await cluster.restart('config');
+    await waitForLeader(cluster.configClient());
+    await eventually(
+      async () => ((await old.call('POST', '/v1/shop/orders/find', { filter: {} })).status === 401 ? true : undefined),
+      'old key refused',
+    );
+    const fresh = new RouterApi(url, bearer(next));
+    expect((await fresh.call('POST', '/v1/shop/orders/find', { filter: {} })).status).toBe(200);
+    await Promise.all([old.close(), fresh.close()]);
+  });
+});
