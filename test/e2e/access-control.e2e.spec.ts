@@ -16,6 +16,17 @@ let dispose: () => Promise<void>;
 let url: string;
 const bearer = (key: string) => `Bearer ${key}`;
 
+/** A control-plane operation with `key`: its data, or its first error's code and message. */
+async function graphql<T = Record<string, unknown>>(key: string, query: string, variables: Record<string, unknown> = {}) {
+  const response = await fetch(`${cluster.node('config').url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: bearer(key) },
+    body: JSON.stringify({ query, variables }),
+  });
+  const answer = (await response.json()) as { data?: T; errors?: Array<{ message: string; extensions?: { code?: string } }> };
+  return { data: answer.data, error: answer.errors?.[0] && { code: answer.errors[0].extensions?.code, message: answer.errors[0].message } };
+}
+
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({
     shards: 1,
@@ -89,6 +100,48 @@ describe('the router with authorization enabled', () => {
     const viewer = new RouterApi(url, bearer(cluster.controlPlaneTokens.viewer));
     expect((await viewer.call('POST', '/v1/admin/bulkWrite', bulk)).status).toBe(403);
     await Promise.all([root.close(), viewer.close()]);
+  });
+
+  it('gives a user made in the control plane what its roles allow, and nothing once it is dropped', async () => {
+    const root = cluster.rootKey;
+    const viewer = cluster.controlPlaneTokens.viewer;
+    const create =
+      'mutation ($name: String!) { createUser(name: $name, roles: [{ role: "readWrite", db: "shop" }]) { name roles { role db } } }';
+    expect((await graphql(viewer, create, { name: 'shopper' })).error).toMatchObject({ code: 'FORBIDDEN' });
+    expect((await graphql(root, create, { name: 'shopper' })).data).toEqual({
+      createUser: { name: 'shopper', roles: [{ role: 'readWrite', db: 'shop' }] },
+    });
+    const made = await graphql<{ createApiKey: { id: string; key: string } }>(
+      root,
+      'mutation { createApiKey(user: "shopper", description: "e2e") { id key } }',
+    );
+    const key = made.data!.createApiKey.key;
+    const who = await graphql<{ whoAmI: { user: string; allowed: string[] } }>(key, '{ whoAmI { user allowed } }');
+    expect(who.data?.whoAmI.user).toBe('shopper');
+    expect(who.data?.whoAmI.allowed).toEqual(['Query.whoAmI']);
+    const shopper = new RouterApi(url, bearer(key));
+    expect((await shopper.call('POST', '/v1/shop/orders/insert', { documents: [{ _id: 'by-shopper' }] })).status).toBe(200);
+    expect((await shopper.call('POST', '/v1/bank/accounts/find', { filter: {} })).status).toBe(403);
+    expect((await graphql(key, '{ cluster { lastEventSeq } }')).error).toMatchObject({ code: 'FORBIDDEN' });
+    expect((await graphql(root, 'mutation { dropUser(name: "shopper") }')).data).toEqual({ dropUser: true });
+    await eventually(
+      async () => ((await shopper.call('POST', '/v1/shop/orders/find', { filter: {} })).status === 401 ? true : undefined),
+      'dropped user refused',
+    );
+    const audit = await graphql<{ auditLog: Array<{ user: string | null; action: string; target: string | null; outcome: string }> }>(
+      viewer,
+      '{ auditLog(first: 50) { user action target outcome } }',
+    );
+    const entries = audit.data!.auditLog.map((e) => `${e.user} ${e.action} ${e.target} ${e.outcome}`);
+    expect(entries).toEqual(
+      expect.arrayContaining([
+        'root createUser shopper ok',
+        'root createApiKey shopper ok',
+        'root dropUser shopper ok',
+        'null authenticate null refused',
+      ]),
+    );
+    await shopper.close();
   });
 
   it('refuses a root key the config server no longer knows, once the router reads the new generation', async () => {

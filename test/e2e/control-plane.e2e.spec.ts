@@ -137,16 +137,17 @@ async function socketIn(
 const SPLIT = 'mutation ($ns: String!, $at: JSON!) { splitChunk(ns: $ns, at: $at) { min max shard version } }';
 
 describe('the GraphQL control plane', () => {
-  it('refuses mutations without the admin token, and anything without a token', async () => {
+  it('refuses mutations to the viewer (clusterMonitor) as FORBIDDEN, and anything without a key as UNAUTHORIZED', async () => {
     const asViewer = await graphql('mutation { enableSharding(db: "cp") { name } }', {}, VIEWER);
-    expect(asViewer.errors?.[0]?.extensions?.code).toBe('UNAUTHORIZED');
+    expect(asViewer.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+    expect(asViewer.errors?.[0]?.message).toBe('not authorized on cp to execute enableSharding');
     const anonymous = await graphql('{ cluster { lastEventSeq } }', {}, null);
     expect(anonymous.errors?.[0]?.extensions?.code, JSON.stringify(anonymous)).toBe('UNAUTHORIZED');
     const listed = await graphql<{ cluster: { databases: unknown[] } }>('{ cluster { databases { name } } }');
     expect(listed.data?.cluster.databases).toEqual([]);
   });
 
-  it('lists the ClusterTime signing keys to the admin only: ids and expiries, newest first, never the secret', async () => {
+  it('lists the ClusterTime signing keys to clusterAdmin (the admin token) and root only: ids and expiries, newest first, never the secret', async () => {
     const query = '{ clusterTimeKeys { keyId expiresAt } }';
     const listed = await eventually(async () => {
       const { clusterTimeKeys } = await admin<{ clusterTimeKeys: Array<{ keyId: string; expiresAt: string }> }>(query);
@@ -161,7 +162,7 @@ describe('the GraphQL control plane', () => {
 
     const asViewer = await graphql(query, {}, VIEWER);
     const mutationAsViewer = await graphql('mutation { enableSharding(db: "cp") { name } }', {}, VIEWER);
-    expect(asViewer.errors?.[0]?.extensions).toMatchObject({ code: 'UNAUTHORIZED', details: { needs: 'admin', role: 'viewer' } });
+    expect(asViewer.errors?.[0]?.extensions).toMatchObject({ code: 'FORBIDDEN', retryable: false });
     expect(asViewer.errors?.[0]?.extensions).toEqual(mutationAsViewer.errors?.[0]?.extensions);
     expect(asViewer.data).toBeNull();
 
@@ -403,7 +404,7 @@ describe('the GraphQL control plane', () => {
     expect(reset.configureCollectionBalancing.chunkSizeBytes, 'null goes back to the cluster default').toBeNull();
     const unknown = await graphql('mutation { configureCollectionBalancing(ns: "cp.nothing", enableBalancing: false) { ns } }', {}, ADMIN);
     expect(unknown.errors?.[0]?.extensions?.code).toBe('NAMESPACE_NOT_FOUND');
-    expect((await graphql('mutation { setBalancerState(enabled: true) { mode } }')).errors?.[0]?.extensions?.code).toBe('UNAUTHORIZED');
+    expect((await graphql('mutation { setBalancerState(enabled: true) { mode } }')).errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
 
     await admin(
       'mutation { updateClusterSettings(input: { balancerMode: "full", activeWindow: null, policy: "dataSize", chunkSizeBytes: 134217728 }) { autoSplit } }',

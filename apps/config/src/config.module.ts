@@ -7,6 +7,7 @@ import { BalancerController } from './balancer/balancer.controller.js';
 import { AccessControlService } from './access/access-control.service.js';
 import { AccessController } from './access/access.controller.js';
 import { AccessStore } from './access/access.store.js';
+import { ConfigAuthentication } from './access/config-authentication.service.js';
 import { BALANCER_PROVIDERS } from './balancer/balancer.providers.js';
 import { CatalogController } from './catalog/catalog.controller.js';
 import { CatalogReadService } from './catalog/catalog-read.service.js';
@@ -133,6 +134,7 @@ export class ConfigServerModule {
         ...BALANCER_PROVIDERS,
         AccessStore,
         AccessControlService,
+        ConfigAuthentication,
         SessionsStore,
         SessionsService,
         ClusterTransactions,

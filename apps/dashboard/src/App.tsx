@@ -10,13 +10,13 @@ import { SessionsView } from './views/SessionsView';
 import { SettingsView } from './views/SettingsView';
 
 const VIEWS = [
-  { id: 'cluster', title: 'Cluster', view: ClusterView, admin: false },
-  { id: 'keyspace', title: 'Key space', view: KeySpaceView, admin: false },
-  { id: 'distribution', title: 'Distribution', view: DistributionView, admin: false },
-  { id: 'migrations', title: 'Migrations', view: MigrationsView, admin: false },
-  { id: 'feed', title: 'Changelog', view: FeedView, admin: false },
-  { id: 'sessions', title: 'Sessions', view: SessionsView, admin: false },
-  { id: 'settings', title: 'Settings', view: SettingsView, admin: true },
+  { id: 'cluster', title: 'Cluster', view: ClusterView, needs: undefined },
+  { id: 'keyspace', title: 'Key space', view: KeySpaceView, needs: undefined },
+  { id: 'distribution', title: 'Distribution', view: DistributionView, needs: undefined },
+  { id: 'migrations', title: 'Migrations', view: MigrationsView, needs: undefined },
+  { id: 'feed', title: 'Changelog', view: FeedView, needs: undefined },
+  { id: 'sessions', title: 'Sessions', view: SessionsView, needs: undefined },
+  { id: 'settings', title: 'Settings', view: SettingsView, needs: 'Mutation.updateClusterSettings' },
 ] as const;
 
 const TOKEN_KEY = 'tessera.token';
@@ -51,7 +51,7 @@ export function App() {
       sessionStorage.removeItem(TOKEN_KEY);
       setError(
         e instanceof ControlPlaneError && /unauthori/i.test(e.code ?? '')
-          ? 'That token is neither the viewer nor the admin token.'
+          ? 'That key or token signs in no user.'
           : String((e as Error).message),
       );
     } finally {
@@ -88,7 +88,7 @@ function SignIn({ onToken, error, busy }: { onToken: (token: string) => void; er
     <main className="signin">
       <h1>Tessera</h1>
       <form onSubmit={submit} aria-describedby="signin-help">
-        <label htmlFor="token">Control-plane token</label>
+        <label htmlFor="token">API key or control-plane token</label>
         <input
           id="token"
           type="password"
@@ -98,7 +98,8 @@ function SignIn({ onToken, error, busy }: { onToken: (token: string) => void; er
           autoFocus
         />
         <p id="signin-help" className="muted">
-          The viewer token (TESSERA_VIEWER_TOKEN) shows the cluster; the admin token (TESSERA_ADMIN_TOKEN) also changes it.
+          A user's API key: the views follow its roles. The viewer token (TESSERA_VIEWER_TOKEN, clusterMonitor) shows the cluster; the admin
+          token (TESSERA_ADMIN_TOKEN, clusterAdmin) and the root key also change it.
         </p>
         <button type="submit" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}
@@ -114,10 +115,11 @@ function SignIn({ onToken, error, busy }: { onToken: (token: string) => void; er
 }
 
 function Shell({ onSignOut }: { onSignOut: () => void }) {
-  const { role } = useSigned();
+  const { identity } = useSigned();
+  const may = (v: (typeof VIEWS)[number]) => v.needs === undefined || identity.allowed.has(v.needs);
   const route = useRoute();
   const connection = useConnectionState();
-  const views = VIEWS.filter((v) => !v.admin || role === 'admin');
+  const views = VIEWS.filter(may);
   const current = VIEWS.find((v) => v.id === route.view) ?? VIEWS[0];
   const View = current.view;
   return (
@@ -134,14 +136,20 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
         <span className={`connection ${connection}`} role="status" data-testid="connection">
           {connection === 'connected' ? 'live' : connection}
         </span>
-        <span className="role">{role}</span>
+        <span className="role" data-testid="signed-in" title={identity.roles.map((r) => `${r.role}@${r.db}`).join(', ')}>
+          {identity.user}
+        </span>
         <button type="button" className="link" onClick={onSignOut}>
           Sign out
         </button>
       </header>
       <main id="view" aria-label={current.title}>
         <h1>{current.title}</h1>
-        {current.admin && role !== 'admin' ? <p className="error">This view needs the admin token.</p> : <View params={route.params} />}
+        {may(current) ? (
+          <View params={route.params} />
+        ) : (
+          <p className="error">This view needs a role that changes the cluster ({current.needs}): clusterManager, clusterAdmin or root.</p>
+        )}
       </main>
     </div>
   );

@@ -147,23 +147,23 @@ function closeError(error: unknown): Error {
   return Object.assign(new Error(`connection closed (${event.code}${event.reason ? `: ${event.reason}` : ''})`), { closeCode: event.code });
 }
 
-export type Role = 'admin' | 'viewer';
+/** Who signed in: the user, its roles, and the control plane's root fields those allow ("Mutation.setBalancerState", ...). */
+export interface Identity {
+  user: string;
+  roles: Array<{ role: string; db: string }>;
+  allowed: ReadonlySet<string>;
+}
 
-/**
- * Signs in with a token: the token must read the cluster (viewer or admin); it is the admin
- * token when it may also read what only admins read (the ClusterTime keys' ids).
- */
-export async function signIn(token: string): Promise<{ plane: ControlPlane; role: Role }> {
+/** Signs in with an API key (or a control-plane token, which is one): the control plane says who it is and what it may do. */
+export async function signIn(token: string): Promise<{ plane: ControlPlane; identity: Identity }> {
   const plane = new ControlPlane(token);
   try {
-    await plane.request('{ cluster { lastEventSeq } }');
+    const { whoAmI } = await plane.request<{ whoAmI: { user: string; roles: Identity['roles']; allowed: string[] } }>(
+      '{ whoAmI { user roles { role db } allowed } }',
+    );
+    return { plane, identity: { user: whoAmI.user, roles: whoAmI.roles, allowed: new Set(whoAmI.allowed) } };
   } catch (error) {
     plane.close();
     throw error;
   }
-  const role: Role = await plane.request('{ clusterTimeKeys { keyId } }').then(
-    () => 'admin',
-    () => 'viewer',
-  );
-  return { plane, role };
 }

@@ -1,9 +1,9 @@
 import { createContext, useCallback, useContext, useEffect, useRef, useState } from 'react';
-import type { ConnectionState, ControlPlane, Role } from './api';
+import type { ConnectionState, ControlPlane, Identity } from './api';
 
 export interface Signed {
   plane: ControlPlane;
-  role: Role;
+  identity: Identity;
 }
 
 export const SignedContext = createContext<Signed | null>(null);

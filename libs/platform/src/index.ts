@@ -19,3 +19,4 @@ export * from './logical-session-cache.js';
 export * from './session-metrics.js';
 export * from './time-limit.js';
 export * from './secrets.js';
+export * from './principal-cache.js';

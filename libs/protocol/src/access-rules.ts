@@ -11,7 +11,7 @@
  *   reads the raw, unvalidated input and is total: input it cannot read needs only a signed-in
  *   caller, whom the door's validation then refuses with 400 before anything runs.
  */
-import type { AuthResource, ClusterAction, DatabaseAction } from '@tessera/core';
+import { type AuthResource, type ClusterAction, type DatabaseAction, type RoleGrant, isAuthorized } from '@tessera/core';
 
 /** One action a call needs, on one resource. */
 export interface RequiredPrivilege {
@@ -45,6 +45,9 @@ const onCluster = (action: ClusterAction): AccessRule => rule(() => [{ action, r
 /** `actions` on one of the cluster's own collections (`config.<collection>`), as MongoDB checks its sharding commands. */
 const onConfig = (collection: string, ...actions: DatabaseAction[]): AccessRule =>
   rule(() => actions.map((action) => ({ action, resource: { db: 'config', collection } })));
+
+/** `actions` on the `admin` database, where Tessera keeps its users (MongoDB's admin.system.users). */
+const onAdmin = (...actions: DatabaseAction[]): AccessRule => rule(() => actions.map((action) => ({ action, resource: { db: 'admin' } })));
 
 /** The resource a `db.coll` string names, or undefined when it names none. */
 export function namespaceResource(ns: unknown): AuthResource | undefined {
@@ -206,6 +209,15 @@ export const REST_ACCESS_RULES: Readonly<Record<string, AccessRule>> = {
 
 /** Every root field of the control plane's schema, by `Type.field`. */
 export const GRAPHQL_ACCESS_RULES: Readonly<Record<string, AccessRule>> = {
+  'Query.whoAmI': SIGNED_IN,
+  'Query.users': onCluster('viewUser'),
+  'Query.apiKeys': onCluster('viewUser'),
+  'Query.auditLog': onCluster('viewAuditLog'),
+  'Mutation.createUser': onAdmin('createUser'),
+  'Mutation.updateUser': onAdmin('grantRole', 'revokeRole', 'changePassword'),
+  'Mutation.dropUser': onAdmin('dropUser'),
+  'Mutation.createApiKey': onAdmin('changePassword'),
+  'Mutation.revokeApiKey': onAdmin('changePassword'),
   'Query.balancerCollectionStatus': onConfig('collections', 'find'),
   'Query.balancerStatus': onConfig('settings', 'find'),
   'Query.changelog': onConfig('changelog', 'find'),
@@ -261,3 +273,23 @@ export const SOCKET_ACCESS_RULES: Readonly<Record<string, AccessRule>> = {
   'topic:reports': onConfig('changelog', 'find'),
   'ns:': onConfig('changelog', 'find'),
 };
+
+/** A database no role is granted on (`$` is not allowed in a database name): only grants on every database reach it. */
+const PROBE_DB = '$any';
+
+/**
+ * The doors of `rules` that `roles` may use whatever their input: public and signed-in ones, and
+ * those whose privileges the roles hold on the cluster and on every database. A client (the
+ * dashboard) shows what these name and hides the rest.
+ */
+export function doorsAllowed(rules: Readonly<Record<string, AccessRule>>, roles: readonly RoleGrant[]): string[] {
+  const probe: AccessInput = {
+    params: { db: PROBE_DB, coll: 'any' },
+    body: { ns: `${PROBE_DB}.any`, db: PROBE_DB, input: { ns: `${PROBE_DB}.any` } },
+  };
+  return Object.entries(rules)
+    .filter(
+      ([, rule]) => rule.kind !== 'privileges' || rule.needs(probe).every(({ action, resource }) => isAuthorized(roles, action, resource)),
+    )
+    .map(([door]) => door);
+}

@@ -1,7 +1,6 @@
 import { UseGuards } from '@nestjs/common';
 import { Query, Resolver } from '@nestjs/graphql';
 import { ClusterTimeKeysService } from '../clock/cluster-time-keys.service.js';
-import { AdminOnly } from './admin-only.decorator.js';
 import { ControlPlaneGuard } from './control-plane.guard.js';
 import { ClusterTimeKeyType } from './graphql-types.js';
 
@@ -11,8 +10,9 @@ import { ClusterTimeKeyType } from './graphql-types.js';
 export class ClusterTimeKeysResolver {
   constructor(private readonly keys: ClusterTimeKeysService) {}
 
-  @Query(() => [ClusterTimeKeyType], { description: 'Every ClusterTime signing key generated, newest first (admin token).' })
-  @AdminOnly()
+  @Query(() => [ClusterTimeKeyType], {
+    description: 'Every ClusterTime signing key generated, newest first (viewClusterTimeKeys: clusterAdmin, root).',
+  })
   async clusterTimeKeys(): Promise<ClusterTimeKeyType[]> {
     return (await this.keys.expiries()).map((k) => ({ keyId: k.keyId, expiresAt: k.expiresAt.toISOString() }));
   }

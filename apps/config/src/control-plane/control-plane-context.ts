@@ -1,9 +1,15 @@
-import type { ControlPlaneRole } from './control-plane-auth.js';
+import type { Principal } from '@tessera/protocol';
 import type { ControlPlaneLoaders, ControlPlaneReadsService } from './control-plane-reads.service.js';
 
-/** What every GraphQL operation carries: the caller's role and, made on first use, its batch loaders. */
+/**
+ * What every GraphQL operation carries: the caller's credentials as sent, where it called from,
+ * its principal once the guard has verified it (shared by the operation's root fields) and, made
+ * on first use, its batch loaders.
+ */
 export interface ControlPlaneContext {
-  role: ControlPlaneRole | undefined;
+  authorization: unknown;
+  remoteAddress: string | undefined;
+  principal?: Promise<Principal>;
   loaders?: ControlPlaneLoaders;
 }
 

@@ -1,3 +1,4 @@
+import { AccessResolver } from './access.resolver.js';
 import { NestFactory } from '@nestjs/core';
 import { GraphQLSchemaBuilderModule, GraphQLSchemaFactory } from '@nestjs/graphql';
 import { lexicographicSortSchema, printSchema } from 'graphql';
@@ -22,6 +23,7 @@ export const CONTROL_PLANE_RESOLVERS = [
   SessionsResolver,
   TransactionsResolver,
   ClusterTimeKeysResolver,
+  AccessResolver,
 ] as const;
 
 /** The SDL the config server serves (sorted, as `sortSchema` sorts it): what `schema.graphql` must hold. */

@@ -2,38 +2,10 @@ import { GraphQLError, buildSchema, parse, validate } from 'graphql';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { TesseraError } from '@tessera/core';
-import { assertAllowed, roleOfToken } from './control-plane-auth.js';
 import { formatGraphqlError } from './graphql-errors.js';
 import { allValidationRules } from './query-limits.js';
 
-const tokens = { TESSERA_ADMIN_TOKEN: 'a'.repeat(20), TESSERA_VIEWER_TOKEN: 'v'.repeat(20) };
 const silent = pino({ level: 'silent' });
-
-describe('control plane tokens', () => {
-  it.each([
-    ['the admin token', 'a'.repeat(20), 'admin'],
-    ['the admin token as a bearer', `Bearer ${'a'.repeat(20)}`, 'admin'],
-    ['the viewer token', `bearer ${'v'.repeat(20)}`, 'viewer'],
-    ['a prefix of the admin token', 'a'.repeat(19), undefined],
-    ['another string', 'x'.repeat(20), undefined],
-    ['nothing', undefined, undefined],
-  ])('%s grants %s', (_what, presented, role) => {
-    expect(roleOfToken(tokens, presented)).toBe(role);
-  });
-
-  it('grants nothing when no token is configured', () => {
-    expect(roleOfToken({ TESSERA_ADMIN_TOKEN: undefined, TESSERA_VIEWER_TOKEN: undefined }, '')).toBeUndefined();
-  });
-
-  it('lets viewers read, and only admins change or read what is admin-only', () => {
-    expect(() => assertAllowed('viewer', 'read')).not.toThrow();
-    expect(() => assertAllowed('admin', 'change')).not.toThrow();
-    expect(() => assertAllowed('admin', 'adminRead')).not.toThrow();
-    expect(() => assertAllowed('viewer', 'change')).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
-    expect(() => assertAllowed('viewer', 'adminRead')).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
-    expect(() => assertAllowed(undefined, 'read')).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
-  });
-});
 
 describe('query limits', () => {
   const schema = buildSchema('type Query { node: Node } type Node { next: Node, value: Int }');

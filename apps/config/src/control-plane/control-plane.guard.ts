@@ -1,26 +1,52 @@
 import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
 import { GqlExecutionContext } from '@nestjs/graphql';
-import { ADMIN_ONLY } from './admin-only.decorator.js';
-import { assertAllowed } from './control-plane-auth.js';
+import type { GraphQLResolveInfo } from 'graphql';
+import { TesseraError, isAuthorized } from '@tessera/core';
+import { GRAPHQL_ACCESS_RULES, type Principal } from '@tessera/protocol';
+import { AccessControlService } from '../access/access-control.service.js';
+import { ConfigAuthentication } from '../access/config-authentication.service.js';
 import type { ControlPlaneContext } from './control-plane-context.js';
 
+/** Loopback addresses: MongoDB's localhost exception admits only callers on the same machine. */
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
 /**
- * Every root field of the control plane: mutations and queries marked `@AdminOnly()` need the
- * admin token, other queries and subscriptions a viewer (or admin) token. Throws `UNAUTHORIZED`,
- * which reaches the client as `extensions.code`.
+ * Every root field of the control plane checks its caller against GRAPHQL_ACCESS_RULES: no
+ * verified user is UNAUTHORIZED (or AUTHENTICATION_FAILED for wrong credentials); a user without
+ * an action the field's rule needs on what its arguments name is FORBIDDEN. Both reach the client
+ * as `extensions.code`. A field without a rule is refused (the rule test keeps there being none).
+ * MongoDB's localhost exception: while no user exists, `createUser` is open to callers on
+ * 127.0.0.1, so a cluster started by hand can be given its first user.
  */
 @Injectable()
 export class ControlPlaneGuard implements CanActivate {
-  constructor(private readonly reflector: Reflector) {}
+  constructor(
+    private readonly authentication: ConfigAuthentication,
+    private readonly access: AccessControlService,
+  ) {}
 
-  canActivate(context: ExecutionContext): boolean {
+  async canActivate(context: ExecutionContext): Promise<boolean> {
     const gql = GqlExecutionContext.create(context);
-    const { role } = gql.getContext<ControlPlaneContext>();
-    const operation = gql.getInfo<{ operation: { operation: string } }>().operation.operation;
-    const adminOnly =
-      this.reflector.getAllAndOverride<boolean | undefined>(ADMIN_ONLY, [context.getHandler(), context.getClass()]) === true;
-    assertAllowed(role, operation === 'mutation' ? 'change' : adminOnly ? 'adminRead' : 'read');
-    return true;
+    const operation = gql.getContext<ControlPlaneContext>();
+    const info = gql.getInfo<GraphQLResolveInfo>();
+    const field = `${info.parentType.name}.${info.fieldName}`;
+    const rule = GRAPHQL_ACCESS_RULES[field];
+    if (rule === undefined) throw new TesseraError('FORBIDDEN', `no access rule names ${field}`);
+    if (rule.kind === 'public') return true;
+    if (field === 'Mutation.createUser' && (await this.localhostException(operation))) return true;
+    operation.principal ??= this.authentication.principalOf(operation.authorization, operation.remoteAddress);
+    const principal: Principal = await operation.principal;
+    if (rule.kind === 'signedIn') return true;
+    const missing = rule
+      .needs({ params: {}, body: gql.getArgs() })
+      .find(({ action, resource }) => !isAuthorized(principal.roles, action, resource));
+    if (missing === undefined) return true;
+    const on = 'cluster' in missing.resource ? 'the cluster' : missing.resource.db;
+    throw new TesseraError('FORBIDDEN', `not authorized on ${on} to execute ${missing.action}`);
+  }
+
+  private async localhostException(operation: ControlPlaneContext): Promise<boolean> {
+    const absent = operation.authorization === undefined || operation.authorization === null || operation.authorization === '';
+    return absent && LOOPBACK.has(operation.remoteAddress ?? '') && (await this.access.noUsers());
   }
 }

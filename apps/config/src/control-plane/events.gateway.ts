@@ -1,13 +1,10 @@
-import { Inject } from '@nestjs/common';
 import { type OnGatewayDisconnect, type OnGatewayInit, SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
 import type { Subscription } from 'rxjs';
 import type { Namespace, Socket } from 'socket.io';
-import { TesseraError } from '@tessera/core';
-import { SETTINGS } from '@tessera/platform';
-import { EVENT_TOPICS, type ClusterEvent, type EventTopic } from '@tessera/protocol';
-import type { ConfigSettings } from '../config.settings.js';
+import { TesseraError, isAuthorized } from '@tessera/core';
+import { EVENT_TOPICS, type ClusterEvent, type EventTopic, type Principal, SOCKET_ACCESS_RULES } from '@tessera/protocol';
+import { ConfigAuthentication } from '../access/config-authentication.service.js';
 import { EventBusService } from '../events/event-bus.service.js';
-import { roleOfToken } from './control-plane-auth.js';
 
 /** Rooms a client may join: `ns:<db.coll or db>` and `topic:<topic>`. */
 const ROOM = /^(ns:[^\0]{1,300}|topic:[a-z]+)$/;
@@ -19,6 +16,8 @@ interface SubscribeRequest {
 }
 
 interface SocketState {
+  /** Who connected, verified at the handshake. */
+  principal?: Principal;
   subscription?: Subscription;
   /** The last seq sent to this socket. */
   lastSeq?: number;
@@ -29,7 +28,8 @@ type Ack = { ok: true; rooms: string[]; lastSeq: number } | { ok: false; error: 
 
 /**
  * socket.io namespace `/events`: the same typed events as the GraphQL subscriptions, with the
- * same seq. A client connects with the viewer (or admin) token in `auth.token`, then emits
+ * same seq. A client connects with a user's API key in `auth.token` (the viewer token is one;
+ * rooms need what SOCKET_ACCESS_RULES names, clusterMonitor has it all), then emits
  * `subscribe` with `{rooms: ['ns:shop.orders', 'topic:placement'], since?: seq}` and receives
  * `event` messages for events in any of its rooms, in seq order; with `since` it first gets
  * every event after that seq. `unsubscribe` with `{rooms}` leaves rooms. Each socket is fed
@@ -41,17 +41,24 @@ export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconn
 
   constructor(
     private readonly events: EventBusService,
-    @Inject(SETTINGS) private readonly settings: ConfigSettings,
+    private readonly authentication: ConfigAuthentication,
   ) {}
 
   afterInit(namespace: Namespace): void {
     namespace.use((socket, next) => {
       const auth = socket.handshake.auth as { token?: unknown } | undefined;
-      const role = roleOfToken(this.settings, auth?.token ?? socket.handshake.headers.authorization);
-      if (role !== undefined) return next();
-      const error = new Error('UNAUTHORIZED: /events needs a viewer or admin token in auth.token') as Error & { data?: unknown };
-      error.data = { code: 'UNAUTHORIZED' };
-      next(error);
+      this.authentication.principalOf(auth?.token ?? socket.handshake.headers.authorization, socket.handshake.address).then(
+        (principal) => {
+          this.sockets.set(socket, { principal });
+          next();
+        },
+        (refusal: unknown) => {
+          const code = refusal instanceof TesseraError ? refusal.code : 'UNAUTHORIZED';
+          const error = new Error(`${code}: /events needs a user's API key in auth.token`) as Error & { data?: unknown };
+          error.data = { code };
+          next(error);
+        },
+      );
     });
   }
 
@@ -68,6 +75,7 @@ export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconn
       if (since !== undefined && since !== null && !(typeof since === 'number' && Number.isInteger(since) && since >= 0)) {
         throw new TesseraError('BAD_VALUE', `since must be a sequence number (a whole number >= 0), got ${JSON.stringify(since)}`);
       }
+      this.checkRooms(socket, rooms);
       for (const room of rooms) void socket.join(room);
       this.restream(socket, typeof since === 'number' ? since : undefined);
     }, socket);
@@ -79,6 +87,21 @@ export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconn
       for (const room of roomsOf(request?.rooms)) void socket.leave(room);
       this.restream(socket, undefined);
     }, socket);
+  }
+
+  /** Throws FORBIDDEN unless the socket's user may watch every room (SOCKET_ACCESS_RULES). */
+  private checkRooms(socket: Socket, rooms: readonly string[]): void {
+    const principal = this.sockets.get(socket)?.principal;
+    if (principal === undefined) throw new TesseraError('UNAUTHORIZED', 'this socket has no verified user');
+    for (const room of rooms) {
+      const rule = SOCKET_ACCESS_RULES[room.startsWith('ns:') ? 'ns:' : room];
+      const needs = rule?.kind === 'privileges' ? rule.needs({ params: {}, body: {} }) : [];
+      const missing =
+        rule === undefined ? undefined : needs.find(({ action, resource }) => !isAuthorized(principal.roles, action, resource));
+      if (rule === undefined || missing !== undefined) {
+        throw new TesseraError('FORBIDDEN', `not authorized to watch ${room}${missing === undefined ? '' : ` (needs ${missing.action})`}`);
+      }
+    }
   }
 
   /** Feeds the socket from one stream filtered by its current rooms (after `since` when given). */
