@@ -102,7 +102,7 @@ describe('the router with authorization enabled', () => {
     await Promise.all([root.close(), viewer.close()]);
   });
 
-  it('gives a user made in the control plane what its roles allow, and nothing once it is dropped', async () => {
+  it('gives a user made in the control plane what its roles allow, nothing once it is dropped, and audits it all', async () => {
     const root = cluster.rootKey;
     const viewer = cluster.controlPlaneTokens.viewer;
     const create =
@@ -128,19 +128,28 @@ describe('the router with authorization enabled', () => {
       async () => ((await shopper.call('POST', '/v1/shop/orders/find', { filter: {} })).status === 401 ? true : undefined),
       'dropped user refused',
     );
-    const audit = await graphql<{ auditLog: Array<{ user: string | null; action: string; target: string | null; outcome: string }> }>(
-      viewer,
-      '{ auditLog(first: 50) { user action target outcome } }',
-    );
-    const entries = audit.data!.auditLog.map((e) => `${e.user} ${e.action} ${e.target} ${e.outcome}`);
-    expect(entries).toEqual(
-      expect.arrayContaining([
-        'root createUser shopper ok',
-        'root createApiKey shopper ok',
-        'root dropUser shopper ok',
-        'null authenticate null refused',
-      ]),
-    );
+    const setBalancer = 'mutation { setBalancerState(enabled: false) { mode } }';
+    expect((await graphql(cluster.controlPlaneTokens.admin, setBalancer)).error).toBeUndefined();
+    expect((await graphql(viewer, setBalancer)).error).toMatchObject({ code: 'FORBIDDEN' });
+    await graphql(root, 'mutation { dropCollection(ns: "shop.nothing") { ns } }');
+    const expected = [
+      'root createUser shopper ok',
+      'root createApiKey shopper ok',
+      'root dropUser shopper ok',
+      'null authenticate null refused',
+      'admin setBalancerState null ok',
+      'viewer setBalancerState null refused',
+    ];
+    // A mutation's entry is written once it has answered.
+    await eventually(async () => {
+      const audit = await graphql<{ auditLog: Array<{ user: string | null; action: string; target: string | null; outcome: string }> }>(
+        viewer,
+        '{ auditLog(first: 50) { user action target outcome } }',
+      );
+      const entries = audit.data!.auditLog.map((e) => `${e.user} ${e.action} ${e.target} ${e.outcome}`);
+      const complete = expected.every((e) => entries.includes(e)) && entries.some((e) => e.startsWith('root dropCollection shop.nothing '));
+      return complete ? true : undefined;
+    }, 'the audit log to show the user changes, a refused sign-in and the control-plane mutations');
     await shopper.close();
   });
 

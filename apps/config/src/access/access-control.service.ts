@@ -216,7 +216,8 @@ export class AccessControlService implements OnModuleInit {
     }
   }
 
-  private get node(): string {
+  /** This process as the audit log names it. */
+  get node(): string {
     return this.settings.TESSERA_NODE_NAME ?? `config:${this.settings.TESSERA_PORT}`;
   }
 }

@@ -1,8 +1,9 @@
-import { UseGuards } from '@nestjs/common';
+import { UseGuards, UseInterceptors } from '@nestjs/common';
 import { Args, Mutation, Resolver } from '@nestjs/graphql';
 import type { Chunk } from '@tessera/core';
 import type { DatabaseDescription, MoveRangeResult } from '@tessera/protocol';
 import { ControlPlaneCommandsService } from './control-plane-commands.service.js';
+import { AuditInterceptor } from './audit.interceptor.js';
 import { ControlPlaneGuard } from './control-plane.guard.js';
 import { ControlPlaneReadsService, chunkTypeOf } from './control-plane-reads.service.js';
 import {
@@ -25,6 +26,7 @@ import { JsonScalar } from './json.scalar.js';
  */
 @Resolver()
 @UseGuards(ControlPlaneGuard)
+@UseInterceptors(AuditInterceptor)
 export class AdminResolver {
   constructor(
     private readonly commands: ControlPlaneCommandsService,

@@ -1,4 +1,4 @@
-import { UseGuards } from '@nestjs/common';
+import { UseGuards, UseInterceptors } from '@nestjs/common';
 import { Args, Float, Mutation, Query, Resolver } from '@nestjs/graphql';
 import { InternalClients } from '@tessera/platform';
 import type { BalancerStatus, ClusterSettings, UpdateSettingsRequest } from '@tessera/protocol';
@@ -6,6 +6,7 @@ import { BalancerService } from '../balancer/balancer.service.js';
 import { LeaderService } from '../leader/leader.service.js';
 import { ClusterSettingsService } from '../settings/cluster-settings.service.js';
 import { BalancerCollectionStatusType, BalancerStatusType, ClusterSettingsInput, ClusterSettingsType } from './balancer-types.js';
+import { AuditInterceptor } from './audit.interceptor.js';
 import { ControlPlaneGuard } from './control-plane.guard.js';
 import { ControlPlaneReadsService } from './control-plane-reads.service.js';
 import { CollectionType } from './graphql-types.js';
@@ -18,6 +19,7 @@ import { CollectionType } from './graphql-types.js';
  */
 @Resolver()
 @UseGuards(ControlPlaneGuard)
+@UseInterceptors(AuditInterceptor)
 export class BalancerResolver {
   constructor(
     private readonly balancer: BalancerService,

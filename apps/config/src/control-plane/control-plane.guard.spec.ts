@@ -23,7 +23,8 @@ function guardWith(noUsers = false): ControlPlaneGuard {
       return { user: String(authorization), roles };
     },
   } as unknown as ConfigAuthentication;
-  return new ControlPlaneGuard(authentication, { noUsers: async () => noUsers } as AccessControlService);
+  const access = { noUsers: async () => noUsers, audit: async () => undefined, node: 'config-test' } as unknown as AccessControlService;
+  return new ControlPlaneGuard(authentication, access);
 }
 
 /** Runs the guard as Nest does for root field `Type.field` with `args`, called with `authorization` from `from`. */

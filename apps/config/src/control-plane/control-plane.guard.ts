@@ -15,7 +15,7 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
  * verified user is UNAUTHORIZED (or AUTHENTICATION_FAILED for wrong credentials); a user without
  * an action the field's rule needs on what its arguments name is FORBIDDEN. Both reach the client
  * as `extensions.code`. A field without a rule is refused (the rule test keeps there being none).
- * MongoDB's localhost exception: while no user exists, `createUser` is open to callers on
+ * A refused mutation is written to the audit log. MongoDB's localhost exception: while no user exists, `createUser` is open to callers on
  * 127.0.0.1, so a cluster started by hand can be given its first user.
  */
 @Injectable()
@@ -42,7 +42,19 @@ export class ControlPlaneGuard implements CanActivate {
       .find(({ action, resource }) => !isAuthorized(principal.roles, action, resource));
     if (missing === undefined) return true;
     const on = 'cluster' in missing.resource ? 'the cluster' : missing.resource.db;
-    throw new TesseraError('FORBIDDEN', `not authorized on ${on} to execute ${missing.action}`);
+    const refusal = `not authorized on ${on} to execute ${missing.action}`;
+    if (info.parentType.name === 'Mutation') {
+      await this.access.audit({
+        user: principal.user,
+        remoteAddress: operation.remoteAddress ?? null,
+        node: this.access.node,
+        action: info.fieldName,
+        target: null,
+        outcome: 'refused',
+        details: { needs: missing.action },
+      });
+    }
+    throw new TesseraError('FORBIDDEN', refusal);
   }
 
   private async localhostException(operation: ControlPlaneContext): Promise<boolean> {

@@ -1,9 +1,10 @@
-import { UseGuards } from '@nestjs/common';
+import { UseGuards, UseInterceptors } from '@nestjs/common';
 import { Args, Field, Float, Mutation, ObjectType, Query, Resolver, Subscription } from '@nestjs/graphql';
 import type { ClusterEvent } from '@tessera/protocol';
 import { EventBusService } from '../events/event-bus.service.js';
 import { ClusterTransactions } from '../transactions/cluster-transactions.service.js';
 import { toAsyncIterator } from './async-iterator.js';
+import { AuditInterceptor } from './audit.interceptor.js';
 import { ControlPlaneGuard } from './control-plane.guard.js';
 import { EventType } from './graphql-types.js';
 
@@ -49,6 +50,7 @@ const identity = (value: unknown) => value;
 /** The cluster's transactions, for operators: the list, the decisions as they are taken, and the two actions. */
 @Resolver()
 @UseGuards(ControlPlaneGuard)
+@UseInterceptors(AuditInterceptor)
 export class TransactionsResolver {
   constructor(
     private readonly cluster: ClusterTransactions,
