@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import { TesseraError } from '@tessera/core';
 import type { AuthenticateResult, Principal } from '@tessera/protocol';
 
+const digestOf = (authorization: string) => createHash('sha256').update(authorization).digest('base64');
+
 /** Verified `Authorization` headers kept at most; past it the oldest is forgotten. */
 const MAX_CACHED = 10_000;
 
@@ -20,13 +22,18 @@ export class PrincipalCache {
   /** @param signIn verifies a header from a caller's address (throws AUTHENTICATION_FAILED when it is wrong) */
   constructor(private readonly signIn: (authorization: string, remoteAddress: string | undefined) => Promise<AuthenticateResult>) {}
 
+  /** The principal of a header verified before, without waiting; undefined when it must be signed in (or refused). */
+  cached(authorization: unknown): Principal | undefined {
+    return typeof authorization === 'string' && authorization !== '' ? this.cache.get(digestOf(authorization)) : undefined;
+  }
+
   /** The principal of an `Authorization` header; UNAUTHORIZED without one, AUTHENTICATION_FAILED for a wrong one. */
   async principalOf(authorization: unknown, remoteAddress?: string): Promise<Principal> {
     if (authorization === undefined || authorization === null || authorization === '') {
       throw new TesseraError('UNAUTHORIZED', 'this command requires authentication');
     }
     if (typeof authorization !== 'string') throw new TesseraError('AUTHENTICATION_FAILED', 'Authentication failed.');
-    const digest = createHash('sha256').update(authorization).digest('base64');
+    const digest = digestOf(authorization);
     const cached = this.cache.get(digest);
     if (cached !== undefined) return cached;
     let signIn = this.pending.get(digest);

@@ -12,11 +12,16 @@ export function principalOfRequest(request: FastifyRequest): Principal | undefin
   return principals.get(request);
 }
 
+/** Each route's rule, by `METHOD url` as Fastify names the route: worked out once per route. */
+const rulesByRoute = new Map<string, AccessRule | undefined>();
+
 /** The rule of a request's route, `METHOD /path/{param}` as REST_ACCESS_RULES keys it. */
 function ruleOf(request: FastifyRequest): AccessRule | undefined {
   const route = request.routeOptions.url;
   if (route === undefined) return undefined;
-  return REST_ACCESS_RULES[`${request.method} ${route.replace(/:(\w+)/g, '{$1}')}`];
+  const key = `${request.method} ${route}`;
+  if (!rulesByRoute.has(key)) rulesByRoute.set(key, REST_ACCESS_RULES[`${request.method} ${route.replace(/:(\w+)/g, '{$1}')}`]);
+  return rulesByRoute.get(key);
 }
 
 /**
@@ -29,28 +34,36 @@ function ruleOf(request: FastifyRequest): AccessRule | undefined {
  * nothing of a refused request runs.
  */
 export function installAccessControl(fastify: FastifyInstance, authentication: RouterAuthentication, logger: Logger): void {
-  fastify.addHook('onRequest', async (request, reply) => {
-    if (!request.url.startsWith('/v1/') || request.routeOptions.url === undefined) return undefined;
+  // A callback hook, not an async one: a caller verified before passes without a promise.
+  fastify.addHook('onRequest', (request, reply, done) => {
+    if (!request.url.startsWith('/v1/') || request.routeOptions.url === undefined) return done();
     const rule = ruleOf(request);
-    if (rule?.kind === 'public') return undefined;
-    try {
-      if (rule === undefined) throw new TesseraError('FORBIDDEN', 'no access rule names this route');
-      principals.set(request, await authentication.principalOf(request.headers.authorization, request.ip));
-    } catch (error) {
-      sendError(request, reply, error, logger);
-      return reply;
+    if (rule?.kind === 'public') return done();
+    const known = rule === undefined ? undefined : authentication.cached(request.headers.authorization);
+    if (known !== undefined) {
+      principals.set(request, known);
+      return done();
     }
-    return undefined;
+    const verified =
+      rule === undefined
+        ? Promise.reject(new TesseraError('FORBIDDEN', 'no access rule names this route'))
+        : authentication.principalOf(request.headers.authorization, request.ip);
+    verified.then(
+      (principal) => {
+        principals.set(request, principal);
+        done();
+      },
+      (error: unknown) => sendError(request, reply, error, logger),
+    );
   });
-  fastify.addHook('preHandler', async (request, reply) => {
+  fastify.addHook('preHandler', (request, reply, done) => {
     const principal = principals.get(request);
     const rule = principal === undefined ? undefined : ruleOf(request);
-    if (principal === undefined || rule?.kind !== 'privileges') return undefined;
+    if (principal === undefined || rule?.kind !== 'privileges') return done();
     const needs = rule.needs({ params: request.params as Record<string, string>, body: request.body });
     const missing = needs.find(({ action, resource }) => !isAuthorized(principal.roles, action, resource));
-    if (missing === undefined) return undefined;
+    if (missing === undefined) return done();
     const on = 'cluster' in missing.resource ? 'the cluster' : missing.resource.db;
     sendError(request, reply, new TesseraError('FORBIDDEN', `not authorized on ${on} to execute ${missing.action}`), logger);
-    return reply;
   });
 }

@@ -245,10 +245,20 @@ function definition(role: BuiltinRoleName, db: string): { privileges: Privilege[
   }
 }
 
+/** Grants' privileges as worked out once: a check on the data path looks them up, it does not rebuild the role graph. */
+const expanded = new Map<string, readonly Privilege[]>();
+/** Databases past which the memo stops growing (roles granted on that many databases are worked out each time). */
+const MAX_EXPANDED = 10_000;
+
 /** Every privilege a grant gives, its included roles' too. */
-export function privilegesOf(grant: RoleGrant): Privilege[] {
+export function privilegesOf(grant: RoleGrant): readonly Privilege[] {
+  const key = `${grant.role}\u0000${grant.db}`;
+  const known = expanded.get(key);
+  if (known !== undefined) return known;
   const { privileges, includes } = definition(grant.role, grant.db);
-  return [...privileges, ...includes.flatMap(privilegesOf)];
+  const all = [...privileges, ...includes.flatMap(privilegesOf)];
+  if (expanded.size < MAX_EXPANDED) expanded.set(key, all);
+  return all;
 }
 
 /** Why a grant is not valid (an unknown role, an adminOnly role on another database), or undefined. */
@@ -273,7 +283,10 @@ export function patternMatches(pattern: ResourcePattern, resource: AuthResource)
 
 /** Whether the grants allow `action` on `resource`. */
 export function isAuthorized(grants: readonly RoleGrant[], action: DatabaseAction | ClusterAction, resource: AuthResource): boolean {
-  return grants.some((grant) =>
-    privilegesOf(grant).some((privilege) => privilege.actions.includes(action) && patternMatches(privilege.resource, resource)),
-  );
+  for (const grant of grants) {
+    for (const privilege of privilegesOf(grant)) {
+      if (privilege.actions.includes(action) && patternMatches(privilege.resource, resource)) return true;
+    }
+  }
+  return false;
 }
