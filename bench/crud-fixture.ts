@@ -35,10 +35,21 @@ export interface FloorServer {
  * The started bench: the cluster's config client and router, the raw baseline's database and
  * pool, the floor's relay, and a CPU meter for each of the two shapes.
  */
+/** A router to send requests to, and the `Authorization` header it needs, if any. */
+export interface RouterAccess {
+  readonly url: string;
+  readonly authorization?: string;
+}
+
 export interface CrudFixture {
   readonly host: CrudHost;
   readonly config: ConfigClient;
+  /** router0: authorization disabled. */
   readonly router: string;
+  /** router1: authorization enabled, with the root key. */
+  readonly authorizingRouter: RouterAccess;
+  /** router2: router1's twin with authorization disabled. */
+  readonly twinRouter: RouterAccess;
   /** The cluster's processes by group: client, router, shards, config, postgres. */
   readonly cpu: ProcessCpu;
   /** The floor's processes in the same groups: its relay as router, its stores as shards. */
@@ -52,24 +63,39 @@ export interface CrudFixture {
   readonly shardUrls: readonly string[];
 }
 
-/** Makes the scratch directory and the agent, and plans the cluster (3 shards, 1 router) without starting it. */
+/** Makes the scratch directory and the agent, and plans the cluster (3 shards, 3 routers) without starting it. */
 export async function openCrudHost(settings: CrudSettings): Promise<CrudHost> {
   const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-crud-'));
   chmodSync(dir, 0o755);
   const agent = new Agent({ connections: settings.concurrency * 2 });
-  return { dir, agent, cluster: await planBenchCluster(dir), floorProcesses: [] };
+  // router1 checks every caller's API key and roles and router2 does not: twins that serve only
+  // the authorization comparison, so that they differ in nothing else (router0 serves the rest).
+  const cluster = await planBenchCluster(dir, {}, { count: 3, env: { router1: { TESSERA_AUTHORIZATION: 'enabled' } } });
+  return { dir, agent, cluster, floorProcesses: [] };
 }
 
-/** A fresh local cluster of 3 shards and 1 router in `rootDir`, on free ports and its own embedded Postgres, planned, not started. */
-export async function planBenchCluster(rootDir: string, env: Record<string, string> = {}): Promise<LocalCluster> {
+/**
+ * A fresh local cluster of 3 shards and `routers.count` routers (1 by default) in `rootDir`, on
+ * free ports and its own embedded Postgres, planned, not started.
+ */
+export async function planBenchCluster(
+  rootDir: string,
+  env: Record<string, string> = {},
+  routers: { count: number; env?: Record<string, Record<string, string>> } = { count: 1 },
+): Promise<LocalCluster> {
   return new LocalCluster({
     rootDir,
     distDir: join(repoRoot, 'dist'),
     shards: 3,
-    routers: 1,
+    routers: routers.count,
+    ...(routers.env === undefined ? {} : { nodeEnv: routers.env }),
     pgPort: await freePort(),
     fresh: true,
-    ports: { config: await freePort(), router: await freePort(), shard: [await freePort(), await freePort(), await freePort()] },
+    ports: {
+      config: await freePort(),
+      router: await Promise.all(Array.from({ length: routers.count }, () => freePort())),
+      shard: [await freePort(), await freePort(), await freePort()],
+    },
     databasePrefix: 'bench',
     env: { TESSERA_LOG_LEVEL: 'warn', ...env },
     onProgress: (message) => console.log(`  ${message}`),
@@ -117,7 +143,9 @@ export async function startCrudFixture(host: CrudHost, settings: CrudSettings): 
     postgres: ProcessCpu.postgres(postgresData),
   });
   const shardUrls = ['shard0', 'shard1', 'shard2'].map((name) => cluster.node(name).env.TESSERA_DATABASE_URL!);
-  return { host, config, router, cpu, floorCpu, background, rawUrl, raw, relay, shardUrls };
+  const authorizingRouter = { url: cluster.routerUrls[1]!, authorization: `Bearer ${cluster.rootKey}` };
+  const twinRouter = { url: cluster.routerUrls[2]! };
+  return { host, config, router, authorizingRouter, twinRouter, cpu, floorCpu, background, rawUrl, raw, relay, shardUrls };
 }
 
 /**
@@ -146,11 +174,11 @@ async function startFloorServer(host: CrudHost, role: 'store' | 'relay', target:
 }
 
 /** POSTs a JSON body through `agent` and answers the JSON reply. */
-export async function postJson<T>(agent: Agent, url: string, body: unknown): Promise<T> {
+export async function postJson<T>(agent: Agent, url: string, body: unknown, authorization?: string): Promise<T> {
   const response = await request(url, {
     dispatcher: agent,
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...(authorization === undefined ? {} : { authorization }) },
     body: JSON.stringify(body),
   });
   return (await response.body.json()) as T;

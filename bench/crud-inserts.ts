@@ -2,11 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { ObjectId } from 'bson';
 import pg from 'pg';
 import { encodeKey, extractShardKey, parseShardKeyPattern, toExtendedJsonObject } from '@tessera/core';
-import { type CrudFixture, postJson } from './crud-fixture.js';
+import { type CrudFixture, type RouterAccess, postJson } from './crud-fixture.js';
 import type { CrudReport } from './crud-report.js';
 import { type CrudSettings, SHARD_KEY, documentFor } from './crud-settings.js';
 import type { ProcessCpu } from './process-cpu.js';
 import { isSteady } from './steady-state.js';
+
+/** The issue's goal for authorization: at most 5% slower with it on. */
+const AUTHORIZATION_GOAL = 0.95;
 
 /** Writes the `count` documents of keys from `first` on, one request or statement. */
 type Insert = (first: number, count: number) => Promise<void>;
@@ -61,7 +64,22 @@ export async function runInserts(fixture: CrudFixture, settings: CrudSettings, r
       { insert: plainInsert, before: () => setSizeTriggers(fixture, ns, false) },
     );
     await setSizeTriggers(fixture, ns, true);
-    report.sizeTriggers.push({ what: `insert, batches of ${batch}`, slices: sizeSlices.map(([on, off]) => ({ on, off })) });
+    report.onOff.push({
+      what: `insert, batches of ${batch}`,
+      feature: 'size triggers',
+      slices: sizeSlices.map(([on, off]) => ({ on, off })),
+    });
+    // The same plain inserts through a router that checks the caller's API key and roles on every
+    // request (TESSERA_AUTHORIZATION=enabled) and through its twin that does not.
+    const authInsert = insertViaRouter(fixture, batch, fixture.authorizingRouter);
+    const twinInsert = insertViaRouter(fixture, batch, fixture.twinRouter);
+    const authSlices = await inTurns(settings, batch, { insert: authInsert }, { insert: twinInsert }, true);
+    report.onOff.push({
+      what: `insert, batches of ${batch}`,
+      feature: 'authorization',
+      slices: authSlices.map(([on, off]) => ({ on, off })),
+      goal: AUTHORIZATION_GOAL,
+    });
     const table = `raw${batch}`;
     await fixture.raw.query(
       `CREATE TABLE ${table} (id bytea PRIMARY KEY, shard_key bytea NOT NULL, doc json NOT NULL, size integer NOT NULL, valid_from int8 NOT NULL)`,
@@ -80,13 +98,16 @@ export async function runInserts(fixture: CrudFixture, settings: CrudSettings, r
 }
 
 /** Inserts into `bench.docs<batch>` through the router. */
-function insertViaRouter(fixture: CrudFixture, batch: number): Insert {
+function insertViaRouter(fixture: CrudFixture, batch: number, via: RouterAccess = { url: fixture.router }): Insert {
   return async (first, count) => {
     const documents = Array.from({ length: count }, (_, i) => documentFor(first + i));
-    const answer = await postJson<{ insertedCount?: number }>(fixture.host.agent, `${fixture.router}/v1/bench/docs${batch}/insert`, {
-      documents,
-      ordered: false,
-    });
+    const body = { documents, ordered: false };
+    const answer = await postJson<{ insertedCount?: number }>(
+      fixture.host.agent,
+      `${via.url}/v1/bench/docs${batch}/insert`,
+      body,
+      via.authorization,
+    );
     if (answer.insertedCount !== count) throw new Error(`router insert failed: ${JSON.stringify(answer).slice(0, 300)}`);
   };
 }
@@ -243,7 +264,7 @@ const TURN_SLICES = 8;
  * one run after the other, their ratio swung with whatever the machine did meanwhile
  * (docs/benchmarks.md). Answers each slice's documents per second of each way, `a`'s first.
  */
-async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn): Promise<Array<[number, number]>> {
+async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn, warmUp = false): Promise<Array<[number, number]>> {
   let next = 0;
   const slice = async ({ insert, before }: Turn) => {
     await before?.();
@@ -262,6 +283,8 @@ async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn):
     );
     return completed / ((performance.now() - started) / 1000);
   };
+  // A way through a process nothing has used yet runs one slice of each first, not counted.
+  if (warmUp) await Promise.all([slice(a), slice(b)]);
   const slices: Array<[number, number]> = [];
   for (let i = 0; i < TURN_SLICES; i++) {
     // ABBA: neither way always goes first.

@@ -27,11 +27,18 @@ export interface RetryableResult {
   readonly slices: ReadonlyArray<{ plain: number; retryable: number }>;
 }
 
-/** Plain inserts through the router with the shards' size triggers on and off (issue 29's write tracking). */
-export interface SizeTriggersResult {
+/**
+ * Plain inserts through the router with a feature on and off, in slices taken in turns: the
+ * shards' size triggers (issue 29's write tracking), and authorization (a router that checks an
+ * API key on every request against one that does not).
+ */
+export interface OnOffResult {
   readonly what: string;
+  readonly feature: 'size triggers' | 'authorization';
   /** Documents per second of each way in slices taken in turns. */
   readonly slices: ReadonlyArray<{ on: number; off: number }>;
+  /** The least on ÷ off the feature's goal allows, if it has one. */
+  readonly goal?: number;
 }
 
 /** The least retryable ÷ plain throughput the goal allows: 10% more cost per document. */
@@ -60,7 +67,7 @@ export class CrudReport {
   readonly warmups: Array<{ what: string; warmup: Warmup }> = [];
   readonly inserts: InsertResult[] = [];
   readonly retryable: RetryableResult[] = [];
-  readonly sizeTriggers: SizeTriggersResult[] = [];
+  readonly onOff: OnOffResult[] = [];
   readonly reads: ReadResult[] = [];
   readonly cpuRows: CpuRow[] = [];
 
@@ -77,7 +84,7 @@ export class CrudReport {
     console.log('');
     this.printInserts();
     this.printRetryable();
-    this.printSizeTriggers();
+    this.printOnOff();
     this.printReads();
     this.printCpu();
     console.log('\nbackground work during each measured run (Postgres checkpoints; the cluster changelog but balancer rounds):');
@@ -119,13 +126,14 @@ export class CrudReport {
     }
   }
 
-  private printSizeTriggers(): void {
-    for (const r of this.sizeTriggers) {
+  private printOnOff(): void {
+    for (const r of this.onOff) {
       const on = r.slices.reduce((sum, s) => sum + s.on, 0) / r.slices.length;
       const off = r.slices.reduce((sum, s) => sum + s.off, 0) / r.slices.length;
       const perSlice = r.slices.map((s) => (s.on / s.off).toFixed(2)).join(', ');
+      const goal = r.goal === undefined ? '' : ` (goal >= ${r.goal.toFixed(2)}: ${on / off >= r.goal ? 'met' : 'NOT met'})`;
       console.log(
-        `${`${r.what}, size triggers`.padEnd(38)}: ${on.toFixed(0)} docs/s against ${off.toFixed(0)} with them off, in turns: ratio ${(on / off).toFixed(2)} (slices ${perSlice})`,
+        `${`${r.what}, ${r.feature}`.padEnd(38)}: ${on.toFixed(0)} docs/s against ${off.toFixed(0)} off, in turns: ratio ${(on / off).toFixed(2)} (slices ${perSlice})${goal}`,
       );
     }
   }

@@ -5,14 +5,16 @@ import { CrudReport } from './crud-report.js';
 import { readCrudSettings } from './crud-settings.js';
 
 /**
- * bench:crud — on a local cluster of real processes (3 shards, 1 router, one embedded Postgres
+ * bench:crud — on a local cluster of real processes (3 shards, 3 routers, one embedded Postgres
  * with its default durable settings): inserts per second through the router for batches of 1
  * and of 100 documents of about 200 bytes, against raw `pg` inserts of the same rows into one
  * database of the same server with the same batch sizes and concurrency (the physical limit
  * here), and the same router inserts as retryable writes (a session per client, the next
  * txnNumber per command) against those without a session, also in alternating slices, which
  * the goal is judged on; the same plain inserts with the shards' size triggers on and off, in
- * alternating slices (the cost of the balancer's write tracking); then point reads by shard key,
+ * alternating slices (the cost of the balancer's write tracking), and through two twin routers
+ * of which one checks every caller's API key and roles (TESSERA_AUTHORIZATION=enabled), also in
+ * alternating slices (the cost of access control: goal at most 5%); then point reads by shard key,
  * p50/p99, through the router and straight from a shard.
  * Everything, load generator included, shares this machine's cores, so each run also prints the
  * CPU time every process spent per document or read (from /proc, Linux only): where the cores went.
@@ -32,7 +34,7 @@ const settings = readCrudSettings(process.env);
 const host = await openCrudHost(settings);
 
 try {
-  console.log('bench:crud — starting a local cluster (3 shards, 1 router)');
+  console.log('bench:crud — starting a local cluster (3 shards, 3 routers)');
   const fixture = await startCrudFixture(host, settings);
   const report = new CrudReport();
   await runInserts(fixture, settings, report);
