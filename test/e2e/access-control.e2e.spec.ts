@@ -1,10 +1,11 @@
 /**
  * The router's public API with authorization enabled: every route but hello and the API's
  * description needs a verified user with the privileges its access rule names. The users are the
- * environment's: root (TESSERA_ROOT_KEY), admin (clusterAdmin and userAdminAnyDatabase) and
+ * environment's: root (TESSERA_ROOT_KEY), admin (clusterAdmin, dbAdminAnyDatabase and userAdminAnyDatabase) and
  * viewer (clusterMonitor). A changed root key is refused once the router reads the new users'
  * generation, without a restart of the router.
  */
+import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
@@ -123,6 +124,20 @@ describe('the router with authorization enabled', () => {
     expect((await shopper.call('POST', '/v1/shop/orders/insert', { documents: [{ _id: 'by-shopper' }] })).status).toBe(200);
     expect((await shopper.call('POST', '/v1/bank/accounts/find', { filter: {} })).status).toBe(403);
     expect((await graphql(key, '{ cluster { lastEventSeq } }')).error).toMatchObject({ code: 'FORBIDDEN' });
+    // socket.io: the shopper may connect, but not watch the cluster's rooms; the viewer may.
+    for (const [token, ok] of [
+      [key, false],
+      [viewer, true],
+    ] as const) {
+      const socket = io(`${cluster.node('config').url}/events`, { transports: ['websocket'], reconnection: false, auth: { token } });
+      const ack = (await socket.timeout(10_000).emitWithAck('subscribe', { rooms: ['topic:placement'] })) as {
+        ok: boolean;
+        error?: { code: string };
+      };
+      expect(ack.ok, token === key ? 'shopper' : 'viewer').toBe(ok);
+      if (!ok) expect(ack.error?.code).toBe('FORBIDDEN');
+      socket.disconnect();
+    }
     expect((await graphql(root, 'mutation { dropUser(name: "shopper") }')).data).toEqual({ dropUser: true });
     await eventually(
       async () => ((await shopper.call('POST', '/v1/shop/orders/find', { filter: {} })).status === 401 ? true : undefined),

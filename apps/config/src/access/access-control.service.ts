@@ -45,8 +45,9 @@ export class AccessControlService implements OnModuleInit {
   }
 
   /**
-   * root (TESSERA_ROOT_KEY), admin (TESSERA_ADMIN_TOKEN: clusterAdmin and userAdminAnyDatabase,
-   * what the admin token could do) and viewer (TESSERA_VIEWER_TOKEN: clusterMonitor), each with
+   * root (TESSERA_ROOT_KEY), admin (TESSERA_ADMIN_TOKEN: clusterAdmin, dbAdminAnyDatabase and
+   * userAdminAnyDatabase: every control-plane operation, as the admin token could, and no
+   * document) and viewer (TESSERA_VIEWER_TOKEN: clusterMonitor), each with
    * its key set to the environment's. Idempotent, so config processes starting together agree.
    */
   private async seedFromEnvironment(): Promise<void> {
@@ -57,6 +58,7 @@ export class AccessControlService implements OnModuleInit {
         key: this.settings.TESSERA_ADMIN_TOKEN,
         roles: [
           { role: 'clusterAdmin', db: 'admin' },
+          { role: 'dbAdminAnyDatabase', db: 'admin' },
           { role: 'userAdminAnyDatabase', db: 'admin' },
         ],
       },
