@@ -6,6 +6,7 @@
  * generation, without a restart of the router.
  */
 import { io } from 'socket.io-client';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
@@ -31,7 +32,10 @@ async function graphql<T = Record<string, unknown>>(key: string, query: string, 
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({
     shards: 1,
+    routers: 2,
     env: { ...FAST_CONFIG_ENV, TESSERA_AUTHORIZATION: 'enabled', TESSERA_USER_CACHE_INVALIDATION_INTERVAL_SECS: '1' },
+    // router1 limits each key to 5 requests a second.
+    nodeEnv: { router1: { TESSERA_RATE_LIMIT_PER_SECOND: '5' } },
   }));
   await waitForLeader(cluster.configClient());
   url = cluster.routerUrls[0]!;
@@ -166,6 +170,34 @@ describe('the router with authorization enabled', () => {
       return complete ? true : undefined;
     }, 'the audit log to show the user changes, a refused sign-in and the control-plane mutations');
     await shopper.close();
+  });
+
+  it("answers 429 with Retry-After past a key's rate limit, and counts each key on its own", async () => {
+    const limited = cluster.routerUrls[1]!;
+    const send = (key: string) =>
+      request(`${limited}/v1/shop/orders/count`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: bearer(key) },
+        body: JSON.stringify({ filter: {} }),
+      });
+    const answers = [];
+    for (let i = 0; i < 12; i++) answers.push(await send(cluster.rootKey));
+    const refused = answers.filter((a) => a.statusCode === 429);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(Number(refused[0]!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(await refused[0]!.body.json()).toMatchObject({
+      codeName: 'TemporarilyUnavailable',
+      details: { retryAfterSeconds: expect.any(Number) },
+    });
+    for (const answer of answers.filter((a) => a.statusCode !== 429)) {
+      expect(answer.statusCode).toBe(200);
+      await answer.body.dump();
+    }
+    for (const answer of refused.slice(1)) await answer.body.dump();
+    // Another key on the same router has its own budget.
+    const other = await send(cluster.controlPlaneTokens.admin);
+    expect(other.statusCode).not.toBe(429);
+    await other.body.dump();
   });
 
   it('refuses a root key the config server no longer knows, once the router reads the new generation', async () => {

@@ -19,6 +19,11 @@ export const routerSettingsSchema = z.object({
    * description needs a user (API key or password) with the privileges its access rule names.
    */
   TESSERA_AUTHORIZATION: z.enum(['enabled', 'disabled']).default('disabled'),
+  /**
+   * Public API requests a second each API key (or user, or address without authorization) may
+   * send to this router; past it, 429 with Retry-After. 0: no limit.
+   */
+  TESSERA_RATE_LIMIT_PER_SECOND: z.coerce.number().int().min(0).max(10_000_000).default(0),
   /** MongoDB's userCacheInvalidationIntervalSecs: how often the router asks whether users, roles or keys changed. */
   TESSERA_USER_CACHE_INVALIDATION_INTERVAL_SECS: z.coerce.number().int().min(1).max(86_400).default(30),
   /** How often the router renews its registration (MongoDB's mongos pings every 30 s). */

@@ -43,6 +43,12 @@ export const ERROR_CODES = {
   DOLLAR_PREFIXED_FIELD_NAME: { code: 52, codeName: 'DollarPrefixedFieldName', retryable: false },
   CHUNK_TOO_BIG: { code: 10000, codeName: 'ChunkTooBig', retryable: false },
   EXCEEDED_TIME_LIMIT: { code: 262, codeName: 'ExceededTimeLimit', retryable: true },
+  /**
+   * A caller past its rate limit (HTTP 429 with Retry-After). MongoDB has no code of its own for
+   * it, so it answers as a resource exhausted for now; listed before TEMPORARILY_UNAVAILABLE so
+   * that the name maps back to that one.
+   */
+  RATE_LIMITED: { code: 365, codeName: 'TemporarilyUnavailable', retryable: true },
   /** A resource is exhausted for now (MongoDB 7's code for it); retrying later may succeed. */
   TEMPORARILY_UNAVAILABLE: { code: 365, codeName: 'TemporarilyUnavailable', retryable: true },
   MAX_TIME_MS_EXPIRED: { code: 50, codeName: 'MaxTimeMSExpired', retryable: false },

@@ -28,7 +28,7 @@ export interface NodeDefinition<S extends z.ZodObject> {
   prepare?: (settings: Readonly<z.output<S>>, logger: Logger) => Promise<void>;
   module: (settings: Readonly<z.output<S>>, logger: Logger) => DynamicModule;
   /** Work on the app before its routes are served, e.g. Fastify hooks that every route should run. */
-  configure?: (app: NestFastifyApplication, node: { settings: Readonly<z.output<S>>; logger: Logger; url: string }) => void;
+  configure?: (app: NestFastifyApplication, node: { settings: Readonly<z.output<S>>; logger: Logger; url: string }) => void | Promise<void>;
   /** The data path's routes that Fastify serves outside Nest's pipeline (see `HotRoute`). */
   hotRoutes?: (app: NestFastifyApplication) => readonly HotRoute[];
   /** Serve the internal wire beside HTTP (see wire-server.ts): the shard does, for `ShardClient`. */
@@ -97,7 +97,7 @@ export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<
     instrument(app, app.get(MetricsService));
     const clusterKey = (settings as unknown as { TESSERA_CLUSTER_KEY: string }).TESSERA_CLUSTER_KEY;
     guardInternalRoutes(app.getHttpAdapter().getInstance(), app.get(VectorClockService), clusterKey);
-    definition.configure?.(app, { settings, logger, url });
+    await definition.configure?.(app, { settings, logger, url });
     const hotRoutes = definition.hotRoutes?.(app) ?? [];
     serveHotRoutes(app, hotRoutes, clusterKey, logger);
     if (definition.wire === true) serveWire(app, hotRoutes, { clusterKey, logger, maxBodyBytes: MAX_BODY_BYTES });

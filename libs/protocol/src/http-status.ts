@@ -26,6 +26,8 @@ export function httpStatusFor(code: ErrorCode): number {
       return 401;
     case 'FORBIDDEN':
       return 403;
+    case 'RATE_LIMITED':
+      return 429;
     case 'NAMESPACE_NOT_FOUND':
     case 'CURSOR_NOT_FOUND':
     case 'SHARD_NOT_FOUND':

@@ -36,7 +36,8 @@ function ruleOf(request: FastifyRequest): AccessRule | undefined {
 export function installAccessControl(fastify: FastifyInstance, authentication: RouterAuthentication, logger: Logger): void {
   // A callback hook, not an async one: a caller verified before passes without a promise.
   fastify.addHook('onRequest', (request, reply, done) => {
-    if (!request.url.startsWith('/v1/') || request.routeOptions.url === undefined) return done();
+    // By the route matched, not the URL sent: no spelling of a path reaches a /v1/ route unchecked.
+    if (request.routeOptions.url?.startsWith('/v1/') !== true) return done();
     const rule = ruleOf(request);
     if (rule?.kind === 'public') return done();
     const known = rule === undefined ? undefined : authentication.cached(request.headers.authorization);
