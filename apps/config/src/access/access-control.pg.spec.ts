@@ -52,6 +52,10 @@ describe('the users from the environment', () => {
     expect(await access.generation()).toBe(generation);
     const next = await started({ TESSERA_ROOT_KEY: 's'.repeat(40) });
     expect(await next.generation()).toBe(generation + 1);
+    // Roles that changed with a new release move the generation too, so nodes read them again.
+    await db.dataSource.query(`UPDATE users SET roles = '[]' WHERE name = 'viewer'`);
+    await started({ TESSERA_ROOT_KEY: 's'.repeat(40) });
+    expect(await next.generation()).toBe(generation + 2);
     expect(await errorOf(next.authenticate(`Bearer ${ROOT_KEY}`, '127.0.0.1', 'n'))).toMatchObject({ code: 'AUTHENTICATION_FAILED' });
   });
 });

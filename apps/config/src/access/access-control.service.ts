@@ -68,7 +68,7 @@ export class AccessControlService implements OnModuleInit {
       let changed = false;
       for (const seed of seeds) {
         if (seed.key === undefined) continue;
-        await this.store.upsertUser(db, seed.user, seed.roles);
+        changed = (await this.store.upsertUser(db, seed.user, seed.roles)) || changed;
         const description = `the ${seed.user} key from the environment`;
         changed =
           (await this.store.upsertApiKey(db, { id: seed.user, user: seed.user, digest: apiKeyDigest(seed.key), description })) || changed;

@@ -95,13 +95,16 @@ export class AccessStore {
     return rows.length === 1;
   }
 
-  /** Creates the user or sets its roles (and its password hash, when given): the environment's users at start. */
-  async upsertUser(db: Queryable, name: string, roles: readonly RoleGrant[]): Promise<void> {
-    await db.query(
+  /** Creates the user or sets its roles (the environment's users at start); true when either happened. */
+  async upsertUser(db: Queryable, name: string, roles: readonly RoleGrant[]): Promise<boolean> {
+    const rows = await queryRows<{ name: string }>(
+      db,
       `INSERT INTO users (name, roles) VALUES ($1, $2::jsonb)
-       ON CONFLICT (name) DO UPDATE SET roles = EXCLUDED.roles, updated_at = now() WHERE users.roles <> EXCLUDED.roles`,
+       ON CONFLICT (name) DO UPDATE SET roles = EXCLUDED.roles, updated_at = now() WHERE users.roles <> EXCLUDED.roles
+       RETURNING name`,
       [name, JSON.stringify(roles)],
     );
+    return rows.length === 1;
   }
 
   async user(name: string, db: Queryable = this.dataSource): Promise<UserRecord | undefined> {
