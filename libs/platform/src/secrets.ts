@@ -1,10 +1,11 @@
 import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 
 /**
- * scrypt's cost for passwords, as OWASP recommends for it (N = 2^17 would be its strongest; 2^15
- * keeps a sign-in near 100 ms on a small machine): N = 2^15, r = 8, p = 1, 16 bytes of salt, a
- * 32-byte hash. Stored as `scrypt$<N>$<r>$<p>$<salt>$<hash>` (base64url), so a hash made with
- * other parameters still verifies after they change.
+ * scrypt's cost for passwords: N = 2^15, r = 8, p = 1 (32 MiB of memory per hash), 16 bytes of
+ * salt, a 32-byte hash. A password is verified once per caller and node, then the principal
+ * cache answers, so the cost falls on sign-ins, not on requests. Stored as
+ * `scrypt$<N>$<r>$<p>$<salt>$<hash>` (base64url), so a hash made with other parameters still
+ * verifies after they change.
  */
 const SCRYPT = { N: 2 ** 15, r: 8, p: 1 } as const;
 const SALT_BYTES = 16;
