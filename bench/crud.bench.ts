@@ -14,8 +14,8 @@ import { readCrudSettings } from './crud-settings.js';
  * the goal is judged on; the same plain inserts with the shards' size triggers on and off, in
  * alternating slices (the cost of the balancer's write tracking), and through two twin routers
  * of which one checks every caller's API key and roles (TESSERA_AUTHORIZATION=enabled), also in
- * alternating slices (the cost of access control: goal at most 5%); then point reads by shard key,
- * p50/p99, through the router and straight from a shard.
+ * alternating slices (the cost of access control, judged against the issue's goal); then point
+ * reads by shard key, p50/p99, through the router and straight from a shard.
  * Everything, load generator included, shares this machine's cores, so each run also prints the
  * CPU time every process spent per document or read (from /proc, Linux only): where the cores went.
  *

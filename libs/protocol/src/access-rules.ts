@@ -11,7 +11,7 @@
  *   reads the raw, unvalidated input and is total: input it cannot read needs only a signed-in
  *   caller, whom the door's validation then refuses with 400 before anything runs.
  */
-import { type AuthResource, type ClusterAction, type DatabaseAction, type RoleGrant, isAuthorized } from '@tessera/core';
+import { type AuthResource, type ClusterAction, type DatabaseAction, type RoleGrant, TesseraError, isAuthorized } from '@tessera/core';
 
 /** One action a call needs, on one resource. */
 export interface RequiredPrivilege {
@@ -274,6 +274,18 @@ export const SOCKET_ACCESS_RULES: Readonly<Record<string, AccessRule>> = {
   'ns:': onConfig('changelog', 'find'),
 };
 
+/** The first privilege of `rule` on `input` that `roles` lack; undefined when they lack none (or the rule names none). */
+export function missingPrivilege(rule: AccessRule, input: AccessInput, roles: readonly RoleGrant[]): RequiredPrivilege | undefined {
+  if (rule.kind !== 'privileges') return undefined;
+  return rule.needs(input).find(({ action, resource }) => !isAuthorized(roles, action, resource));
+}
+
+/** The refusal of a call that lacks `missing`, as MongoDB words it: FORBIDDEN, naming only what the caller sent. */
+export function notAuthorized(missing: RequiredPrivilege): TesseraError {
+  const on = 'cluster' in missing.resource ? 'the cluster' : missing.resource.db;
+  return new TesseraError('FORBIDDEN', `not authorized on ${on} to execute ${missing.action}`);
+}
+
 /** A database no role is granted on (`$` is not allowed in a database name): only grants on every database reach it. */
 const PROBE_DB = '$any';
 
@@ -288,8 +300,6 @@ export function doorsAllowed(rules: Readonly<Record<string, AccessRule>>, roles:
     body: { ns: `${PROBE_DB}.any`, db: PROBE_DB, input: { ns: `${PROBE_DB}.any` } },
   };
   return Object.entries(rules)
-    .filter(
-      ([, rule]) => rule.kind !== 'privileges' || rule.needs(probe).every(({ action, resource }) => isAuthorized(roles, action, resource)),
-    )
+    .filter(([, rule]) => missingPrivilege(rule, probe, roles) === undefined)
     .map(([door]) => door);
 }

@@ -1,11 +1,5 @@
 import { z } from 'zod';
-import { BUILTIN_ROLES, type RoleGrant } from '@tessera/core';
-
-/** A built-in role granted on a database, as requests and answers carry it. */
-export const roleGrantSchema = z.strictObject({
-  role: z.enum(BUILTIN_ROLES),
-  db: z.string().min(1).max(64),
-});
+import type { RoleGrant } from '@tessera/core';
 
 /** Who a verified caller is: the user, the roles it holds, and the API key it used, if any. */
 export interface Principal {

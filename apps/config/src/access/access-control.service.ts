@@ -9,7 +9,7 @@ import {
   parseAuthorization,
   validUserName,
 } from '@tessera/core';
-import { LOGGER, type Queryable, SETTINGS, apiKeyDigest, hashPassword, newApiKey, verifyPassword } from '@tessera/platform';
+import { LOGGER, type Queryable, SETTINGS, advertisedUrl, apiKeyDigest, hashPassword, newApiKey, verifyPassword } from '@tessera/platform';
 import type { AuthenticateResult, Principal } from '@tessera/protocol';
 import type { ConfigSettings } from '../config.settings.js';
 import { AccessStore, type ApiKeyRecord, type AuditEntry, type UserRecord } from './access.store.js';
@@ -220,7 +220,7 @@ export class AccessControlService implements OnModuleInit {
 
   /** This process as the audit log names it. */
   get node(): string {
-    return this.settings.TESSERA_NODE_NAME ?? `config:${this.settings.TESSERA_PORT}`;
+    return this.settings.TESSERA_NODE_NAME ?? advertisedUrl(this.settings);
   }
 }
 

@@ -1,8 +1,7 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { LOGGER, type Periodic, PrincipalCache, SETTINGS, runPeriodically } from '@tessera/platform';
+import { LOGGER, type Periodic, PrincipalCache, runPeriodically } from '@tessera/platform';
 import type { Principal } from '@tessera/protocol';
-import type { ConfigSettings } from '../config.settings.js';
 import { AccessControlService } from './access-control.service.js';
 
 /** How often a config process reads the users' generation: it shares their database, so a read is cheap. */
@@ -20,11 +19,9 @@ export class ConfigAuthentication implements OnApplicationBootstrap, OnApplicati
 
   constructor(
     private readonly access: AccessControlService,
-    @Inject(SETTINGS) settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
-    const node = settings.TESSERA_NODE_NAME ?? `config:${settings.TESSERA_PORT}`;
-    this.cache = new PrincipalCache((authorization, remoteAddress) => access.authenticate(authorization, remoteAddress, node));
+    this.cache = new PrincipalCache((authorization, remoteAddress) => access.authenticate(authorization, remoteAddress, access.node));
   }
 
   onApplicationBootstrap(): void {

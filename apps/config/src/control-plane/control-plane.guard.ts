@@ -1,8 +1,8 @@
 import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
 import { GqlExecutionContext } from '@nestjs/graphql';
 import type { GraphQLResolveInfo } from 'graphql';
-import { TesseraError, isAuthorized } from '@tessera/core';
-import { GRAPHQL_ACCESS_RULES, type Principal } from '@tessera/protocol';
+import { TesseraError } from '@tessera/core';
+import { GRAPHQL_ACCESS_RULES, type Principal, missingPrivilege, notAuthorized } from '@tessera/protocol';
 import { AccessControlService } from '../access/access-control.service.js';
 import { ConfigAuthentication } from '../access/config-authentication.service.js';
 import type { ControlPlaneContext } from './control-plane-context.js';
@@ -37,12 +37,8 @@ export class ControlPlaneGuard implements CanActivate {
     operation.principal ??= this.authentication.principalOf(operation.authorization, operation.remoteAddress);
     const principal: Principal = await operation.principal;
     if (rule.kind === 'signedIn') return true;
-    const missing = rule
-      .needs({ params: {}, body: gql.getArgs() })
-      .find(({ action, resource }) => !isAuthorized(principal.roles, action, resource));
+    const missing = missingPrivilege(rule, { params: {}, body: gql.getArgs() }, principal.roles);
     if (missing === undefined) return true;
-    const on = 'cluster' in missing.resource ? 'the cluster' : missing.resource.db;
-    const refusal = `not authorized on ${on} to execute ${missing.action}`;
     if (info.parentType.name === 'Mutation') {
       await this.access.audit({
         user: principal.user,
@@ -54,7 +50,7 @@ export class ControlPlaneGuard implements CanActivate {
         details: { needs: missing.action },
       });
     }
-    throw new TesseraError('FORBIDDEN', refusal);
+    throw notAuthorized(missing);
   }
 
   private async localhostException(operation: ControlPlaneContext): Promise<boolean> {

@@ -1,8 +1,8 @@
 import { type OnGatewayDisconnect, type OnGatewayInit, SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
 import type { Subscription } from 'rxjs';
 import type { Namespace, Socket } from 'socket.io';
-import { TesseraError, isAuthorized } from '@tessera/core';
-import { EVENT_TOPICS, type ClusterEvent, type EventTopic, type Principal, SOCKET_ACCESS_RULES } from '@tessera/protocol';
+import { TesseraError } from '@tessera/core';
+import { EVENT_TOPICS, type ClusterEvent, type EventTopic, type Principal, SOCKET_ACCESS_RULES, missingPrivilege } from '@tessera/protocol';
 import { ConfigAuthentication } from '../access/config-authentication.service.js';
 import { EventBusService } from '../events/event-bus.service.js';
 
@@ -95,9 +95,7 @@ export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconn
     if (principal === undefined) throw new TesseraError('UNAUTHORIZED', 'this socket has no verified user');
     for (const room of rooms) {
       const rule = SOCKET_ACCESS_RULES[room.startsWith('ns:') ? 'ns:' : room];
-      const needs = rule?.kind === 'privileges' ? rule.needs({ params: {}, body: {} }) : [];
-      const missing =
-        rule === undefined ? undefined : needs.find(({ action, resource }) => !isAuthorized(principal.roles, action, resource));
+      const missing = rule === undefined ? undefined : missingPrivilege(rule, { params: {}, body: {} }, principal.roles);
       if (rule === undefined || missing !== undefined) {
         throw new TesseraError('FORBIDDEN', `not authorized to watch ${room}${missing === undefined ? '' : ` (needs ${missing.action})`}`);
       }

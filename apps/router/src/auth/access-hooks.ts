@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { TesseraError, isAuthorized } from '@tessera/core';
+import { TesseraError } from '@tessera/core';
 import { sendError } from '@tessera/platform';
-import { type AccessRule, type Principal, REST_ACCESS_RULES } from '@tessera/protocol';
+import { type AccessRule, type Principal, REST_ACCESS_RULES, missingPrivilege, notAuthorized } from '@tessera/protocol';
 import type { RouterAuthentication } from './router-authentication.service.js';
 
 const principals = new WeakMap<FastifyRequest, Principal>();
@@ -61,10 +61,8 @@ export function installAccessControl(fastify: FastifyInstance, authentication: R
     const principal = principals.get(request);
     const rule = principal === undefined ? undefined : ruleOf(request);
     if (principal === undefined || rule?.kind !== 'privileges') return done();
-    const needs = rule.needs({ params: request.params as Record<string, string>, body: request.body });
-    const missing = needs.find(({ action, resource }) => !isAuthorized(principal.roles, action, resource));
+    const missing = missingPrivilege(rule, { params: request.params as Record<string, string>, body: request.body }, principal.roles);
     if (missing === undefined) return done();
-    const on = 'cluster' in missing.resource ? 'the cluster' : missing.resource.db;
-    sendError(request, reply, new TesseraError('FORBIDDEN', `not authorized on ${on} to execute ${missing.action}`), logger);
+    sendError(request, reply, notAuthorized(missing), logger);
   });
 }

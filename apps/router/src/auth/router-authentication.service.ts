@@ -1,6 +1,6 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { InternalClients, LOGGER, type Periodic, PrincipalCache, SETTINGS, runPeriodically } from '@tessera/platform';
+import { InternalClients, LOGGER, type Periodic, PrincipalCache, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
 import type { ConfigClient, Principal } from '@tessera/protocol';
 import type { RouterSettings } from '../router.settings.js';
 
@@ -21,7 +21,7 @@ export class RouterAuthentication implements OnApplicationBootstrap, OnApplicati
     clients: InternalClients,
   ) {
     this.config = clients.config(settings.TESSERA_CONFIG_URL, 5_000);
-    const node = settings.TESSERA_NODE_NAME ?? `router:${settings.TESSERA_PORT}`;
+    const node = settings.TESSERA_NODE_NAME ?? advertisedUrl(settings);
     this.cache = new PrincipalCache((authorization, remoteAddress) =>
       this.config.authenticate({ authorization, ...(remoteAddress === undefined ? {} : { remoteAddress }), node }),
     );
