@@ -76,7 +76,9 @@ export async function openCrudHost(settings: CrudSettings): Promise<CrudHost> {
 
 /**
  * A fresh local cluster of 3 shards and `routers.count` routers (1 by default) in `rootDir`, on
- * free ports and its own embedded Postgres, planned, not started.
+ * free ports and its own embedded Postgres, planned, not started. Its routers check no callers
+ * unless `env` or `routers.env` says so: each bench measures its own feature, and bench:crud
+ * measures what checking callers costs, on twin routers.
  */
 export async function planBenchCluster(
   rootDir: string,
@@ -97,7 +99,7 @@ export async function planBenchCluster(
       shard: [await freePort(), await freePort(), await freePort()],
     },
     databasePrefix: 'bench',
-    env: { TESSERA_LOG_LEVEL: 'warn', ...env },
+    env: { TESSERA_LOG_LEVEL: 'warn', TESSERA_AUTHORIZATION: 'disabled', ...env },
     onProgress: (message) => console.log(`  ${message}`),
   });
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm run load:<workload>`: runs loadtests/<workload>.ts with k6, filling in what a local
-// cluster (`npm start`) needs: ADMIN_TOKEN and VIEWER_TOKEN from .tessera/control-plane.tokens
-// unless set. Every other option is an environment variable the script reads (loadtests/README.md).
+// cluster (`npm start`) needs: ADMIN_TOKEN and VIEWER_TOKEN from .tessera/control-plane.tokens,
+// and API_KEY from .tessera/root.key, unless set. Every other option is an environment variable the script reads (loadtests/README.md).
 // Usage: node tools/run-k6.mjs <workload> [k6 run flags...]
 // Exits with k6's status; 2 on a bad workload name; 127 when k6 is not installed.
 import { spawn, spawnSync } from 'node:child_process';
@@ -42,6 +42,11 @@ if (!env.ADMIN_TOKEN && existsSync(tokensFile)) {
   env.ADMIN_TOKEN = tokens.admin;
   env.VIEWER_TOKEN ||= tokens.viewer;
   console.log(`run-k6: control plane tokens from ${tokensFile}`);
+}
+const rootKeyFile = join(root, '.tessera', 'root.key');
+if (!env.API_KEY && existsSync(rootKeyFile)) {
+  env.API_KEY = readFileSync(rootKeyFile, 'utf8').trim();
+  console.log(`run-k6: the root user's API key from ${rootKeyFile}`);
 }
 // handleSummary writes loadtests/results/<workload>-summary.json unless SUMMARY_PATH says otherwise.
 mkdirSync(join(loadtests, 'results'), { recursive: true });

@@ -42,6 +42,7 @@ describe('workload options', () => {
       ns: 'load.insert_random',
       maxErrorRate: 0.001,
       viewerToken: env.ADMIN_TOKEN,
+      apiKey: '',
       summaryPath: 'loadtests/results/insert-random-summary.json',
     });
     expect(defaultNamespace('add-shard-under-load')).toBe('load.add_shard_under_load');
@@ -53,6 +54,7 @@ describe('workload options', () => {
       ROUTER_URL: 'http://router:7070/',
       CONFIG_URL: 'http://config:7080',
       VIEWER_TOKEN: 'viewer',
+      API_KEY: 'tsk_0123456789ab_key',
       VUS: '3',
       DURATION: '2m',
       CHUNK_SIZE: '128KiB',
@@ -68,6 +70,7 @@ describe('workload options', () => {
     expect(options).toMatchObject({
       routerUrl: 'http://router:7070',
       viewerToken: 'viewer',
+      apiKey: 'tsk_0123456789ab_key',
       vus: 3,
       durationMs: 120_000,
       chunkSizeBytes: 131072,
@@ -108,9 +111,10 @@ describe('workload options', () => {
   });
 
   it('keeps the tokens out of what the summary records', () => {
-    const described = describeOptions(parseWorkloadOptions('crud-mix', { ...env, VIEWER_TOKEN: 'viewer-secret' }));
+    const described = describeOptions(parseWorkloadOptions('crud-mix', { ...env, VIEWER_TOKEN: 'viewer-secret', API_KEY: 'key-secret' }));
     expect(JSON.stringify(described)).not.toContain(env.ADMIN_TOKEN);
     expect(JSON.stringify(described)).not.toContain('viewer-secret');
+    expect(JSON.stringify(described)).not.toContain('key-secret');
     expect(described.workload).toBe('crud-mix');
   });
 });

@@ -38,6 +38,11 @@ export interface WorkloadOptions {
   configUrl: string;
   /** The control plane's admin token: setup and teardown need mutations and queries. */
   adminToken: string;
+  /**
+   * The API key sent to the routers (`Authorization: Bearer`): a user with readWrite on NS's
+   * database, such as root. Empty: none, for routers with TESSERA_AUTHORIZATION=disabled.
+   */
+  apiKey: string;
   /** Token for the websocket subscribers (the viewer token is enough); the admin token when unset. */
   viewerToken: string;
   vus: number;
@@ -241,6 +246,7 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
     routerUrls,
     configUrl,
     adminToken,
+    apiKey: text('API_KEY', ''),
     viewerToken: text('VIEWER_TOKEN', adminToken),
     vus: integer('VUS', DEFAULTS.VUS, 1, 10_000),
     duration: durationText,
@@ -269,8 +275,15 @@ export function parseWorkloadOptions(workload: WorkloadName, env: Env): Workload
   return options;
 }
 
-/** The options as they go into the JSON summary: everything but the tokens. */
+/** The headers of a request to a router: JSON, and the API key when there is one. */
+export function routerHeaders(options: WorkloadOptions): Record<string, string> {
+  return options.apiKey === ''
+    ? { 'content-type': 'application/json' }
+    : { 'content-type': 'application/json', authorization: `Bearer ${options.apiKey}` };
+}
+
+/** The options as they go into the JSON summary: everything but the tokens and the key. */
 export function describeOptions(options: WorkloadOptions): Record<string, string | number> {
-  const { adminToken: _admin, viewerToken: _viewer, routerUrls, retryWrites, ...rest } = options;
+  const { adminToken: _admin, viewerToken: _viewer, apiKey: _apiKey, routerUrls, retryWrites, ...rest } = options;
   return { ...rest, routerUrls: routerUrls.join(','), retryWrites: String(retryWrites) };
 }

@@ -36,6 +36,7 @@ import {
   graphqlBody,
   judgeAnswer,
   reportMetrics,
+  routerHeaders,
   textSummary,
   writeCheckMetrics,
 } from '../lib/index.ts';
@@ -90,8 +91,8 @@ export function runSequence<T>(options: WorkloadOptions, sequence: Sequence<T>):
         const tags = { name: step.name ?? 'setup router' };
         const response =
           step.method === 'GET'
-            ? http.get(url, { tags })
-            : http.post(url, JSON.stringify(step.body), { headers: { 'content-type': 'application/json' }, tags });
+            ? http.get(url, { headers: routerHeaders(options), tags })
+            : http.post(url, JSON.stringify(step.body), { headers: routerHeaders(options), tags });
         // The load's own requests (named steps) count in the latency; setup's and teardown's do not.
         if (step.name !== undefined) requestMs.add(response.timings.duration, { op: step.name });
         answer = { status: response.status, body: parseBody(response) };
@@ -110,7 +111,7 @@ export function runSequence<T>(options: WorkloadOptions, sequence: Sequence<T>):
 /** Sends one workload request to the router and records latency, errors and inserted documents. Returns whether it succeeded. */
 export function send(options: WorkloadOptions, request: RouterRequest): boolean {
   const response = http.post(`${options.routerUrl}${request.path}`, JSON.stringify(request.body), {
-    headers: { 'content-type': 'application/json' },
+    headers: routerHeaders(options),
     tags: { name: request.name },
   });
   const verdict = judgeAnswer(request, response.status, parseBody(response));

@@ -6,7 +6,7 @@ import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually } from '../e2e/helpers.js';
 import { RouterApi, onShardDatabase, storedCount } from '../e2e/router-api.js';
-import { startTestCluster } from '../e2e/test-cluster.js';
+import { rootApi, startTestCluster } from '../e2e/test-cluster.js';
 
 /**
  * A seeded randomized fault test: writers on two routers while the balancer splits and moves
@@ -67,7 +67,7 @@ beforeAll(async () => {
   console.log(`chaos seed: ${SEED} (rerun with TESSERA_CHAOS_SEED=${SEED})`);
   ({ cluster, dispose } = await startTestCluster({ configs: 2, shards: 3, spareShards: 1, routers: 2, env: CLUSTER_ENV }));
   configs = [cluster.configClient('config'), cluster.configClient('config1')];
-  apis = cluster.routerUrls.map((url) => new RouterApi(url));
+  apis = cluster.routerUrls.map((_, index) => rootApi(cluster, index));
   catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
 });
 
@@ -113,7 +113,7 @@ async function insertBatch(api: RouterApi, url: string, ns: string, documents: A
     const response = await request(`${url}/v1/${db}/${coll}/insert`, {
       dispatcher: api.agent,
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: api.headers(true),
       body: JSON.stringify({ documents, ordered: false }),
       // A paused router or shard must not hang the writer.
       headersTimeout: 10_000,

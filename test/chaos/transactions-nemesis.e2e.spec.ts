@@ -117,6 +117,7 @@ describe('transactions under a seeded nemesis', () => {
       const workloads = Promise.all([
         runBankWorkload({
           routers,
+          authorization: `Bearer ${t.cluster.rootKey}`,
           ns: BANK,
           accounts: ACCOUNTS,
           transferers: 4,
@@ -127,6 +128,7 @@ describe('transactions under a seeded nemesis', () => {
         }),
         runListAppendWorkload({
           routers,
+          authorization: `Bearer ${t.cluster.rootKey}`,
           ns: LISTS,
           keys: KEYS,
           clients: 4,

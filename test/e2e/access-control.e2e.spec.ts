@@ -1,5 +1,5 @@
 /**
- * The router's public API with authorization enabled: every route but hello and the API's
+ * The router's public API with authorization enabled, as it is by default: every route but hello and the API's
  * description needs a verified user with the privileges its access rule names. The users are the
  * environment's: root (TESSERA_ROOT_KEY), admin (clusterAdmin, dbAdminAnyDatabase and userAdminAnyDatabase) and
  * viewer (clusterMonitor). A changed root key is refused once the router reads the new users'
@@ -33,7 +33,8 @@ beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({
     shards: 1,
     routers: 2,
-    env: { ...FAST_CONFIG_ENV, TESSERA_AUTHORIZATION: 'enabled', TESSERA_USER_CACHE_INVALIDATION_INTERVAL_SECS: '1' },
+    // No TESSERA_AUTHORIZATION: the routers check their callers by default.
+    env: { ...FAST_CONFIG_ENV, TESSERA_USER_CACHE_INVALIDATION_INTERVAL_SECS: '1' },
     // router1 limits each key to 5 requests a second.
     nodeEnv: { router1: { TESSERA_RATE_LIMIT_PER_SECOND: '5' } },
   }));
@@ -45,7 +46,7 @@ afterAll(async () => {
   await dispose?.();
 });
 
-describe('the router with authorization enabled', () => {
+describe('the router, which checks its callers by default', () => {
   it('answers hello and its API description to anyone, and 401 Unauthorized to a call without a user', async () => {
     const anonymous = new RouterApi(url);
     expect((await anonymous.call('GET', '/v1/hello')).status).toBe(200);

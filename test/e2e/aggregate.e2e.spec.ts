@@ -6,7 +6,7 @@ import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, spreadChunks, waitForLeader } from './helpers.js';
 import { RouterApi, onShardDatabase } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 /**
  * Aggregation on real processes: a collection ranged on `x` with one chunk on each of three
@@ -33,7 +33,7 @@ const customers = Array.from({ length: 7 }, (_, i) => ({ _id: `c${i}`, name: `cu
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({ shards: 3, routers: 1, env: FAST_CONFIG_ENV }));
   config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   await waitForLeader(config);
   await config.shardCollection({ ns: NS, key: { x: 1 } });
   await spreadChunks(config, NS, [200, 400]);

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, errorOf, eventually, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 let cluster: LocalCluster;
 let dispose: () => Promise<void>;
@@ -13,7 +13,7 @@ let api: RouterApi;
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({ shards: 2, routers: 1, env: FAST_CONFIG_ENV }));
   config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   await waitForLeader(config);
 });
 

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAST_CONFIG_ENV, eventually } from './helpers.js';
 import { RouterApi, storedCount } from './router-api.js';
-import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
+import { rootApi, type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
 
 const NS = 'chrono.items';
 const PATH = '/v1/chrono/items';
@@ -28,7 +28,7 @@ let routerB: RouterApi;
 beforeAll(async () => {
   t = await startRoutedTestCluster({ shards: 3, routers: 2, env: { ...FAST_CONFIG_ENV, TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0' } });
   routerA = t.api;
-  routerB = new RouterApi(t.cluster.routerUrls[1]!);
+  routerB = rootApi(t.cluster, 1);
   await t.config.updateSettings({ balancer: { mode: 'off' }, autoSplit: false });
   await t.config.enableSharding({ db: 'chrono', primaryShard: 'shard0' });
   await t.config.shardCollection({ ns: NS, key: { x: 1 } });

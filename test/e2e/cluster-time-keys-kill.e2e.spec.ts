@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 /**
  * Key rotation across a kill -9 of the config server, which generates the keys: writes alternate
@@ -33,7 +33,7 @@ beforeAll(async () => {
     routers: 2,
     env: { ...FAST_CONFIG_ENV, TESSERA_KEYS_ROTATION_INTERVAL_SECS: String(ROTATION_SECS) },
   }));
-  routers = cluster.routerUrls.map((url) => new RouterApi(url));
+  routers = cluster.routerUrls.map((_, index) => rootApi(cluster, index));
   await waitForLeader(cluster.configClient());
 });
 afterAll(async () => {

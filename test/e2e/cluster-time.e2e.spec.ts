@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { eventually } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 /**
  * ClusterTime gossip with clients, on real processes (2 shards, 2 routers): signed `$clusterTime`
@@ -20,7 +20,7 @@ beforeAll(async () => {
     routers: 2,
     env: { TESSERA_KEYS_ROTATION_INTERVAL_SECS: String(ROTATION_SECS) },
   }));
-  routers = cluster.routerUrls.map((url) => new RouterApi(url));
+  routers = cluster.routerUrls.map((_, index) => rootApi(cluster, index));
 });
 afterAll(async () => dispose?.());
 

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 /**
  * Collation on real processes: a collection ranged on a string shard key split at "M", so
@@ -29,7 +29,7 @@ const STRENGTH_2 = { locale: 'en', strength: 2 };
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({ shards: 2, routers: 1, env: FAST_CONFIG_ENV }));
   config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   await waitForLeader(config);
   await config.shardCollection({ ns: 'col.people', key: { name: 1 } });
   const [chunk] = (await config.getChunks({ ns: 'col.people' })).chunks;

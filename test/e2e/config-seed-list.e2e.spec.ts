@@ -9,8 +9,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 const NS = 'seeds.items';
 const LOOPS = 4;
@@ -51,7 +51,7 @@ async function insertUntil(router: RouterApi, done: () => boolean): Promise<{ ac
 
 describe('config processes as a seed list', () => {
   it('keeps routers and shards working when the config process they use is killed', async () => {
-    const router = new RouterApi(cluster.routerUrls[0]!);
+    const router = rootApi(cluster);
     let stop = false;
     const load = insertUntil(router, () => stop);
     await new Promise((resolve) => setTimeout(resolve, 1_000));

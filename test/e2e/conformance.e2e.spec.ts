@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, spreadChunks, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 /**
  * The query language's conformance across layouts, on real processes: each case seeds the same
@@ -263,7 +263,7 @@ const CASES: Record<string, Case> = {
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({ shards: 3, routers: 1, env: FAST_CONFIG_ENV }));
   config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   await waitForLeader(config);
   await config.shardCollection({ ns: 'conf.hashed', key: { _id: 'hashed' } });
   await config.shardCollection({ ns: 'conf.ranged', key: { k: 1 } });

@@ -7,7 +7,7 @@ import { type ConfigClient, ShardClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, controlPlane, spreadChunks, waitForLeader } from './helpers.js';
 import { RouterApi, storedCount } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 let cluster: LocalCluster;
 let dispose: () => Promise<void>;
@@ -17,7 +17,7 @@ let routerApi: RouterApi;
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({ shards: 3, routers: 1, env: FAST_CONFIG_ENV }));
   config = cluster.configClient();
-  routerApi = new RouterApi(cluster.routerUrls[0]!);
+  routerApi = rootApi(cluster);
   await waitForLeader(config);
 });
 

@@ -5,8 +5,8 @@ import { type Browser, type Page, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { repoRoot, startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { repoRoot, rootApi, startTestCluster } from './test-cluster.js';
 
 const ADMIN = 'admin-token-for-the-dashboard-test';
 const VIEWER = 'viewer-token-for-the-dashboard-test';
@@ -29,7 +29,7 @@ beforeAll(async () => {
     env: { ...FAST_CONFIG_ENV, TESSERA_ADMIN_TOKEN: ADMIN, TESSERA_VIEWER_TOKEN: VIEWER, TESSERA_LOG_LEVEL: 'warn' },
   }));
   await waitForLeader(cluster.configClient());
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   // The balancer stays off: the moves this file sees are the ones it makes.
   await graphql('mutation { setBalancerState(enabled: false) { mode } }');
   await graphql('mutation($input: ShardCollectionInput!) { shardCollection(input: $input) { ns } }', { input: { ns: NS, key: { x: 1 } } });

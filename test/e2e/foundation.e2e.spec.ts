@@ -149,7 +149,7 @@ describe('the vector clock', () => {
       const written = await request(`${cluster.routerUrls[0]}/v1/foundation/clock/insert`, {
         dispatcher: agent,
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${cluster.rootKey}` },
         body: JSON.stringify({ documents: [{ _id: id }] }),
       });
       expect(await written.body.json()).toMatchObject({ insertedCount: 1 });

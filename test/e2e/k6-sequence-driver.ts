@@ -1,4 +1,4 @@
-import { type Sequence, type Step, type StepAnswer, type WorkloadOptions, graphqlBody } from '../../loadtests/lib/index.ts';
+import { type Sequence, type Step, type StepAnswer, type WorkloadOptions, graphqlBody, routerHeaders } from '../../loadtests/lib/index.ts';
 
 export type RouterStep = Extract<Step, { kind: 'router' }>;
 
@@ -29,7 +29,7 @@ export function postJson(url: string, body: string, headers: Record<string, stri
 /** Sends a router step as built, to its router or the workload's. */
 export function sendToRouter(options: WorkloadOptions, step: RouterStep): Promise<StepAnswer> {
   const url = `${step.routerUrl ?? options.routerUrl}${step.path}`;
-  return requestJson(url, step.method === 'GET' ? undefined : JSON.stringify(step.body));
+  return requestJson(url, step.method === 'GET' ? undefined : JSON.stringify(step.body), routerHeaders(options));
 }
 
 /**

@@ -39,6 +39,7 @@ beforeAll(async () => {
     ROUTER_URLS: cluster.routerUrls.join(','),
     CONFIG_URL: cluster.configUrl,
     ADMIN_TOKEN: cluster.controlPlaneTokens.admin,
+    API_KEY: cluster.rootKey,
     DOC_BYTES: '256',
     RETRY_RATE: '0.5',
     VUS: '4',

@@ -16,8 +16,7 @@ import {
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { type RouterStep, runSequence, sendToRouter } from './k6-sequence-driver.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 // The router-roll workload's logic (loadtests/lib/router-roll.ts, router-pool.ts) driven from Node
 // against three real routers that quiesce on SIGTERM (TESSERA_QUIESCE_MS): four VUs insert, each
@@ -55,6 +54,7 @@ function optionsWith(env: Record<string, string>): WorkloadOptions {
     ROUTER_URLS: cluster.routerUrls.join(','),
     CONFIG_URL: cluster.configUrl,
     ADMIN_TOKEN: cluster.controlPlaneTokens.admin,
+    API_KEY: cluster.rootKey,
     VUS: '4',
     DOC_BYTES: '256',
     HELLO_INTERVAL: '150ms',
@@ -121,7 +121,7 @@ async function rollRouter(name: string, whileDown: () => Promise<unknown> = asyn
 
 /** Every document of `ns` through a router: the _ids, in order. */
 async function storedIds(ns: string): Promise<string[]> {
-  const api = new RouterApi(cluster.routerUrls[0]!);
+  const api = rootApi(cluster);
   try {
     const documents = (await api.findAll(ns, { filter: {}, projection: { _id: 1 } })) as Array<{ _id: string }>;
     return documents.map((d) => d._id).sort();

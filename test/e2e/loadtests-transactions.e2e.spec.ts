@@ -47,6 +47,7 @@ beforeAll(async () => {
     ROUTER_URLS: cluster.routerUrls.join(','),
     CONFIG_URL: cluster.configUrl,
     ADMIN_TOKEN: cluster.controlPlaneTokens.admin,
+    API_KEY: cluster.rootKey,
     ACCOUNTS: '20',
     OPENING_BALANCE: '5',
     VUS: '4',

@@ -18,6 +18,7 @@ import {
   insertBatch,
   judgeAnswer,
   parseWorkloadOptions,
+  routerHeaders,
   seededRandom,
   setupCollection,
 } from '../../loadtests/lib/index.ts';
@@ -51,6 +52,7 @@ beforeAll(async () => {
     ROUTER_URL: cluster.routerUrls[0],
     CONFIG_URL: cluster.configUrl,
     ADMIN_TOKEN: cluster.controlPlaneTokens.admin,
+    API_KEY: cluster.rootKey,
     CHUNK_SIZE: '64KiB',
     DOC_BYTES: '1024',
     BATCH: '20',
@@ -118,7 +120,7 @@ async function insertUntil(
         const request = insertBatch(workload, settings, batches++, random);
         const response = await fetch(`${settings.routerUrl}${request.path}`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json' },
+          headers: routerHeaders(settings),
           body: JSON.stringify(request.body),
         });
         const verdict = judgeAnswer(request, response.status, await response.json());
@@ -134,7 +136,7 @@ async function countDocuments(ns: string): Promise<number> {
   const [db, coll] = ns.split('.');
   const counted = await fetch(`${options.routerUrl}/v1/${db}/${coll}/count`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: routerHeaders(options),
     body: JSON.stringify({ filter: {} }),
   });
   return ((await counted.json()) as { n: number }).n;
@@ -238,6 +240,7 @@ describe('the k6 workloads’ logic against a real cluster', () => {
       ROUTER_URL: options.routerUrl,
       CONFIG_URL: options.configUrl,
       ADMIN_TOKEN: options.adminToken,
+      API_KEY: options.apiKey,
       CHUNK_SIZE: '64KiB',
       DOC_BYTES: '1024',
       BATCH: '20',

@@ -3,7 +3,7 @@ import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
 import { RouterApi, migrationStateSettled, onShardDatabase, storedCount } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 /**
  * kill -9 of the donor, the recipient or the config server at each phase of a migration, then a
@@ -54,7 +54,7 @@ beforeAll(async () => {
     },
   }));
   config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   await waitForLeader(config);
 }, 60_000);
 

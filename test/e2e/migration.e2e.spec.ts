@@ -3,7 +3,7 @@ import type { ConfigClient, MoveRangeResult } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, errorOf, eventually, waitForLeader } from './helpers.js';
 import { RouterApi, onShardDatabase, storedCount } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 let cluster: LocalCluster;
 let dispose: () => Promise<void>;
@@ -25,7 +25,7 @@ beforeAll(async () => {
     },
   }));
   config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   await waitForLeader(config);
 });
 

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, controlPlane, eventually, waitForLeader } from './helpers.js';
 import { RouterApi, onShardDatabase, storedCount } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 const PHASES = ['prepare', 'clone', 'enterCriticalSection', 'commit', 'exitCriticalSection', 'clean'] as const;
 const VICTIMS = ['donor', 'recipient', 'config'] as const;
@@ -52,7 +52,7 @@ beforeAll(async () => {
       [RECIPIENT]: { TESSERA_FAILPOINTS: `movePrimary.recipient.cloneBatch@mp_midclone_recipient.items=${PHASE_PAUSE_MS}` },
     },
   }));
-  router = new RouterApi(cluster.routerUrls[0]!);
+  router = rootApi(cluster);
   catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
   await waitForLeader(cluster.configClient());
 }, 120_000);

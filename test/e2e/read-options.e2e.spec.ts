@@ -3,7 +3,7 @@ import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
 import { type ApiResponse, RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 /**
  * hint, comment and maxTimeMS on real processes. Failpoints hold a write on `opts.slow` in the
@@ -27,7 +27,7 @@ beforeAll(async () => {
     },
   }));
   config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   await waitForLeader(config);
   await config.shardCollection({ ns: 'opts.items', key: { x: 1 } });
   const documents = Array.from({ length: 50 }, (_, x) => ({ _id: x, x, tag: `t${x % 5}` }));

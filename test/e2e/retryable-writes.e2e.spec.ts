@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 const NS = 'retry.counters';
 const PATH = '/v1/retry/counters';
@@ -34,8 +34,8 @@ beforeAll(async () => {
   }));
   config = cluster.configClient();
   await waitForLeader(config);
-  held = new RouterApi(cluster.routerUrls[0]!);
-  router1 = new RouterApi(cluster.routerUrls[1]!);
+  held = rootApi(cluster);
+  router1 = rootApi(cluster, 1);
   await config.enableSharding({ db: 'retry', primaryShard: 'shard0' });
   await config.shardCollection({ ns: NS, key: { _id: 'hashed' } });
   await router1.insertMany(
@@ -94,7 +94,12 @@ describe('retryable writes', () => {
   it('concurrent single inserts of many sessions, coalesced into one command, retried after the router died insert each once', async () => {
     const writes = Array.from({ length: 40 }, (_, i) => ({ documents: [{ _id: 2000 + i, n: 0 }], lsid: session(), txnNumber: 3 }));
     const before = (await counters()).size;
-    const attempts = writes.map((body) => held.call('POST', `${PATH}/insert`, body).then(() => 'answered', () => 'failed'));
+    const attempts = writes.map((body) =>
+      held.call('POST', `${PATH}/insert`, body).then(
+        () => 'answered',
+        () => 'failed',
+      ),
+    );
     await eventually(async () => ((await counters()).size === before + writes.length ? true : undefined), 'the inserts to commit');
     await cluster.kill('router0');
     expect(await Promise.all(attempts)).toEqual(writes.map(() => 'failed'));

@@ -14,17 +14,22 @@ export class RouterApi {
   /** `authorization`: the `Authorization` header every call sends (none by default). */
   constructor(
     private readonly router: string,
-    private readonly authorization?: string,
+    readonly authorization?: string,
   ) {}
+
+  /** The headers of a call: its `Authorization`, if any, and JSON's content type when it has a body. */
+  headers(withBody: boolean): Record<string, string> {
+    return {
+      ...(withBody ? { 'content-type': 'application/json' } : {}),
+      ...(this.authorization === undefined ? {} : { authorization: this.authorization }),
+    };
+  }
 
   async call(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<ApiResponse> {
     const response = await request(`${this.router}${path}`, {
       dispatcher: this.agent,
       method,
-      headers: {
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...(this.authorization === undefined ? {} : { authorization: this.authorization }),
-      },
+      headers: this.headers(body !== undefined),
       body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
     });
     const text = await response.body.text();

@@ -8,8 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, waitForLeader } from './helpers.js';
-import { RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import type { RouterApi } from './router-api.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 const NS = 'quiesce.items';
 const LOOPS = 4;
@@ -42,9 +42,9 @@ class RouterPool {
   /** The `hello` answers seen during quiesce mode. */
   readonly quiesceAnswers: Array<Record<string, unknown>> = [];
 
-  constructor(urls: readonly string[]) {
-    this.apis = urls.map((url) => new RouterApi(url));
-    this.usable = urls.map(() => true);
+  constructor(cluster: LocalCluster) {
+    this.apis = cluster.routerUrls.map((_, index) => rootApi(cluster, index));
+    this.usable = this.apis.map(() => true);
     this.timer = setInterval(() => void this.monitor(), MONITOR_MS);
   }
 
@@ -75,7 +75,7 @@ class RouterPool {
 
 describe('router quiesce mode', () => {
   it('drops no request while every router is stopped (SIGTERM) and restarted in turn', async () => {
-    const pool = new RouterPool(cluster.routerUrls);
+    const pool = new RouterPool(cluster);
     const acknowledged: number[] = [];
     const failures: string[] = [];
     let stop = false;

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
 import { RouterApi, onShardDatabase } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 const NS = 'life.items';
 const PATH = '/v1/life/items';
@@ -32,7 +32,7 @@ beforeAll(async () => {
   }));
   const config = cluster.configClient();
   await waitForLeader(config);
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
   await api.insertMany(
     NS,

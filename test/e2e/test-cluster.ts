@@ -51,6 +51,11 @@ export async function startTestCluster(
   };
 }
 
+/** A client of router `index` signed in as the cluster's root user. */
+export function rootApi(cluster: LocalCluster, index = 0): RouterApi {
+  return new RouterApi(cluster.routerUrls[index]!, `Bearer ${cluster.rootKey}`);
+}
+
 /** A started test cluster with what most end-to-end files use: a config client, a router client and a pool on the config database. */
 export interface RoutedTestCluster {
   cluster: LocalCluster;
@@ -66,7 +71,7 @@ export interface RoutedTestCluster {
 export async function startRoutedTestCluster(options: Parameters<typeof startTestCluster>[0] = {}): Promise<RoutedTestCluster> {
   const { cluster, dispose } = await startTestCluster({ routers: 1, ...options });
   const config = cluster.configClient();
-  const api = new RouterApi(cluster.routerUrls[0]!);
+  const api = rootApi(cluster);
   const catalog = new pg.Pool({ connectionString: cluster.node('config').env.TESSERA_DATABASE_URL, max: 2 });
   await waitForLeader(config);
   return {

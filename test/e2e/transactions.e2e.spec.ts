@@ -26,7 +26,7 @@ import { runListAppendWorkload } from '../../tools/consistency/list-append-workl
 import { FAST_CONFIG_ENV, controlPlane, eventually } from './helpers.js';
 import { type ApiResponse, RouterApi, storedCount } from './router-api.js';
 import { bankSummary, preparedLeft, settledBalances, unexplainedBalances } from './transaction-checks.js';
-import { type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
+import { rootApi, type RoutedTestCluster, startRoutedTestCluster } from './test-cluster.js';
 
 const NS = 'bank.accounts';
 const PATH = '/v1/bank/accounts';
@@ -62,7 +62,7 @@ beforeAll(async () => {
     },
   });
   routerA = t.api;
-  routerB = new RouterApi(t.cluster.routerUrls[1]!);
+  routerB = rootApi(t.cluster, 1);
   await t.config.updateSettings({ balancer: { mode: 'off' }, autoSplit: false });
   await t.config.enableSharding({ db: 'bank', primaryShard: 'shard0' });
   for (const ns of [NS, UNSAFE_NS]) {
@@ -159,6 +159,7 @@ function bank(ns: string, seed: number, done: (history: readonly BankOp[]) => bo
   const history: BankOp[] = [];
   return runBankWorkload({
     routers: t.cluster.routerUrls,
+    authorization: `Bearer ${t.cluster.rootKey}`,
     ns,
     accounts: ACCOUNTS,
     transferers: 4,
@@ -407,6 +408,7 @@ function listAppend(ns: string, seed: number, done: (history: readonly ListTxn[]
   const history: ListTxn[] = [];
   return runListAppendWorkload({
     routers: t.cluster.routerUrls,
+    authorization: `Bearer ${t.cluster.rootKey}`,
     ns,
     keys: KEYS,
     clients: 4,

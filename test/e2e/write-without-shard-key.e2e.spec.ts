@@ -4,7 +4,7 @@ import type { ConfigClient } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, spreadChunks, waitForLeader } from './helpers.js';
 import { type ApiResponse, RouterApi } from './router-api.js';
-import { startTestCluster } from './test-cluster.js';
+import { rootApi, startTestCluster } from './test-cluster.js';
 
 /**
  * Single-document writes without the shard key (MongoDB 7.0's write without shard key) on real
@@ -22,7 +22,7 @@ const items = Array.from({ length: 300 }, (_, i) => ({ _id: i, x: i, tag: `t${i 
 beforeAll(async () => {
   ({ cluster, dispose } = await startTestCluster({ shards: 3, routers: 1, env: FAST_CONFIG_ENV }));
   config = cluster.configClient();
-  api = new RouterApi(cluster.routerUrls[0]!);
+  api = rootApi(cluster);
   await waitForLeader(config);
   await config.shardCollection({ ns: 'wsk.items', key: { x: 1 } });
   await spreadChunks(config, 'wsk.items', [100, 200]);

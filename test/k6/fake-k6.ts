@@ -16,6 +16,11 @@ export interface Sample {
 interface HttpCall {
   url: string;
   body: unknown;
+  headers: Record<string, string>;
+}
+
+interface HttpParams {
+  headers?: Record<string, string>;
 }
 
 interface FakeState {
@@ -190,15 +195,15 @@ function answerCommand(command: string, body: unknown): { status: number; body: 
 
 export const http = {
   default: {
-    post(url: string, body: string) {
+    post(url: string, body: string, params: HttpParams = {}) {
       const parsed = JSON.parse(body) as unknown;
-      fake.http.push({ url, body: parsed });
+      fake.http.push({ url, body: parsed, headers: params.headers ?? {} });
       const reply = answer(url, parsed);
       return { status: reply.status, body: JSON.stringify(reply.body), timings: { duration: 2 } };
     },
     /** Only a router's hello is asked with GET: every router of the fake cluster serves. */
-    get(url: string) {
-      fake.http.push({ url, body: null });
+    get(url: string, params: HttpParams = {}) {
+      fake.http.push({ url, body: null, headers: params.headers ?? {} });
       const reply = url.endsWith('/v1/hello')
         ? { status: 200, body: { isWritablePrimary: true, msg: 'isdbgrid', topologyVersion: { processId: 'fake', counter: 0 }, ok: 1 } }
         : { status: 404, body: { ok: 0, codeName: 'NotFound' } };

@@ -24,6 +24,7 @@ interface Script {
 const BUILT_IN = new Set(['http_req_duration', 'http_req_failed', 'http_reqs', 'checks', 'iteration_duration']);
 (globalThis as { __ENV?: Record<string, string> }).__ENV = {
   ADMIN_TOKEN: 'admin-token-0123456789',
+  API_KEY: 'tsk_0123456789ab_api-key',
   DURATION: '10s',
   SETTLE: '1s',
   SEED_DOCS: '25',
@@ -128,6 +129,11 @@ describe('the k6 scripts in a fake k6', () => {
         tessera_throttle_changes: 1,
       });
       expect(JSON.stringify(summary.options)).not.toContain('admin-token');
+      expect(JSON.stringify(summary.options)).not.toContain('api-key');
+      // Every request to a router signs in with the API key; the control plane's with the admin token.
+      const toRouters = fake.http.filter((c) => !c.url.endsWith('/graphql'));
+      expect(toRouters.length).toBeGreaterThan(0);
+      for (const call of toRouters) expect(call.headers.authorization, call.url).toBe('Bearer tsk_0123456789ab_api-key');
       expect(outputs.stdout).toContain(`tessera ${name}:`);
       if (name === 'subscriptions') {
         expect(fake.sockets[0]!.params.headers).toEqual({ 'Sec-WebSocket-Protocol': 'graphql-transport-ws' });

@@ -6,6 +6,8 @@ import { TransactionSession } from './transaction-client.js';
 export interface BankWorkloadOptions {
   /** The routers' base URLs; each client session keeps to one while it answers. */
   routers: readonly string[];
+  /** The `Authorization` header the clients send, when the routers check their callers. */
+  authorization?: string;
   /** `db.collection` of the accounts: `{ _id: <number>, balance }`. */
   ns: string;
   accounts: number;
@@ -38,7 +40,7 @@ export async function runBankWorkload(options: BankWorkloadOptions): Promise<Ban
     options.record?.(op);
   };
   const transferer = async (n: number) => {
-    const session = new TransactionSession(rotate(options.routers, n), agent);
+    const session = new TransactionSession(rotate(options.routers, n), agent, options.authorization);
     while (!options.done()) {
       const from = Math.floor(options.random.nextFloat() * options.accounts);
       const to = (from + 1 + Math.floor(options.random.nextFloat() * (options.accounts - 1))) % options.accounts;
@@ -60,7 +62,7 @@ export async function runBankWorkload(options: BankWorkloadOptions): Promise<Ban
     }
   };
   const reader = async () => {
-    const session = new TransactionSession(options.routers, agent);
+    const session = new TransactionSession(options.routers, agent, options.authorization);
     while (!options.done()) {
       let balances: Record<string, number> | null = null;
       const outcome = await session.run(async (s) => {

@@ -6,6 +6,8 @@ import { type Outcome, TransactionSession } from './transaction-client.js';
 export interface ListAppendWorkloadOptions {
   /** The routers' base URLs; each client session keeps to one while it answers. */
   routers: readonly string[];
+  /** The `Authorization` header the clients send, when the routers check their callers. */
+  authorization?: string;
   /** `db.collection` of the lists: `{ _id: <key number>, list: [...] }`, one document per key, made beforehand. */
   ns: string;
   keys: number;
@@ -33,7 +35,11 @@ export async function runListAppendWorkload(options: ListAppendWorkloadOptions):
   let nextValue = 1;
   const client = async (n: number) => {
     const start = n % options.routers.length;
-    const session = new TransactionSession([...options.routers.slice(start), ...options.routers.slice(0, start)], agent);
+    const session = new TransactionSession(
+      [...options.routers.slice(start), ...options.routers.slice(0, start)],
+      agent,
+      options.authorization,
+    );
     while (!options.done()) {
       const count = 1 + Math.floor(options.random.nextFloat() * options.maxOps);
       const ops: ListOp[] = Array.from({ length: count }, () => {

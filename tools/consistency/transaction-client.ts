@@ -36,9 +36,11 @@ export class TransactionSession {
   lastAbortReason: string | undefined;
   private router = 0;
 
+  /** `authorization`: the `Authorization` header every statement sends (none by default). */
   constructor(
     private readonly routers: readonly string[],
     private readonly agent: Agent,
+    private readonly authorization?: string,
   ) {}
 
   /** Runs `body` as one transaction and commits it; answers what became of it. */
@@ -104,7 +106,7 @@ export class TransactionSession {
       const response = await request(`${this.routers[this.router]}${path}`, {
         dispatcher: this.agent,
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...(this.authorization === undefined ? {} : { authorization: this.authorization }) },
         body: JSON.stringify(body),
         headersTimeout: 30_000,
         bodyTimeout: 30_000,

@@ -63,7 +63,7 @@ async function insert(documents: unknown[]): Promise<void> {
   const response = await request(`${cluster.routerUrls[0]}/v1/shop/orders/insert`, {
     dispatcher: agent,
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${cluster.rootKey}` },
     body: JSON.stringify({ documents, ordered: false }),
   });
   const answer = await response.body.text();

@@ -17,8 +17,9 @@ export const routerSettingsSchema = z.object({
   /**
    * MongoDB's security.authorization: `enabled`, every public route but hello and the API's
    * description needs a user (API key or password) with the privileges its access rule names.
+   * Enabled by default: a router that answers anyone who reaches its port is an open database.
    */
-  TESSERA_AUTHORIZATION: z.enum(['enabled', 'disabled']).default('disabled'),
+  TESSERA_AUTHORIZATION: z.enum(['enabled', 'disabled']).default('enabled'),
   /**
    * Public API requests a second each API key (or user, or address without authorization) may
    * send to this router; past it, 429 with Retry-After. 0: no limit.
