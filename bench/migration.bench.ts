@@ -47,7 +47,11 @@ const cluster = new LocalCluster({
   ports: { config: await freePort(), router: await freePort(), shard: [await freePort(), await freePort()] },
   databasePrefix: 'bench',
   // bench:crud measures what checking callers costs; this bench measures migrations.
-  env: { TESSERA_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn', TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0', TESSERA_AUTHORIZATION: 'disabled' },
+  env: {
+    TESSERA_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+    TESSERA_ORPHAN_CLEANUP_DELAY_SECS: '0',
+    TESSERA_AUTHORIZATION: 'disabled',
+  },
   onProgress: (message) => console.log(`  ${message}`),
 });
 

@@ -5,6 +5,7 @@
  * viewer (clusterMonitor). A changed root key is refused once the router reads the new users'
  * generation, without a restart of the router.
  */
+import { randomUUID } from 'node:crypto';
 import { io } from 'socket.io-client';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +28,25 @@ async function graphql<T = Record<string, unknown>>(key: string, query: string, 
   });
   const answer = (await response.json()) as { data?: T; errors?: Array<{ message: string; extensions?: { code?: string } }> };
   return { data: answer.data, error: answer.errors?.[0] && { code: answer.errors[0].extensions?.code, message: answer.errors[0].message } };
+}
+
+/** A router client of a new user with `roles`, signed in with an API key made for it. */
+async function userApi(name: string, roles: Array<{ role: string; db: string }>): Promise<RouterApi> {
+  const created = await graphql(
+    cluster.rootKey,
+    'mutation ($name: String!, $roles: [RoleGrantInput!]!) { createUser(name: $name, roles: $roles) { name } }',
+    {
+      name,
+      roles,
+    },
+  );
+  expect(created.error).toBeUndefined();
+  const made = await graphql<{ createApiKey: { key: string } }>(
+    cluster.rootKey,
+    'mutation ($name: String!) { createApiKey(user: $name) { key } }',
+    { name },
+  );
+  return new RouterApi(url, bearer(made.data!.createApiKey.key));
 }
 
 beforeAll(async () => {
@@ -171,6 +191,43 @@ describe('the router, which checks its callers by default', () => {
       return complete ? true : undefined;
     }, 'the audit log to show the user changes, a refused sign-in and the control-plane mutations');
     await shopper.close();
+  });
+
+  it("keeps each user's sessions and cursors its own, as MongoDB's lsid.uid does", async () => {
+    const [alice, bob] = await Promise.all(['alice', 'bob'].map((name) => userApi(name, [{ role: 'readWrite', db: 'shop' }])));
+    expect((await alice!.call('POST', '/v1/shop/owned/insert', { documents: [{ _id: 1 }, { _id: 2 }, { _id: 3 }] })).status).toBe(200);
+    const codeOf = (answer: { json: Record<string, unknown> }) => answer.json.codeName;
+
+    // A cursor answers only the user who opened it; to another, it is not there.
+    const found = await alice!.call('POST', '/v1/shop/owned/find', { filter: {}, batchSize: 1 });
+    const cursor = (found.json.cursor as { id: string }).id;
+    expect(codeOf(await bob!.call('POST', `/v1/cursors/${cursor}/next`, {}))).toBe('CursorNotFound');
+    expect(codeOf(await bob!.call('DELETE', `/v1/cursors/${cursor}`))).toBe('CursorNotFound');
+    expect((await alice!.call('POST', `/v1/cursors/${cursor}/next`, { batchSize: 1 })).status).toBe(200);
+
+    // The same lsid sent by bob is bob's own session: alice's transaction and history are out of his reach.
+    const lsid = { id: { $uuid: randomUUID() } };
+    const txn = { lsid, txnNumber: 1, autocommit: false };
+    expect((await alice!.call('POST', '/v1/shop/owned/insert', { documents: [{ _id: 't' }], ...txn, startTransaction: true })).status).toBe(
+      200,
+    );
+    expect(codeOf(await bob!.call('POST', '/v1/admin/commitTransaction', txn))).toBe('NoSuchTransaction');
+    expect((await alice!.call('POST', '/v1/admin/commitTransaction', txn)).json).toMatchObject({ ok: 1 });
+    const retryable = { documents: [{ _id: 'r' }], lsid, txnNumber: 2 };
+    expect((await alice!.call('POST', '/v1/shop/owned/insert', retryable)).json).toMatchObject({ insertedCount: 1 });
+    // Not answered from alice's history: run as bob's own first write, it meets alice's document.
+    const bobs = await bob!.call('POST', '/v1/shop/owned/insert', retryable);
+    expect(bobs.json).toMatchObject({ insertedCount: 0, writeErrors: [{ code: 11000 }] });
+    expect(bobs.json.retriedStmtIds).toBeUndefined();
+
+    // bob's killSessions of that lsid kills his own session, not alice's cursor in hers.
+    const inSession = await alice!.call('POST', '/v1/shop/owned/find', { filter: {}, batchSize: 1, lsid });
+    const sessionCursor = (inSession.json.cursor as { id: string }).id;
+    expect((await bob!.call('POST', '/v1/admin/killSessions', { ids: [lsid] })).status).toBe(200);
+    expect((await alice!.call('POST', `/v1/cursors/${sessionCursor}/next`, { batchSize: 1 })).status).toBe(200);
+    expect((await alice!.call('POST', '/v1/admin/killSessions', { ids: [lsid] })).status).toBe(200);
+    expect(codeOf(await alice!.call('POST', `/v1/cursors/${sessionCursor}/next`, {}))).toBe('CursorNotFound');
+    await Promise.all([alice!.close(), bob!.close()]);
   });
 
   it("answers 429 with Retry-After past a key's rate limit, and counts each key on its own", async () => {

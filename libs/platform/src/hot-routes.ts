@@ -26,6 +26,8 @@ export interface HotRoute {
 export interface HotRequest {
   /** The body's length in bytes: over HTTP from `content-length` (undefined when absent), over the wire the frame's. */
   readonly bodyBytes: number | undefined;
+  /** The HTTP request (absent over the wire), for what the node's own hooks learnt of it, such as its caller. */
+  readonly http?: FastifyRequest;
 }
 
 /** Registers `routes` on the app's Fastify instance; call before the app listens. */
@@ -40,6 +42,7 @@ export function serveHotRoutes(app: NestFastifyApplication, routes: readonly Hot
         const length = Number(request.headers['content-length']);
         return await route.handle(request.body, request.params as Record<string, string>, {
           bodyBytes: Number.isFinite(length) ? length : undefined,
+          http: request,
         });
       } catch (error) {
         sendError(request, reply, error, logger);

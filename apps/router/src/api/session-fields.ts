@@ -58,9 +58,22 @@ export function sessionOf(body: SessionFieldsBody): CommandSession | undefined {
   return body.txnNumber === undefined ? { lsid } : { lsid, txnNumber: txnNumberOf(body.txnNumber) };
 }
 
+/** The UUID an `lsid.id` holds (`{ "$uuid": ... }` or `$binary` of subtype 4), hyphenated; undefined when it holds none. */
+export function sessionUuidOf(id: unknown): string | undefined {
+  let value: unknown;
+  try {
+    value = id === undefined ? undefined : fromWire(id);
+  } catch {
+    return undefined;
+  }
+  return value instanceof Binary && value.sub_type === Binary.SUBTYPE_UUID && value.position === 16
+    ? value.toUUID().toHexString(true)
+    : undefined;
+}
+
 function uuidOf(id: unknown): string {
-  const value = id === undefined ? undefined : fromWire(id);
-  if (value instanceof Binary && value.sub_type === Binary.SUBTYPE_UUID && value.position === 16) return value.toUUID().toHexString(true);
+  const uuid = sessionUuidOf(id);
+  if (uuid !== undefined) return uuid;
   throw new TesseraError('BAD_VALUE', 'lsid.id must be a UUID, e.g. { "$uuid": "0e8a3d9c-1a7b-4c1e-9a53-0d6f2e9b8a10" }', {
     details: { field: 'lsid.id' },
   });

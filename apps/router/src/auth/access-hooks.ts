@@ -4,12 +4,18 @@ import { TesseraError } from '@tessera/core';
 import { sendError } from '@tessera/platform';
 import { type AccessRule, type Principal, REST_ACCESS_RULES, missingPrivilege, notAuthorized } from '@tessera/protocol';
 import type { RouterAuthentication } from './router-authentication.service.js';
+import { ownSessions } from './session-owner.js';
 
 const principals = new WeakMap<FastifyRequest, Principal>();
 
 /** The verified caller of a public API request (undefined when authorization is disabled or the route is public). */
 export function principalOfRequest(request: FastifyRequest): Principal | undefined {
   return principals.get(request);
+}
+
+/** The user name of a request's verified caller: the owner of what it opens (cursors). */
+export function callerOf(request: FastifyRequest): string | undefined {
+  return principals.get(request)?.user;
 }
 
 /** Each route's rule, by `METHOD url` as Fastify names the route: worked out once per route. */
@@ -29,7 +35,8 @@ function ruleOf(request: FastifyRequest): AccessRule | undefined {
  * caller against REST_ACCESS_RULES: on request, before the body is read, a caller without a
  * verified identity is answered 401 (so an anonymous body is never parsed); before the handler,
  * the actions the route's rule needs on what the input names are checked against the caller's
- * roles, and a missing one is answered 403 Unauthorized. A route under `/v1/` without a rule is
+ * roles, and a missing one is answered 403 Unauthorized; then the session ids the body names
+ * become the caller's own (`ownSessions`). A route under `/v1/` without a rule is
  * refused (the rule test keeps there being none). Install before any other public hook, so that
  * nothing of a refused request runs.
  */
@@ -59,10 +66,16 @@ export function installAccessControl(fastify: FastifyInstance, authentication: R
   });
   fastify.addHook('preHandler', (request, reply, done) => {
     const principal = principals.get(request);
-    const rule = principal === undefined ? undefined : ruleOf(request);
-    if (principal === undefined || rule?.kind !== 'privileges') return done();
-    const missing = missingPrivilege(rule, { params: request.params as Record<string, string>, body: request.body }, principal.roles);
-    if (missing === undefined) return done();
-    sendError(request, reply, notAuthorized(missing), logger);
+    if (principal === undefined) return done();
+    const rule = ruleOf(request);
+    if (rule?.kind === 'privileges') {
+      const missing = missingPrivilege(rule, { params: request.params as Record<string, string>, body: request.body }, principal.roles);
+      if (missing !== undefined) {
+        sendError(request, reply, notAuthorized(missing), logger);
+        return;
+      }
+    }
+    ownSessions(request.body, principal);
+    done();
   });
 }

@@ -1,4 +1,5 @@
-import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
+import { Body, Controller, HttpCode, Param, Post, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
 import { parseWith } from '@tessera/platform';
 import { namespaceOf } from '../api/namespace.js';
 import {
@@ -9,6 +10,7 @@ import {
   findAndModifyBodySchema,
   updateBodySchema,
 } from '../api/request-schemas.js';
+import { callerOf } from '../auth/access-hooks.js';
 import { CurrentOps } from '../operations/current-ops.service.js';
 import { AggregateService } from '../reads/aggregate.service.js';
 import { QueryService } from '../reads/query.service.js';
@@ -66,10 +68,12 @@ export class CollectionController {
 
   @Post('aggregate')
   @HttpCode(200)
-  aggregate(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown) {
+  aggregate(@Param('db') db: string, @Param('coll') coll: string, @Body() body: unknown, @Req() http: FastifyRequest) {
     const ns = namespaceOf(db, coll);
     const request = parseWith(aggregateBodySchema, body, 'aggregate request');
-    return this.ops.run({ op: 'command', command: 'aggregate', ns, body: request }, () => this.aggregates.aggregate(ns, request));
+    return this.ops.run({ op: 'command', command: 'aggregate', ns, body: request }, () =>
+      this.aggregates.aggregate(ns, request, callerOf(http)),
+    );
   }
 
   @Post('distinct')

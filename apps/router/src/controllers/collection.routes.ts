@@ -1,6 +1,7 @@
 import { type HotRoute, parseWith } from '@tessera/platform';
 import { namespaceOf } from '../api/namespace.js';
 import { findBodySchema, insertBodySchema } from '../api/request-schemas.js';
+import { callerOf } from '../auth/access-hooks.js';
 import type { CurrentOps } from '../operations/current-ops.service.js';
 import type { QueryService } from '../reads/query.service.js';
 import type { WriteService } from '../writes/write.service.js';
@@ -22,10 +23,11 @@ export function collectionHotRoutes(writes: WriteService, queries: QueryService,
     },
     {
       url: '/v1/:db/:coll/find',
-      handle: (body, { db, coll }) => {
+      handle: (body, { db, coll }, { http }) => {
         const ns = namespaceOf(db!, coll!);
         const request = parseWith(findBodySchema, body ?? {}, 'find request');
-        return ops.run({ op: 'query', command: 'find', ns, body: request }, () => queries.find(ns, request));
+        const owner = http === undefined ? undefined : callerOf(http);
+        return ops.run({ op: 'query', command: 'find', ns, body: request }, () => queries.find(ns, request, owner));
       },
     },
   ];

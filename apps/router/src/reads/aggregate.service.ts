@@ -58,7 +58,8 @@ export class AggregateService {
     private readonly out: OutStage,
   ) {}
 
-  async aggregate(ns: string, body: AggregateBody): Promise<CursorResponse | { explain: AggregateExplain; ok: 1 }> {
+  /** MongoDB's aggregate; `owner`: the user opening its cursor, when the router checks callers. */
+  async aggregate(ns: string, body: AggregateBody, owner?: string): Promise<CursorResponse | { explain: AggregateExplain; ok: 1 }> {
     const session = this.sessions.use(body);
     const stages = checkPipeline(body.pipeline.map((stage) => fromWire(stage)));
     await this.indexes.checkHint(ns, body.hint);
@@ -98,7 +99,7 @@ export class AggregateService {
         this.queries.cursorPort(),
       );
       const cursor = streaming ? merged : await this.merge(ns, merged, split.mergerPart, { variables, read, collation });
-      const { id, documents } = await this.queries.firstBatch(cursor, batchSize, session);
+      const { id, documents } = await this.queries.firstBatch(cursor, batchSize, session, owner);
       return { cursor: { id, ns, firstBatch: documents, ...snapshot }, ok: 1 as const };
     });
   }

@@ -9,6 +9,8 @@ interface Entry {
   readonly cursor: RouterCursor;
   /** The logical session the cursor was opened in; killed with it. */
   readonly sessionId: string | undefined;
+  /** The user who opened it, when the router checks callers: only that user may use or kill it. */
+  readonly owner: string | undefined;
   lastUsed: number;
   /** The getMore in progress; the next waits for it, so batches never interleave. */
   busy: Promise<unknown>;
@@ -27,22 +29,26 @@ export class CursorRegistry {
     private readonly idleTimeoutMs = CURSOR_IDLE_TIMEOUT_MS,
   ) {}
 
-  /** Registers an open cursor (of a logical session, when given) and returns its id. */
-  register(cursor: RouterCursor, sessionId?: string): string {
+  /** Registers an open cursor (of a logical session and a user, when given) and returns its id. */
+  register(cursor: RouterCursor, sessionId?: string, owner?: string): string {
     let id: string;
     do {
       id = (randomBytes(8).readBigUInt64BE() >> 1n).toString();
     } while (id === '0' || this.cursors.has(id));
-    this.cursors.set(id, { cursor, sessionId, lastUsed: this.now(), busy: Promise.resolve() });
+    this.cursors.set(id, { cursor, sessionId, owner, lastUsed: this.now(), busy: Promise.resolve() });
     return id;
   }
 
   /**
-   * The next batch of a cursor; the cursor is forgotten once exhausted.
-   * Throws `CURSOR_NOT_FOUND` for an unknown, exhausted, killed or timed-out id.
+   * The next batch of a cursor for `caller`; the cursor is forgotten once exhausted.
+   * Throws `CURSOR_NOT_FOUND` for an unknown, exhausted, killed or timed-out id, or another user's.
    */
-  async next(id: string, batchSize: number): Promise<{ cursor: RouterCursor; documents: ValueObject[]; exhausted: boolean }> {
-    const entry = this.entry(id);
+  async next(
+    id: string,
+    batchSize: number,
+    caller?: string,
+  ): Promise<{ cursor: RouterCursor; documents: ValueObject[]; exhausted: boolean }> {
+    const entry = this.entry(id, caller);
     const run = entry.busy.then(async () => {
       if (this.cursors.get(id) !== entry) throw cursorNotFound(id);
       entry.lastUsed = this.now();
@@ -63,9 +69,9 @@ export class CursorRegistry {
     return run;
   }
 
-  /** Kills a cursor. Throws `CURSOR_NOT_FOUND` for an unknown id. */
-  async kill(id: string): Promise<void> {
-    const entry = this.entry(id);
+  /** Kills a cursor for `caller`. Throws `CURSOR_NOT_FOUND` for an unknown id, or another user's. */
+  async kill(id: string, caller?: string): Promise<void> {
+    const entry = this.entry(id, caller);
     this.cursors.delete(id);
     await entry.busy;
     await entry.cursor.close();
@@ -107,9 +113,13 @@ export class CursorRegistry {
     return this.cursors.size;
   }
 
-  private entry(id: string): Entry {
+  /**
+   * Another user's cursor is answered as an unknown one (MongoDB answers Unauthorized): the
+   * refusal says nothing of whether the id is open.
+   */
+  private entry(id: string, caller: string | undefined): Entry {
     const entry = this.cursors.get(id);
-    if (entry === undefined) throw cursorNotFound(id);
+    if (entry === undefined || entry.owner !== caller) throw cursorNotFound(id);
     return entry;
   }
 }

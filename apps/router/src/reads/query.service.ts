@@ -73,17 +73,18 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     await this.cursors.closeAll();
   }
 
-  async find(ns: string, body: FindBody): Promise<CursorResponse> {
+  /** MongoDB's find; `owner`: the user opening its cursor, when the router checks callers. */
+  async find(ns: string, body: FindBody, owner?: string): Promise<CursorResponse> {
     await this.indexes.checkHint(ns, body.hint);
     const session = this.sessions.use(body);
     const read = await this.readOf(body, session);
     if (read.transaction !== undefined) {
       const transaction = read.transaction;
       return this.transactions.run(transaction, () =>
-        this.cluster.markingStale(ns, () => this.findWith(ns, body, session, read, transaction)),
+        this.cluster.markingStale(ns, () => this.findWith(ns, body, session, read, transaction, owner)),
       );
     }
-    return withStaleRetries(this.cluster.cache, ns, () => this.findWith(ns, body, session, read, undefined));
+    return withStaleRetries(this.cluster.cache, ns, () => this.findWith(ns, body, session, read, undefined, owner));
   }
 
   /** A find at a read already resolved (`readOf`), outside or inside its transaction's `run`. */
@@ -93,6 +94,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     session: CommandSession | undefined,
     { readConcern, atClusterTime, limit }: ResolvedRead,
     transaction: RouterTransaction | undefined,
+    owner?: string,
   ): Promise<CursorResponse> {
     const filter = validateFilter(fromWire(body.filter), '');
     const collation = collationOf(body);
@@ -136,7 +138,7 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
         },
         this.cursorPort(),
       );
-      const { id, documents } = await this.firstBatch(cursor, firstBatchSize, session);
+      const { id, documents } = await this.firstBatch(cursor, firstBatchSize, session, owner);
       return { cursor: { id, ns, firstBatch: documents, ...snapshot }, ok: 1 };
     }
   }
@@ -173,14 +175,16 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     return transaction === undefined ? {} : { transaction: this.transactions.fieldsFor(transaction, shard, false) };
   }
 
-  async next(id: string, batchSize = DEFAULT_BATCH_SIZE, body: SessionFieldsBody = {}): Promise<CursorResponse> {
+  /** MongoDB's getMore by `caller` (the user, when the router checks callers). */
+  async next(id: string, batchSize = DEFAULT_BATCH_SIZE, body: SessionFieldsBody = {}, caller?: string): Promise<CursorResponse> {
     this.sessions.use(body);
-    const { cursor, documents, exhausted } = await this.cursors.next(id, batchSize);
+    const { cursor, documents, exhausted } = await this.cursors.next(id, batchSize, caller);
     return { cursor: { id: exhausted ? '0' : id, ns: cursor.ns, nextBatch: documents.map(toWire) }, ok: 1 };
   }
 
-  async kill(id: string): Promise<{ cursorsKilled: string[]; ok: 1 }> {
-    await this.cursors.kill(id);
+  /** MongoDB's killCursors by `caller` (the user, when the router checks callers). */
+  async kill(id: string, caller?: string): Promise<{ cursorsKilled: string[]; ok: 1 }> {
+    await this.cursors.kill(id, caller);
     return { cursorsKilled: [id], ok: 1 };
   }
 
@@ -295,14 +299,15 @@ export class QueryService implements OnApplicationBootstrap, OnApplicationShutdo
     return opened;
   }
 
-  /** The first batch of a router cursor, registering the cursor for the session when more is left. */
+  /** The first batch of a router cursor, registering the cursor for the session and its owner when more is left. */
   async firstBatch(
     cursor: RouterCursor,
     batchSize: number,
     session: CommandSession | undefined,
+    owner: string | undefined,
   ): Promise<{ id: string; documents: unknown[] }> {
     const documents = await cursor.nextBatch(batchSize);
-    return { id: cursor.isExhausted ? '0' : this.cursors.register(cursor, session?.lsid.id), documents: documents.map(toWire) };
+    return { id: cursor.isExhausted ? '0' : this.cursors.register(cursor, session?.lsid.id, owner), documents: documents.map(toWire) };
   }
 
   cursorPort(): ShardCursorPort {

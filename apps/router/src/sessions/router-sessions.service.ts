@@ -80,10 +80,13 @@ export class RouterSessions implements OnApplicationBootstrap, OnApplicationShut
     return session;
   }
 
-  /** MongoDB's startSession: a new session id, in the cache. */
-  start(): { id: { $uuid: string }; timeoutMinutes: number } {
+  /**
+   * MongoDB's startSession: a new session id for the client, in the cache as `clusterIdOf` it
+   * (the caller's own session, see `ownSessions`).
+   */
+  start(clusterIdOf: (id: string) => string = (id) => id): { id: { $uuid: string }; timeoutMinutes: number } {
     const id = randomUUID();
-    this.cache.vivify(id);
+    this.cache.vivify(clusterIdOf(id));
     return { id: { $uuid: id }, timeoutMinutes: this.cache.timeoutMinutes };
   }
 
