@@ -25,6 +25,9 @@ export class TesseraExceptionFilter implements ExceptionFilter {
 /** Answers `exception` as the filter does, for routes served outside Nest too. */
 export function sendError(request: FastifyRequest, reply: FastifyReply, exception: unknown, logger: Logger): void {
   const { status, body } = errorAnswer(exception, request, logger);
+  // A refusal that says when to come back says it as HTTP does too.
+  const retryAfter = exception instanceof TesseraError ? exception.details?.retryAfterSeconds : undefined;
+  if (typeof retryAfter === 'number') void reply.header('retry-after', String(Math.ceil(retryAfter)));
   void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(body);
 }
 

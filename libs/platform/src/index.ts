@@ -18,5 +18,6 @@ export * from './hot-routes.js';
 export * from './logical-session-cache.js';
 export * from './session-metrics.js';
 export * from './time-limit.js';
+export * from './bulkhead.js';
 export * from './secrets.js';
 export * from './principal-cache.js';

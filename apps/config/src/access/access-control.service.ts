@@ -9,7 +9,17 @@ import {
   parseAuthorization,
   validUserName,
 } from '@tessera/core';
-import { LOGGER, type Queryable, SETTINGS, advertisedUrl, apiKeyDigest, hashPassword, newApiKey, verifyPassword } from '@tessera/platform';
+import {
+  Bulkhead,
+  LOGGER,
+  type Queryable,
+  SETTINGS,
+  advertisedUrl,
+  apiKeyDigest,
+  hashPassword,
+  newApiKey,
+  verifyPassword,
+} from '@tessera/platform';
 import type { AuthenticateResult, Principal } from '@tessera/protocol';
 import type { ConfigSettings } from '../config.settings.js';
 import { AccessStore, type ApiKeyRecord, type AuditEntry, type UserRecord } from './access.store.js';
@@ -33,6 +43,12 @@ export const MIN_PASSWORD_LENGTH = 12;
 @Injectable()
 export class AccessControlService implements OnModuleInit {
   private readonly failedSignIns = new FailedSignIns();
+  /**
+   * Password hashes are slow by design and run on libuv's four threads, beside the node's other
+   * work: two at a time, and a flood past PASSWORD_CHECKS_WAITING is refused at once
+   * (TemporarilyUnavailable, retry after 1 s) rather than queued until the callers time out.
+   */
+  private readonly passwordChecks = new Bulkhead(2, PASSWORD_CHECKS_WAITING);
 
   constructor(
     private readonly store: AccessStore,
@@ -118,7 +134,13 @@ export class AccessControlService implements OnModuleInit {
     if (credential.kind === 'password') {
       const stored = await this.store.credentialsOf(credential.user);
       // A missing user costs a hash too, so the time does not tell who exists.
-      const ok = await verifyPassword(credential.password, stored?.passwordHash ?? DUMMY_HASH);
+      const ok = await this.passwordChecks.run(
+        () => verifyPassword(credential.password, stored?.passwordHash ?? DUMMY_HASH),
+        () =>
+          new TesseraError('RATE_LIMITED', 'too many sign-ins with a password at once; retry after 1 s', {
+            details: { retryAfterSeconds: 1 },
+          }),
+      );
       return ok && stored?.passwordHash !== null && stored !== undefined ? { user: credential.user, roles: stored.roles } : undefined;
     }
     return undefined;
@@ -225,6 +247,9 @@ export class AccessControlService implements OnModuleInit {
 }
 
 /** A stored-form hash of a password nobody has, to verify against for unknown users. */
+/** Password sign-ins waiting for a hash; past it, refused (a node's callers wait 10 s at most). */
+const PASSWORD_CHECKS_WAITING = 32;
+
 const DUMMY_HASH = 'scrypt$32768$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
 
 function subjectOf(credential: Credential): string {

@@ -20,7 +20,9 @@ export class RouterAuthentication implements OnApplicationBootstrap, OnApplicati
     @Inject(LOGGER) private readonly logger: Logger,
     clients: InternalClients,
   ) {
-    this.config = clients.config(settings.TESSERA_CONFIG_URL, 5_000);
+    // A refused sign-in is answered after the failures' delay (up to 4 s), and a password waits
+    // its turn for a hash: room for both, so that a slowed caller hears 401, not a timeout.
+    this.config = clients.config(settings.TESSERA_CONFIG_URL, 10_000);
     const node = settings.TESSERA_NODE_NAME ?? advertisedUrl(settings);
     this.cache = new PrincipalCache((authorization, remoteAddress) =>
       this.config.authenticate({ authorization, ...(remoteAddress === undefined ? {} : { remoteAddress }), node }),
