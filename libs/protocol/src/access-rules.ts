@@ -210,8 +210,9 @@ export const REST_ACCESS_RULES: Readonly<Record<string, AccessRule>> = {
 /** Every root field of the control plane's schema, by `Type.field`. */
 export const GRAPHQL_ACCESS_RULES: Readonly<Record<string, AccessRule>> = {
   'Query.whoAmI': SIGNED_IN,
-  'Query.users': onCluster('viewUser'),
-  'Query.apiKeys': onCluster('viewUser'),
+  // Every Tessera user is in admin: viewUser on admin, as MongoDB's usersInfo on that database asks.
+  'Query.users': onAdmin('viewUser'),
+  'Query.apiKeys': onAdmin('viewUser'),
   'Query.auditLog': onCluster('viewAuditLog'),
   'Mutation.createUser': onAdmin('createUser'),
   'Mutation.updateUser': onAdmin('grantRole', 'revokeRole', 'changePassword'),
