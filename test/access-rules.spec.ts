@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { buildSchema } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { type AccessRule, EVENT_TOPICS, GRAPHQL_ACCESS_RULES, REST_ACCESS_RULES, SOCKET_ACCESS_RULES } from '@tessera/protocol';
+import { AUDIT_ROOM, type AccessRule, EVENT_TOPICS, GRAPHQL_ACCESS_RULES, REST_ACCESS_RULES, SOCKET_ACCESS_RULES } from '@tessera/protocol';
 import { isAuthorized } from '@tessera/core';
 import { describedRoutes } from '../apps/router/src/openapi/openapi-document.js';
 
@@ -36,7 +36,7 @@ describe('the access rules', () => {
   });
 
   it('cover every socket.io topic and namespace rooms', () => {
-    expect(Object.keys(SOCKET_ACCESS_RULES).sort()).toEqual([...EVENT_TOPICS.map((t) => `topic:${t}`), 'ns:'].sort());
+    expect(Object.keys(SOCKET_ACCESS_RULES).sort()).toEqual([...EVENT_TOPICS.map((t) => `topic:${t}`), 'ns:', AUDIT_ROOM].sort());
   });
 
   it('leave only hello and the API description public, and only whoAmI to any user of the control plane', () => {

@@ -9,6 +9,7 @@ import { ClusterTimeKeys1764200000000 } from './1764200000000-cluster-time-keys.
 import { ChunkDocumentEstimates1764300000000 } from './1764300000000-chunk-document-estimates.js';
 import { ForegroundLoad1764400000000 } from './1764400000000-foreground-load.js';
 import { AccessControl1764500000000 } from './1764500000000-access-control.js';
+import { AuditStream1764600000000 } from './1764600000000-audit-stream.js';
 
 /** The config database's migrations, in order. Listed explicitly: globs do not load under ESM. */
 export const configMigrations = [
@@ -23,4 +24,5 @@ export const configMigrations = [
   ChunkDocumentEstimates1764300000000,
   ForegroundLoad1764400000000,
   AccessControl1764500000000,
+  AuditStream1764600000000,
 ];

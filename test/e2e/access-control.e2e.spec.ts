@@ -230,6 +230,50 @@ describe('the router, which checks its callers by default', () => {
     await Promise.all([alice!.close(), bob!.close()]);
   });
 
+  it("streams the audit log on topic:audit, with a router's refusals and admin commands", async () => {
+    const viewer = cluster.controlPlaneTokens.viewer;
+    const socket = io(`${cluster.node('config').url}/events`, { transports: ['websocket'], reconnection: false, auth: { token: viewer } });
+    const received: Array<{
+      user: string | null;
+      action: string;
+      target: string | null;
+      outcome: string;
+      details: Record<string, unknown>;
+    }> = [];
+    socket.on('audit', (entry: (typeof received)[number]) => received.push(entry));
+    expect(await socket.timeout(10_000).emitWithAck('subscribe', { rooms: ['topic:audit'] })).toMatchObject({ ok: true });
+    const root = new RouterApi(url, bearer(cluster.rootKey));
+    const watcher = new RouterApi(url, bearer(viewer));
+    expect((await root.call('POST', '/v1/shop/audited/indexes', { indexes: [{ key: { a: 1 }, name: 'a_1' }] })).status).toBe(200);
+    expect((await watcher.call('POST', '/v1/shop/audited/insert', { documents: [{ _id: 1 }] })).status).toBe(403);
+    const wanted = [
+      { user: 'root', action: 'createIndexes', target: 'shop.audited', outcome: 'ok' },
+      {
+        user: 'viewer',
+        action: 'authCheck',
+        target: 'shop.audited',
+        outcome: 'refused',
+        details: expect.objectContaining({ missing: 'insert' }),
+      },
+    ];
+    await eventually(
+      async () => (wanted.every((w) => received.some((r) => expect.objectContaining(w).asymmetricMatch(r))) ? true : undefined),
+      'the router-side entries on topic:audit',
+    );
+    const logged = await graphql<{ auditLog: Array<{ action: string; target: string | null }> }>(
+      viewer,
+      '{ auditLog(first: 20) { action target } }',
+    );
+    expect(logged.data!.auditLog).toEqual(
+      expect.arrayContaining([
+        { action: 'createIndexes', target: 'shop.audited' },
+        { action: 'authCheck', target: 'shop.audited' },
+      ]),
+    );
+    socket.disconnect();
+    await Promise.all([root.close(), watcher.close()]);
+  });
+
   it("answers 429 with Retry-After past a key's rate limit, and counts each key on its own", async () => {
     const limited = cluster.routerUrls[1]!;
     const send = (key: string) =>

@@ -7,6 +7,7 @@ import { BalancerController } from './balancer/balancer.controller.js';
 import { AccessControlService } from './access/access-control.service.js';
 import { AccessController } from './access/access.controller.js';
 import { AccessStore } from './access/access.store.js';
+import { AuditFeed } from './access/audit-feed.service.js';
 import { ConfigAuthentication } from './access/config-authentication.service.js';
 import { BALANCER_PROVIDERS } from './balancer/balancer.providers.js';
 import { CatalogController } from './catalog/catalog.controller.js';
@@ -134,6 +135,7 @@ export class ConfigServerModule {
         ...BALANCER_PROVIDERS,
         AccessStore,
         AccessControlService,
+        AuditFeed,
         ConfigAuthentication,
         SessionsStore,
         SessionsService,

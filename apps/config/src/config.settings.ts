@@ -29,6 +29,8 @@ export const configSettingsSchema = z.object({
   TESSERA_LEADER_RENEW_INTERVAL_MS: millisecondsSetting(1_000),
   /** The changelog keeps its newest rows, this many (MongoDB keeps config.changelog a capped collection). */
   TESSERA_CHANGELOG_MAX_ROWS: z.coerce.number().int().min(1).max(2_147_483_647).default(200_000),
+  /** The audit log keeps its entries this many days; the leader deletes older ones hourly (0: kept forever). */
+  TESSERA_AUDIT_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(90),
   /** How often the leader deletes the changelog rows beyond TESSERA_CHANGELOG_MAX_ROWS. */
   TESSERA_CHANGELOG_PRUNE_INTERVAL_MS: millisecondsSetting(60_000),
   /** The balancer's delay between rounds on the leader (MongoDB: 10 s). */

@@ -1,5 +1,6 @@
 import { runNode } from '@tessera/platform';
 import { installAccessControl } from './auth/access-hooks.js';
+import { RouterAudit } from './auth/router-audit.service.js';
 import { installRateLimit } from './auth/rate-limit.js';
 import { RouterAuthentication } from './auth/router-authentication.service.js';
 import { ClusterTimeGossip } from './clock/cluster-time-gossip.service.js';
@@ -16,7 +17,7 @@ await runNode({
   module: (settings, logger) => RouterModule.forRoot(settings, logger),
   configure: async (app, { settings, logger }) => {
     const fastify = app.getHttpAdapter().getInstance();
-    if (settings.TESSERA_AUTHORIZATION === 'enabled') installAccessControl(fastify, app.get(RouterAuthentication), logger);
+    if (settings.TESSERA_AUTHORIZATION === 'enabled') installAccessControl(fastify, app.get(RouterAuthentication), app.get(RouterAudit), logger);
     if (settings.TESSERA_RATE_LIMIT_PER_SECOND > 0) await installRateLimit(app, settings.TESSERA_RATE_LIMIT_PER_SECOND, logger);
     app.get(ClusterTimeGossip).install(fastify);
   },

@@ -1,4 +1,5 @@
 import { ClusterTimeGossip } from './clock/cluster-time-gossip.service.js';
+import { RouterAudit } from './auth/router-audit.service.js';
 import { RouterAuthentication } from './auth/router-authentication.service.js';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
@@ -73,6 +74,7 @@ export class RouterModule {
         IndexesService,
         ClusterTimeGossip,
         RouterAuthentication,
+        RouterAudit,
       ],
     };
   }

@@ -12,6 +12,7 @@
  *   caller, whom the door's validation then refuses with 400 before anything runs.
  */
 import { type AuthResource, type ClusterAction, type DatabaseAction, type RoleGrant, TesseraError, isAuthorized } from '@tessera/core';
+import { AUDIT_ROOM } from './event-messages.js';
 
 /** One action a call needs, on one resource. */
 export interface RequiredPrivilege {
@@ -273,6 +274,7 @@ export const SOCKET_ACCESS_RULES: Readonly<Record<string, AccessRule>> = {
   'topic:transactions': onCluster('inprog'),
   'topic:reports': onConfig('changelog', 'find'),
   'ns:': onConfig('changelog', 'find'),
+  [AUDIT_ROOM]: onCluster('viewAuditLog'),
 };
 
 /** The first privilege of `rule` on `input` that `roles` lack; undefined when they lack none (or the rule names none). */

@@ -27,3 +27,19 @@ export interface AuthenticateResult {
   principal: Principal;
   generation: number;
 }
+
+/** One entry of the audit log: who did what, from where, on what, and how it ended. */
+export const auditEntrySchema = z.strictObject({
+  user: z.string().max(256).nullable(),
+  remoteAddress: z.string().max(256).nullable(),
+  /** The node that saw it. */
+  node: z.string().min(1).max(256),
+  action: z.string().min(1).max(128),
+  target: z.string().max(1_024).nullable(),
+  outcome: z.enum(['ok', 'refused', 'failed']),
+  details: z.record(z.string(), z.unknown()),
+});
+export type AuditEntry = z.infer<typeof auditEntrySchema>;
+
+/** A node's audit entries for the config server's log (a router's refusals and admin commands). */
+export const recordAuditRequestSchema = z.strictObject({ entries: z.array(auditEntrySchema).min(1).max(1_000) });

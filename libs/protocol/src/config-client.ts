@@ -11,7 +11,7 @@ import type {
   MarkJumboRequest,
   RecordChunkSizeEstimateRequest,
 } from './catalog-messages.js';
-import type { AuthenticateRequest, AuthenticateResult } from './auth-messages.js';
+import type { AuditEntry, AuthenticateRequest, AuthenticateResult } from './auth-messages.js';
 import type { InternalClientOptions } from './internal-http-client.js';
 import { SeedListClient } from './seed-list-client.js';
 import type {
@@ -252,6 +252,11 @@ export class ConfigClient {
   /** Who an `Authorization` header belongs to; AUTHENTICATION_FAILED when nobody. */
   authenticate(request: AuthenticateRequest): Promise<AuthenticateResult> {
     return this.http.call('POST', '/internal/auth/authenticate', request);
+  }
+
+  /** Appends a node's audit entries to the cluster's audit log. */
+  async recordAudit(entries: readonly AuditEntry[]): Promise<void> {
+    await this.http.call('POST', '/internal/auth/audit', { entries });
   }
 
   /** The users' generation: identities cached at an older one are read again (MongoDB's user cache invalidation). */

@@ -19,6 +19,12 @@ export interface ClusterEvent {
 }
 
 /**
+ * The socket.io room of the audit log: each entry as it is written, as an `audit` message (not
+ * a changelog event: it has its own seq and needs viewAuditLog). History is the `auditLog` query's.
+ */
+export const AUDIT_ROOM = 'topic:audit';
+
+/**
  * What an event is about, the unit clients subscribe to (socket.io rooms `topic:<name>`).
  * `sessions` is the logical sessions' (`session.*`), `transactions` their transactions' decisions
  * (`transaction.*`); `reports` is anything else a node reports.

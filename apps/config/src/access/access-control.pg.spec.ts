@@ -4,7 +4,9 @@ import { type TestDatabase, createTestDatabase } from '../../../../test/pg/test-
 import { errorOf } from '../../../../test/errors.js';
 import type { ConfigSettings } from '../config.settings.js';
 import { AccessControlService } from './access-control.service.js';
+import type { LeaderService } from '../leader/leader.service.js';
 import { AccessStore } from './access.store.js';
+import { AuditFeed } from './audit-feed.service.js';
 
 let db: TestDatabase;
 let store: AccessStore;
@@ -146,5 +148,41 @@ describe('user changes', () => {
     expect(codes).toEqual(['DUPLICATE_KEY', 'BAD_VALUE', 'BAD_VALUE', 'BAD_VALUE', 'NOT_FOUND', 'NOT_FOUND']);
     expect(await access.generation()).toBe(before + 1);
     expect((await access.users()).map((u) => u.name).sort()).toEqual(['dee', 'root', 'viewer']);
+  });
+});
+
+describe('the audit log as a stream, and its retention', () => {
+  const entry = (action: string) => ({
+    user: 'root',
+    remoteAddress: null,
+    node: 'router0',
+    action,
+    target: null,
+    outcome: 'ok' as const,
+    details: {},
+  });
+
+  it('streams every entry written after the feed started, by any writer, once each and in order', async () => {
+    await store.appendAudit([entry('before')]);
+    const leader = { register: () => undefined } as unknown as LeaderService;
+    const feed = new AuditFeed(store, leader, { ...settings, TESSERA_DATABASE_URL: db.url }, logger);
+    await feed.onModuleInit();
+    const seen: string[] = [];
+    const subscription = feed.stream().subscribe((record) => seen.push(record.action));
+    // Another store, as another config server writes.
+    const other = new AccessStore(db.dataSource);
+    await other.appendAudit([entry('one'), entry('two')]);
+    await store.appendAudit([entry('three')]);
+    for (let i = 0; i < 100 && seen.length < 3; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(seen).toEqual(['one', 'two', 'three']);
+    subscription.unsubscribe();
+    await feed.onApplicationShutdown();
+  });
+
+  it('deletes the entries older than the cut, in batches, and keeps the rest', async () => {
+    await store.appendAudit([entry('old'), entry('older'), entry('new')]);
+    await db.dataSource.query(`UPDATE audit_log SET at = now() - interval '100 days' WHERE action IN ('old', 'older')`);
+    expect(await store.pruneAudit(new Date(Date.now() - 90 * 86_400_000), 1)).toBe(2);
+    expect((await store.audit({ limit: 10 })).map((r) => r.action)).toEqual(['new']);
   });
 });

@@ -20,9 +20,9 @@ import {
   newApiKey,
   verifyPassword,
 } from '@tessera/platform';
-import type { AuthenticateResult, Principal } from '@tessera/protocol';
+import type { AuditEntry, AuthenticateResult, Principal } from '@tessera/protocol';
 import type { ConfigSettings } from '../config.settings.js';
-import { AccessStore, type ApiKeyRecord, type AuditEntry, type UserRecord } from './access.store.js';
+import { AccessStore, type ApiKeyRecord, type UserRecord } from './access.store.js';
 
 /** Who asks for a change, and from where: what the audit log records of it. */
 export interface Actor {
@@ -212,6 +212,11 @@ export class AccessControlService implements OnModuleInit {
   /** Writes one audit entry (admin actions of other services, refusals of the doors). */
   async audit(entry: AuditEntry): Promise<void> {
     await this.store.appendAudit([entry]);
+  }
+
+  /** Entries another node saw (a router's refusals and admin commands). */
+  async recordAudit(entries: readonly AuditEntry[]): Promise<void> {
+    await this.store.appendAudit(entries);
   }
 
   /**

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import type { RoleGrant } from '@tessera/core';
 import { type Queryable, queryRows } from '@tessera/platform';
+import type { AuditEntry } from '@tessera/protocol';
 
 /** A user as stored: never its password, only whether it has one. */
 export interface UserRecord {
@@ -18,17 +19,6 @@ export interface ApiKeyRecord {
   user: string;
   description: string;
   createdAt: string;
-}
-
-/** One entry of the audit log. */
-export interface AuditEntry {
-  user: string | null;
-  remoteAddress: string | null;
-  node: string;
-  action: string;
-  target: string | null;
-  outcome: 'ok' | 'refused' | 'failed';
-  details: Record<string, unknown>;
 }
 
 /** An audit entry as read back, with its position and time. */
@@ -210,33 +200,68 @@ export class AccessStore {
 
   /** The newest audit entries, newest first, before `beforeSeq` when given. */
   async audit(filter: { limit: number; beforeSeq?: number; user?: string; action?: string }): Promise<AuditRecord[]> {
-    const rows = await queryRows<{
-      seq: string;
-      at: Date;
-      user_name: string | null;
-      remote_address: string | null;
-      node: string;
-      action: string;
-      target: string | null;
-      outcome: AuditEntry['outcome'];
-      details: Record<string, unknown>;
-    }>(
+    const rows = await queryRows<AuditRow>(
       this.dataSource,
       `SELECT * FROM audit_log
        WHERE ($1::bigint IS NULL OR seq < $1) AND ($2::text IS NULL OR user_name = $2) AND ($3::text IS NULL OR action = $3)
        ORDER BY seq DESC LIMIT $4`,
       [filter.beforeSeq ?? null, filter.user ?? null, filter.action ?? null, filter.limit],
     );
-    return rows.map((r) => ({
-      seq: Number(r.seq),
-      at: r.at.toISOString(),
-      user: r.user_name,
-      remoteAddress: r.remote_address,
-      node: r.node,
-      action: r.action,
-      target: r.target,
-      outcome: r.outcome,
-      details: r.details,
-    }));
+    return rows.map(auditRecordOf);
+  }
+
+  /** Audit entries after `seq`, oldest first, at most `limit`. */
+  async auditAfter(seq: number, limit: number): Promise<AuditRecord[]> {
+    const rows = await queryRows<AuditRow>(this.dataSource, 'SELECT * FROM audit_log WHERE seq > $1 ORDER BY seq LIMIT $2', [seq, limit]);
+    return rows.map(auditRecordOf);
+  }
+
+  /** The highest audit seq (0 when the log is empty). */
+  async lastAuditSeq(): Promise<number> {
+    const [row] = await queryRows<{ seq: string }>(this.dataSource, 'SELECT coalesce(max(seq), 0) AS seq FROM audit_log');
+    return Number(row?.seq ?? 0);
+  }
+
+  /**
+   * Deletes the audit entries older than `before`, `batch` per statement (so that none holds the
+   * table for long); answers how many went.
+   */
+  async pruneAudit(before: Date, batch = 10_000): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      const [row] = await queryRows<{ n: number }>(
+        this.dataSource,
+        `WITH doomed AS (SELECT seq FROM audit_log WHERE at < $1 ORDER BY seq LIMIT $2),
+              gone AS (DELETE FROM audit_log a USING doomed WHERE a.seq = doomed.seq RETURNING 1)
+         SELECT count(*)::int AS n FROM gone`,
+        [before, batch],
+      );
+      deleted += row?.n ?? 0;
+      if ((row?.n ?? 0) < batch) return deleted;
+    }
   }
 }
+
+interface AuditRow {
+  seq: string;
+  at: Date;
+  user_name: string | null;
+  remote_address: string | null;
+  node: string;
+  action: string;
+  target: string | null;
+  outcome: AuditEntry['outcome'];
+  details: Record<string, unknown>;
+}
+
+const auditRecordOf = (r: AuditRow): AuditRecord => ({
+  seq: Number(r.seq),
+  at: r.at.toISOString(),
+  user: r.user_name,
+  remoteAddress: r.remote_address,
+  node: r.node,
+  action: r.action,
+  target: r.target,
+  outcome: r.outcome,
+  details: r.details,
+});

@@ -2,7 +2,16 @@ import { type OnGatewayDisconnect, type OnGatewayInit, SubscribeMessage, WebSock
 import type { Subscription } from 'rxjs';
 import type { Namespace, Socket } from 'socket.io';
 import { TesseraError } from '@tessera/core';
-import { EVENT_TOPICS, type ClusterEvent, type EventTopic, type Principal, SOCKET_ACCESS_RULES, missingPrivilege } from '@tessera/protocol';
+import {
+  AUDIT_ROOM,
+  EVENT_TOPICS,
+  type ClusterEvent,
+  type EventTopic,
+  type Principal,
+  SOCKET_ACCESS_RULES,
+  missingPrivilege,
+} from '@tessera/protocol';
+import { AuditFeed } from '../access/audit-feed.service.js';
 import { ConfigAuthentication } from '../access/config-authentication.service.js';
 import { EventBusService } from '../events/event-bus.service.js';
 
@@ -19,6 +28,8 @@ interface SocketState {
   /** Who connected, verified at the handshake. */
   principal?: Principal;
   subscription?: Subscription;
+  /** The audit feed, while the socket is in `topic:audit`. */
+  audit?: Subscription;
   /** The last seq sent to this socket. */
   lastSeq?: number;
 }
@@ -34,6 +45,7 @@ type Ack = { ok: true; rooms: string[]; lastSeq: number } | { ok: false; error: 
  * `event` messages for events in any of its rooms, in seq order; with `since` it first gets
  * every event after that seq. `unsubscribe` with `{rooms}` leaves rooms. Each socket is fed
  * from one bus stream filtered by its rooms, so the resume seam has no gap and no duplicate.
+ * `topic:audit` (viewAuditLog) sends each audit entry as it is written, as an `audit` message.
  */
 @WebSocketGateway({ namespace: '/events', serveClient: false })
 export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconnect<Socket> {
@@ -42,6 +54,7 @@ export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconn
   constructor(
     private readonly events: EventBusService,
     private readonly authentication: ConfigAuthentication,
+    private readonly audit: AuditFeed,
   ) {}
 
   afterInit(namespace: Namespace): void {
@@ -63,7 +76,9 @@ export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconn
   }
 
   handleDisconnect(socket: Socket): void {
-    this.sockets.get(socket)?.subscription?.unsubscribe();
+    const state = this.sockets.get(socket);
+    state?.subscription?.unsubscribe();
+    state?.audit?.unsubscribe();
     this.sockets.delete(socket);
   }
 
@@ -107,6 +122,8 @@ export class EventsGateway implements OnGatewayInit<Namespace>, OnGatewayDisconn
     const state = this.sockets.get(socket) ?? {};
     this.sockets.set(socket, state);
     state.subscription?.unsubscribe();
+    state.audit?.unsubscribe();
+    state.audit = socket.rooms.has(AUDIT_ROOM) ? this.audit.stream().subscribe((entry) => socket.emit('audit', entry)) : undefined;
     const ns = new Set<string>();
     const topics = new Set<EventTopic>();
     for (const room of socket.rooms) {
@@ -145,11 +162,15 @@ function roomsOf(value: unknown): string[] {
     if (
       typeof room !== 'string' ||
       !ROOM.test(room) ||
-      (room.startsWith('topic:') && !EVENT_TOPICS.includes(room.slice(6) as EventTopic))
+      (room.startsWith('topic:') && room !== AUDIT_ROOM && !EVENT_TOPICS.includes(room.slice(6) as EventTopic))
     ) {
-      throw new TesseraError('BAD_VALUE', `"${String(room)}" is not a room: use "ns:<namespace>" or "topic:<${EVENT_TOPICS.join('|')}>"`, {
-        details: { room },
-      });
+      throw new TesseraError(
+        'BAD_VALUE',
+        `"${String(room)}" is not a room: use "ns:<namespace>" or "topic:<${[...EVENT_TOPICS, 'audit'].join('|')}>"`,
+        {
+          details: { room },
+        },
+      );
     }
   }
   return value as string[];

@@ -1,8 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { TesseraError } from '@tessera/core';
+import { type AuthResource, TesseraError } from '@tessera/core';
 import { sendError } from '@tessera/platform';
 import { type AccessRule, type Principal, REST_ACCESS_RULES, missingPrivilege, notAuthorized } from '@tessera/protocol';
+import type { RouterAudit } from './router-audit.service.js';
 import type { RouterAuthentication } from './router-authentication.service.js';
 import { ownSessions } from './session-owner.js';
 
@@ -40,7 +41,12 @@ function ruleOf(request: FastifyRequest): AccessRule | undefined {
  * refused (the rule test keeps there being none). Install before any other public hook, so that
  * nothing of a refused request runs.
  */
-export function installAccessControl(fastify: FastifyInstance, authentication: RouterAuthentication, logger: Logger): void {
+export function installAccessControl(
+  fastify: FastifyInstance,
+  authentication: RouterAuthentication,
+  audit: RouterAudit,
+  logger: Logger,
+): void {
   // A callback hook, not an async one: a caller verified before passes without a promise.
   fastify.addHook('onRequest', (request, reply, done) => {
     // By the route matched, not the URL sent: no spelling of a path reaches a /v1/ route unchecked.
@@ -71,6 +77,14 @@ export function installAccessControl(fastify: FastifyInstance, authentication: R
     if (rule?.kind === 'privileges') {
       const missing = missingPrivilege(rule, { params: request.params as Record<string, string>, body: request.body }, principal.roles);
       if (missing !== undefined) {
+        audit.record({
+          user: principal.user,
+          remoteAddress: request.ip,
+          action: 'authCheck',
+          target: targetOf(missing.resource),
+          outcome: 'refused',
+          details: { route: `${request.method} ${request.routeOptions.url}`, missing: missing.action },
+        });
         sendError(request, reply, notAuthorized(missing), logger);
         return;
       }
@@ -78,4 +92,41 @@ export function installAccessControl(fastify: FastifyInstance, authentication: R
     ownSessions(request.body, principal);
     done();
   });
+  // The public API's admin commands are audited once answered, as the control plane's mutations are.
+  fastify.addHook('onResponse', (request, reply, done) => {
+    const command = ADMIN_COMMANDS[`${request.method} ${request.routeOptions.url}`];
+    const principal = principals.get(request);
+    if (command !== undefined && principal !== undefined) {
+      const params = request.params as Record<string, string | undefined>;
+      const body = request.body as Record<string, unknown> | undefined;
+      const target = params.db !== undefined && params.coll !== undefined ? `${params.db}.${params.coll}` : body?.renameCollection;
+      audit.record({
+        user: principal.user,
+        remoteAddress: request.ip,
+        action: command,
+        target: typeof target === 'string' ? target : null,
+        outcome: reply.statusCode < 400 ? 'ok' : reply.statusCode === 401 || reply.statusCode === 403 ? 'refused' : 'failed',
+        details: {
+          status: reply.statusCode,
+          ...(params.name === undefined ? {} : { index: params.name }),
+          ...(body?.to === undefined ? {} : { to: body.to }),
+        },
+      });
+    }
+    done();
+  });
+}
+
+/** The public API's admin commands, by Fastify's `METHOD url`, with MongoDB's command names. */
+const ADMIN_COMMANDS: Readonly<Record<string, string>> = {
+  'POST /v1/:db/:coll/indexes': 'createIndexes',
+  'DELETE /v1/:db/:coll/indexes/:name': 'dropIndexes',
+  'POST /v1/admin/renameCollection': 'renameCollection',
+  'POST /v1/admin/killSessions': 'killSessions',
+};
+
+/** An audit entry's target: `db.coll`, `db` or `cluster`. */
+function targetOf(resource: AuthResource): string {
+  if ('cluster' in resource) return 'cluster';
+  return resource.collection === undefined || resource.collection === '' ? resource.db : `${resource.db}.${resource.collection}`;
 }
