@@ -1,16 +1,15 @@
 import { Inject, Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import pg from 'pg';
 import type { Logger } from 'pino';
 import { type Observable, Subject } from 'rxjs';
 import { LOGGER, SETTINGS } from '@tessera/platform';
 import type { ConfigSettings } from '../config.settings.js';
+import { PgListener } from '../events/pg-listener.js';
 import { LeaderService } from '../leader/leader.service.js';
 import { LeaderPeriodic } from '../leader/leader-periodic.js';
 import { AccessStore, type AuditRecord } from './access.store.js';
 
 /** The NOTIFY channel `audit_log`'s insert trigger announces each new entry's seq on. */
 const AUDIT_CHANNEL = 'tessera_audit';
-const RECONNECT_DELAY_MS = 1_000;
 /** Entries read per query when catching up after a reconnect. */
 const CATCH_UP_PAGE = 500;
 /** How often the leader deletes the entries older than TESSERA_AUDIT_RETENTION_DAYS. */
@@ -30,11 +29,9 @@ const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
 @Injectable()
 export class AuditFeed implements OnModuleInit, OnApplicationShutdown {
   private readonly live = new Subject<AuditRecord>();
-  private client: pg.Client | undefined;
+  private readonly listener: PgListener;
   private queue: Promise<void> = Promise.resolve();
   private delivered = 0;
-  private closed = false;
-  private reconnect: NodeJS.Timeout | undefined;
   private readonly retention: LeaderPeriodic;
 
   constructor(
@@ -43,6 +40,15 @@ export class AuditFeed implements OnModuleInit, OnApplicationShutdown {
     @Inject(SETTINGS) private readonly settings: ConfigSettings,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
+    // Each announcement, and a return after a lost connection, reads the entries past the last delivered.
+    const catchUp = () => this.enqueue(() => this.catchUp());
+    this.listener = new PgListener(
+      settings.TESSERA_DATABASE_URL,
+      AUDIT_CHANNEL,
+      'tessera-audit',
+      { notified: catchUp, reconnected: catchUp },
+      logger,
+    );
     this.retention = new LeaderPeriodic(
       'audit retention',
       async () => {
@@ -58,17 +64,14 @@ export class AuditFeed implements OnModuleInit, OnApplicationShutdown {
 
   async onModuleInit(): Promise<void> {
     this.leader.register(this.retention);
-    await this.connect();
+    // The starting point first: an entry written before LISTEN begins goes out with the next one.
     this.delivered = await this.store.lastAuditSeq();
+    await this.listener.start();
   }
 
   async onApplicationShutdown(): Promise<void> {
-    this.closed = true;
     this.retention.stop();
-    clearTimeout(this.reconnect);
-    const client = this.client;
-    this.client = undefined;
-    await client?.end().catch(() => undefined);
+    await this.listener.stop();
     await this.queue;
     this.live.complete();
   }
@@ -76,40 +79,6 @@ export class AuditFeed implements OnModuleInit, OnApplicationShutdown {
   /** Every audit entry written from now on. */
   stream(): Observable<AuditRecord> {
     return this.live.asObservable();
-  }
-
-  private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.settings.TESSERA_DATABASE_URL, application_name: 'tessera-audit' });
-    client.on('notification', (message) => {
-      if (message.channel === AUDIT_CHANNEL) this.enqueue(() => this.catchUp());
-    });
-    client.on('error', (error) => this.lost(client, error));
-    client.on('end', () => this.lost(client, new Error('connection ended')));
-    await client.connect();
-    await client.query(`LISTEN ${AUDIT_CHANNEL}`);
-    this.client = client;
-  }
-
-  private lost(client: pg.Client, error: Error): void {
-    if (this.closed || this.client !== client) return;
-    this.client = undefined;
-    this.logger.warn({ err: error }, `audit listener connection lost (${error.message}); reconnecting`);
-    client.end().catch(() => undefined);
-    this.scheduleReconnect();
-  }
-
-  private scheduleReconnect(): void {
-    this.reconnect = setTimeout(() => {
-      this.connect().then(
-        // Whatever was written while the connection was down is read from the table.
-        () => this.enqueue(() => this.catchUp()),
-        (error: unknown) => {
-          this.logger.warn({ err: error }, 'audit listener could not reconnect; retrying');
-          this.scheduleReconnect();
-        },
-      );
-    }, RECONNECT_DELAY_MS);
-    this.reconnect.unref();
   }
 
   private enqueue(work: () => Promise<void>): void {

@@ -1,8 +1,8 @@
-import pg from 'pg';
 import type { Logger } from 'pino';
 import { Observable, Subject } from 'rxjs';
 import type { ClusterEvent } from '@tessera/protocol';
 import { type ChangelogRow, eventOfRow } from '../changelog/changelog.service.js';
+import { PgListener } from './pg-listener.js';
 
 /** The NOTIFY channel the changelog trigger publishes on. */
 export const EVENTS_CHANNEL = 'tessera_events';
@@ -10,7 +10,6 @@ export const EVENTS_CHANNEL = 'tessera_events';
 const RECENT_EVENTS = 10_000;
 /** Rows per read when replaying from the database. */
 const REPLAY_PAGE = 500;
-const RECONNECT_DELAY_MS = 1_000;
 
 /** Reads committed changelog rows by seq; the database side of the bus, replaceable in tests. */
 export interface ChangelogRows {
@@ -34,18 +33,28 @@ export type EventFilter = (event: ClusterEvent) => boolean;
 export class EventBus {
   private readonly live = new Subject<ClusterEvent>();
   private readonly recent: ClusterEvent[] = [];
-  private client: pg.Client | undefined;
+  private readonly listener: PgListener;
   private queue: Promise<void> = Promise.resolve();
-  private closed = false;
-  private reconnect: NodeJS.Timeout | undefined;
   /** The highest seq emitted on `live` (everything at or below it has been handled). */
   private delivered = 0;
 
   constructor(
-    private readonly url: string,
+    url: string,
     private readonly rows: ChangelogRows,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.listener = new PgListener(
+      url,
+      EVENTS_CHANNEL,
+      'tessera-events',
+      {
+        notified: (payload) => this.enqueue(() => this.handle(payload)),
+        // Whatever committed while the connection was down is read from the table.
+        reconnected: () => this.enqueue(() => this.catchUp()),
+      },
+      logger,
+    );
+  }
 
   get lastSeq(): number {
     return this.delivered;
@@ -57,7 +66,7 @@ export class EventBus {
     let ready!: () => void;
     this.queue = new Promise<void>((resolve) => (ready = resolve));
     try {
-      await this.connect();
+      await this.listener.start();
       this.delivered = await this.rows.lastSeq();
     } finally {
       ready();
@@ -65,11 +74,7 @@ export class EventBus {
   }
 
   async stop(): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.reconnect);
-    const client = this.client;
-    this.client = undefined;
-    await client?.end().catch(() => undefined);
+    await this.listener.stop();
     await this.queue;
     this.live.complete();
   }
@@ -139,42 +144,6 @@ export class EventBus {
       if (stop()) return;
       if (event.seq > after && (upTo === undefined || event.seq <= upTo)) emit(event);
     }
-  }
-
-  private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.url, application_name: 'tessera-events' });
-    client.on('notification', (message) => {
-      if (message.channel !== EVENTS_CHANNEL || message.payload === undefined) return;
-      const payload = message.payload;
-      this.enqueue(() => this.handle(payload));
-    });
-    client.on('error', (error) => this.lost(client, error));
-    client.on('end', () => this.lost(client, new Error('connection ended')));
-    await client.connect();
-    await client.query(`LISTEN ${EVENTS_CHANNEL}`);
-    this.client = client;
-  }
-
-  private lost(client: pg.Client, error: Error): void {
-    if (this.closed || this.client !== client) return;
-    this.client = undefined;
-    this.logger.warn({ err: error }, `event listener connection lost (${error.message}); reconnecting`);
-    client.end().catch(() => undefined);
-    this.scheduleReconnect();
-  }
-
-  private scheduleReconnect(): void {
-    this.reconnect = setTimeout(() => {
-      this.connect().then(
-        // Whatever committed while the connection was down is read from the table.
-        () => this.enqueue(() => this.catchUp()),
-        (error: unknown) => {
-          this.logger.warn({ err: error }, 'event listener could not reconnect; retrying');
-          this.scheduleReconnect();
-        },
-      );
-    }, RECONNECT_DELAY_MS);
-    this.reconnect.unref();
   }
 
   private enqueue(work: () => Promise<void>): void {

@@ -36,10 +36,11 @@ function ruleOf(request: FastifyRequest): AccessRule | undefined {
  * caller against REST_ACCESS_RULES: on request, before the body is read, a caller without a
  * verified identity is answered 401 (so an anonymous body is never parsed); before the handler,
  * the actions the route's rule needs on what the input names are checked against the caller's
- * roles, and a missing one is answered 403 Unauthorized; then the session ids the body names
- * become the caller's own (`ownSessions`). A route under `/v1/` without a rule is
- * refused (the rule test keeps there being none). Install before any other public hook, so that
- * nothing of a refused request runs.
+ * roles, and a missing one is audited (`authCheck`) and answered 403 Unauthorized; then the
+ * session ids the body names become the caller's own (`ownSessions`). Once answered, the admin
+ * commands are audited. A route under `/v1/` without a rule is refused (the rule test keeps
+ * there being none). Install before any other public hook, so that nothing of a refused request
+ * runs.
  */
 export function installAccessControl(
   fastify: FastifyInstance,
