@@ -9,13 +9,19 @@ export interface ApiResponse {
 
 /** A client of a router's public API (bodies sent and answered as Extended JSON), for end-to-end tests. */
 export class RouterApi {
-  readonly agent = new Agent();
+  readonly agent: Agent;
 
-  /** `authorization`: the `Authorization` header every call sends (none by default). */
+  /**
+   * `authorization`: the `Authorization` header every call sends (none by default); `ca`: the
+   * certificate authority an `https:` router's certificate is trusted by.
+   */
   constructor(
     private readonly router: string,
     readonly authorization?: string,
-  ) {}
+    ca?: Buffer,
+  ) {
+    this.agent = new Agent(ca === undefined ? {} : { connect: { ca } });
+  }
 
   /** The headers of a call: its `Authorization`, if any, and JSON's content type when it has a body. */
   headers(withBody: boolean): Record<string, string> {

@@ -16,7 +16,9 @@ export const distDir = join(repoRoot, 'dist');
  * databases, so several test files can run side by side. Call `dispose` in afterAll.
  */
 export async function startTestCluster(
-  options: Partial<Pick<LocalClusterOptions, 'shards' | 'spareShards' | 'routers' | 'configs' | 'configSeedList' | 'env' | 'nodeEnv'>> = {},
+  options: Partial<
+    Pick<LocalClusterOptions, 'shards' | 'spareShards' | 'routers' | 'configs' | 'configSeedList' | 'env' | 'nodeEnv' | 'tlsDir'>
+  > = {},
 ): Promise<{ cluster: LocalCluster; dispose: () => Promise<void> }> {
   const rootDir = mkdtempSync(join(tmpdir(), 'tessera-e2e-'));
   chmodSync(rootDir, 0o755);
@@ -35,6 +37,7 @@ export async function startTestCluster(
     configs: options.configs ?? 1,
     configSeedList: options.configSeedList ?? 'all',
     nodeEnv: options.nodeEnv,
+    ...(options.tlsDir === undefined ? {} : { tlsDir: options.tlsDir }),
     ports: { config: await ports(options.configs ?? 1), router: await ports(routerCount), shard: await ports(shardCount) },
     databasePrefix: `e2e_${Math.random().toString(36).slice(2, 8)}`,
     env: { TESSERA_LOG_LEVEL: 'info', ...options.env },
@@ -53,7 +56,7 @@ export async function startTestCluster(
 
 /** A client of router `index` signed in as the cluster's root user. */
 export function rootApi(cluster: LocalCluster, index = 0): RouterApi {
-  return new RouterApi(cluster.routerUrls[index]!, `Bearer ${cluster.rootKey}`);
+  return new RouterApi(cluster.routerUrls[index]!, `Bearer ${cluster.rootKey}`, cluster.tlsCa());
 }
 
 /** A started test cluster with what most end-to-end files use: a config client, a router client and a pool on the config database. */

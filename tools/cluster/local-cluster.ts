@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, readFileSync, type WriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -47,6 +47,11 @@ export interface LocalClusterOptions {
   nodeEnv?: Record<string, Record<string, string>>;
   /** fsync off in the embedded Postgres: for throwaway test clusters. */
   unsafeFastPostgres?: boolean;
+  /**
+   * Every node serves HTTPS and calls the others over it: a directory made by
+   * tools/tls/make-local-ca.sh (ca.pem, node.pem, node.key).
+   */
+  tlsDir?: string;
   onNodeLine?: (node: ClusterNode, line: string) => void;
   onNodeExit?: (node: ClusterNode, code: number | null, signal: NodeJS.Signals | null) => void;
   onProgress?: (message: string) => void;
@@ -81,12 +86,19 @@ export class LocalCluster {
   /** Whether this start made the root key (and so may print it, once). */
   rootKeyCreated = false;
   private postgres: PostgresServer | undefined;
-  private readonly agent = new Agent({ connections: 4 });
+  private readonly agent: Agent;
   private readonly logs = new Map<string, WriteStream>();
   private stopping = false;
   private stopped: Promise<void> | undefined;
 
-  constructor(private readonly options: LocalClusterOptions) {}
+  constructor(private readonly options: LocalClusterOptions) {
+    this.agent = new Agent({ connections: 4, ...(options.tlsDir === undefined ? {} : { connect: { ca: this.tlsCa() } }) });
+  }
+
+  /** The CA the nodes' certificates are signed by, when the cluster runs TLS. */
+  tlsCa(): Buffer | undefined {
+    return this.options.tlsDir === undefined ? undefined : readFileSync(join(this.options.tlsDir, 'ca.pem'));
+  }
 
   get configUrl(): string {
     return this.node('config').url;
@@ -224,14 +236,22 @@ export class LocalCluster {
       TESSERA_STOP_ON_STDIN_CLOSE: 'true',
       // Routers stop at once here unless a test asks for quiesce mode (15 s by default).
       TESSERA_QUIESCE_MS: '0',
+      ...(options.tlsDir === undefined
+        ? {}
+        : {
+            TESSERA_TLS_CERT_FILE: join(options.tlsDir, 'node.pem'),
+            TESSERA_TLS_KEY_FILE: join(options.tlsDir, 'node.key'),
+            TESSERA_TLS_CA_FILE: join(options.tlsDir, 'ca.pem'),
+          }),
       ...options.env,
     };
+    const scheme = options.tlsDir === undefined ? 'http' : 'https';
     const add = (name: string, role: NodeRole, port: number, extra: Record<string, string> = {}) => {
       this.nodes.push({
         name,
         role,
         port,
-        url: `http://127.0.0.1:${port}`,
+        url: `${scheme}://127.0.0.1:${port}`,
         env: { ...common, TESSERA_PORT: String(port), TESSERA_NODE_NAME: name, ...extra, ...options.nodeEnv?.[name] },
         tail: [],
       });
@@ -243,7 +263,7 @@ export class LocalCluster {
     };
     // Every node is given every config process (a seed list), so it can go to any live one.
     const seeds = options.configSeedList === 'first' ? 1 : (options.configs ?? 1);
-    const configs = Array.from({ length: seeds }, (_, i) => `http://127.0.0.1:${portAt(options.ports.config, i)}`).join(',');
+    const configs = Array.from({ length: seeds }, (_, i) => `${scheme}://127.0.0.1:${portAt(options.ports.config, i)}`).join(',');
     for (let i = 0; i < (options.configs ?? 1); i++) {
       add(i === 0 ? 'config' : `config${i}`, 'config', portAt(options.ports.config, i), { ...tokens, TESSERA_CONFIG_URLS: configs });
     }

@@ -15,6 +15,7 @@ import { TesseraExceptionFilter } from './error.filter.js';
 import { SettingsError, advertisedUrl, loadSettings } from './settings.js';
 import { VectorClockService } from './vector-clock.service.js';
 import { serveWire } from './wire-server.js';
+import { type TlsFiles, serverTls } from './tls.js';
 
 /** sysexits.h EX_CONFIG: the process refused to start because of its configuration. */
 export const EXIT_BAD_CONFIG = 78;
@@ -55,8 +56,10 @@ export interface RunningNode {
  */
 export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<S>): Promise<RunningNode> {
   let settings: Readonly<z.output<S>>;
+  let https: { cert: Buffer; key: Buffer } | undefined;
   try {
     settings = loadSettings(definition.settingsSchema, process.env);
+    https = serverTls(settings as TlsFiles);
   } catch (error) {
     if (error instanceof SettingsError) {
       process.stderr.write(`tessera-${definition.role}: ${error.message}\n`);
@@ -87,6 +90,7 @@ export async function runNode<S extends z.ZodObject>(definition: NodeDefinition<
       genReqId: () => randomUUID(),
       bodyLimit: MAX_BODY_BYTES,
       return503OnClosing: true,
+      ...(https === undefined ? {} : { https }),
     });
     const app = await NestFactory.create<NestFastifyApplication>(definition.module(settings, logger), adapter, {
       rawBody: true,

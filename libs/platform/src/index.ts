@@ -20,4 +20,5 @@ export * from './session-metrics.js';
 export * from './time-limit.js';
 export * from './bulkhead.js';
 export * from './secrets.js';
+export * from './tls.js';
 export * from './principal-cache.js';

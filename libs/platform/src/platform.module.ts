@@ -8,6 +8,7 @@ import { MetricsController, MetricsService } from './metrics.js';
 import { InternalClients } from './internal-clients.js';
 import { INTERNAL_AGENT, LOGGER, SETTINGS } from './tokens.js';
 import { VectorClockService } from './vector-clock.service.js';
+import { type TlsFiles, trustedCa } from './tls.js';
 
 class InternalAgentCloser implements OnApplicationShutdown {
   constructor(@Inject(INTERNAL_AGENT) private readonly agent: Agent) {}
@@ -28,7 +29,7 @@ export class PlatformModule {
       providers: [
         { provide: SETTINGS, useValue: settings },
         { provide: LOGGER, useValue: logger },
-        { provide: INTERNAL_AGENT, useFactory: () => createInternalAgent() },
+        { provide: INTERNAL_AGENT, useFactory: () => createInternalAgent({ ca: trustedCa(settings as TlsFiles) }) },
         InternalAgentCloser,
         HealthService,
         MetricsService,

@@ -23,8 +23,14 @@ export const commonSettingsShape = (defaultPort: number) => ({
     .min(MIN_CLUSTER_KEY_LENGTH, `must be at least ${MIN_CLUSTER_KEY_LENGTH} characters`),
   TESSERA_HOST: z.string().min(1).default('127.0.0.1'),
   TESSERA_PORT: port(defaultPort),
-  /** The URL other nodes use to reach this one; defaults to http://HOST:PORT. */
+  /** The URL other nodes use to reach this one; defaults to http://HOST:PORT (https:// with TLS). */
   TESSERA_ADVERTISE_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /** With TESSERA_TLS_KEY_FILE: the PEM certificate (chain) this node serves HTTPS with, on its one port. */
+  TESSERA_TLS_CERT_FILE: z.string().min(1).optional(),
+  /** The PEM private key of TESSERA_TLS_CERT_FILE. */
+  TESSERA_TLS_KEY_FILE: z.string().min(1).optional(),
+  /** PEM certificate authorities this node trusts when it calls other nodes over HTTPS (unset: the system's). */
+  TESSERA_TLS_CA_FILE: z.string().min(1).optional(),
   TESSERA_NODE_NAME: z.string().min(1).max(100).optional(),
   TESSERA_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   TESSERA_SHUTDOWN_TIMEOUT_MS: positiveMs(10_000),
@@ -78,8 +84,9 @@ export function advertisedUrl(settings: {
   TESSERA_HOST: string;
   TESSERA_PORT: number;
   TESSERA_ADVERTISE_URL?: string | undefined;
+  TESSERA_TLS_CERT_FILE?: string | undefined;
 }): string {
   if (settings.TESSERA_ADVERTISE_URL !== undefined) return new URL(settings.TESSERA_ADVERTISE_URL).origin;
   const host = settings.TESSERA_HOST === '0.0.0.0' ? '127.0.0.1' : settings.TESSERA_HOST;
-  return `http://${host}:${settings.TESSERA_PORT}`;
+  return `${settings.TESSERA_TLS_CERT_FILE === undefined ? 'http' : 'https'}://${host}:${settings.TESSERA_PORT}`;
 }

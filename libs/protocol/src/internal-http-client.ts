@@ -21,13 +21,16 @@ export interface InternalClientOptions {
   wire?: WireAgent;
 }
 
-/** A keep-alive connection pool for internal traffic; close it at shutdown. */
-export function createInternalAgent(options: { connectionsPerOrigin?: number } = {}): Agent {
+/**
+ * A keep-alive connection pool for internal traffic; close it at shutdown. `ca`: the
+ * certificate authorities trusted for `https:` nodes, beside none (the system's when unset).
+ */
+export function createInternalAgent(options: { connectionsPerOrigin?: number; ca?: Buffer | undefined } = {}): Agent {
   return new Agent({
     connections: options.connectionsPerOrigin ?? 32,
     keepAliveTimeout: 30_000,
     keepAliveMaxTimeout: 600_000,
-    connect: { timeout: 5_000 },
+    connect: { timeout: 5_000, ...(options.ca === undefined ? {} : { ca: options.ca }) },
   });
 }
 
