@@ -70,13 +70,15 @@ export async function runInserts(fixture: CrudFixture, settings: CrudSettings, r
       slices: sizeSlices.map(([on, off]) => ({ on, off })),
     });
     // The same plain inserts through a router that checks the caller's API key and roles on every
-    // request (TESSERA_AUTHORIZATION=enabled) and through its twin that does not.
+    // request (TESSERA_AUTHORIZATION=enabled) and through its twin that does not, side by side:
+    // each slice runs both at once, so both meet the machine's same moments.
     const authInsert = insertViaRouter(fixture, batch, fixture.authorizingRouter);
     const twinInsert = insertViaRouter(fixture, batch, fixture.twinRouter);
-    const authSlices = await inTurns(settings, batch, { insert: authInsert }, { insert: twinInsert }, true);
+    const authSlices = await sideBySide(settings, batch, authInsert, twinInsert);
     report.onOff.push({
       what: `insert, batches of ${batch}`,
       feature: 'authorization',
+      taken: 'side by side',
       slices: authSlices.map(([on, off]) => ({ on, off })),
       goal: AUTHORIZATION_GOAL,
     });
@@ -264,7 +266,7 @@ const TURN_SLICES = 8;
  * one run after the other, their ratio swung with whatever the machine did meanwhile
  * (docs/benchmarks.md). Answers each slice's documents per second of each way, `a`'s first.
  */
-async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn, warmUp = false): Promise<Array<[number, number]>> {
+async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn): Promise<Array<[number, number]>> {
   let next = 0;
   const slice = async ({ insert, before }: Turn) => {
     await before?.();
@@ -283,8 +285,6 @@ async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn, 
     );
     return completed / ((performance.now() - started) / 1000);
   };
-  // A way through a process nothing has used yet runs one slice of each first, not counted.
-  if (warmUp) await Promise.all([slice(a), slice(b)]);
   const slices: Array<[number, number]> = [];
   for (let i = 0; i < TURN_SLICES; i++) {
     // ABBA: neither way always goes first.
@@ -294,6 +294,38 @@ async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn, 
       slices.push([await slice(a), second]);
     }
   }
+  return slices;
+}
+
+/**
+ * Two ways through twin processes, at once: in each of TURN_SLICES slices of `windowSeconds`,
+ * half the loops insert one way and half the other, so that both meet the same moments of the
+ * machine (whose speed drifts 30% from minute to minute, more than the difference measured).
+ * The two ways' loops are started alternately. One uncounted slice warms both up.
+ */
+async function sideBySide(settings: CrudSettings, batch: number, a: Insert, b: Insert): Promise<Array<[number, number]>> {
+  let next = 0;
+  const slice = async (): Promise<[number, number]> => {
+    const stopAt = performance.now() + settings.windowSeconds * 1000;
+    const started = performance.now();
+    const completed = [0, 0];
+    const loop = async (side: 0 | 1) => {
+      const insert = side === 0 ? a : b;
+      while (performance.now() < stopAt) {
+        const first = next;
+        next += batch;
+        await insert(first, batch);
+        completed[side]! += batch;
+      }
+    };
+    const half = Math.max(1, Math.floor(settings.concurrency / 2));
+    await Promise.all(Array.from({ length: half * 2 }, (_, i) => loop((i % 2) as 0 | 1)));
+    const seconds = (performance.now() - started) / 1000;
+    return [completed[0]! / seconds, completed[1]! / seconds];
+  };
+  await slice();
+  const slices: Array<[number, number]> = [];
+  for (let i = 0; i < TURN_SLICES; i++) slices.push(await slice());
   return slices;
 }
 

@@ -35,7 +35,9 @@ export interface RetryableResult {
 export interface OnOffResult {
   readonly what: string;
   readonly feature: 'size triggers' | 'authorization';
-  /** Documents per second of each way in slices taken in turns. */
+  /** How the slices were taken: one way after the other (the default), or both at once on twin processes. */
+  readonly taken?: 'in turns' | 'side by side';
+  /** Documents per second of each way in each slice. */
   readonly slices: ReadonlyArray<{ on: number; off: number }>;
   /** The least on ÷ off the feature's goal allows, if it has one. */
   readonly goal?: number;
@@ -133,7 +135,7 @@ export class CrudReport {
       const perSlice = r.slices.map((s) => (s.on / s.off).toFixed(2)).join(', ');
       const goal = r.goal === undefined ? '' : ` (goal >= ${r.goal.toFixed(2)}: ${on / off >= r.goal ? 'met' : 'NOT met'})`;
       console.log(
-        `${`${r.what}, ${r.feature}`.padEnd(38)}: ${on.toFixed(0)} docs/s against ${off.toFixed(0)} off, in turns: ratio ${(on / off).toFixed(2)} (slices ${perSlice})${goal}`,
+        `${`${r.what}, ${r.feature}`.padEnd(38)}: ${on.toFixed(0)} docs/s against ${off.toFixed(0)} off, ${r.taken ?? 'in turns'}: ratio ${(on / off).toFixed(2)} (slices ${perSlice})${goal}`,
       );
     }
   }
