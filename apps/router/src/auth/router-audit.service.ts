@@ -1,5 +1,6 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Logger } from 'pino';
+import { TesseraError } from '@tessera/core';
 import { InternalClients, LOGGER, type Periodic, SETTINGS, advertisedUrl, runPeriodically } from '@tessera/platform';
 import type { AuditEntry, ConfigClient } from '@tessera/protocol';
 import type { RouterSettings } from '../router.settings.js';
@@ -9,6 +10,8 @@ const BATCH = 1_000;
 /** Entries a router holds while the config server cannot take them; past it, counted, not kept. */
 const MAX_HELD = 10_000;
 const FLUSH_INTERVAL_MS = 1_000;
+/** The longest target the audit message takes. */
+const MAX_TARGET = 1_024;
 
 /**
  * What a router audits: the calls it refused (MongoDB's authCheck) and the admin commands of the
@@ -19,7 +22,7 @@ const FLUSH_INTERVAL_MS = 1_000;
 @Injectable()
 export class RouterAudit implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly config: ConfigClient;
-  readonly node: string;
+  private readonly node: string;
   private held: AuditEntry[] = [];
   private leftOut = 0;
   private loop: Periodic | undefined;
@@ -51,7 +54,8 @@ export class RouterAudit implements OnApplicationBootstrap, OnApplicationShutdow
 
   record(entry: Omit<AuditEntry, 'node'>): void {
     if (this.held.length >= MAX_HELD) this.leftOut++;
-    else this.held.push({ ...entry, node: this.node });
+    // Within the message's bounds, so that no entry can make its batch refused.
+    else this.held.push({ ...entry, target: entry.target?.slice(0, MAX_TARGET) ?? null, node: this.node });
   }
 
   /** Sends what is held, in batches; what the config server did not take stays for the next flush. */
@@ -77,7 +81,13 @@ export class RouterAudit implements OnApplicationBootstrap, OnApplicationShutdow
     }
     while (this.held.length > 0) {
       const batch = this.held.slice(0, BATCH);
-      await this.config.recordAudit(batch);
+      try {
+        await this.config.recordAudit(batch);
+      } catch (error) {
+        // Refused as malformed, the batch would be refused at every flush and hold back the rest.
+        if (!(error instanceof TesseraError) || error.code !== 'BAD_VALUE') throw error;
+        this.logger.error({ err: error }, `${batch.length} audit entries refused by the config server: ${error.message}`);
+      }
       this.held = this.held.slice(batch.length);
     }
   }
