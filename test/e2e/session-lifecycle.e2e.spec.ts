@@ -7,6 +7,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clusterSessionId } from '@tessera/protocol';
 import type { LocalCluster } from '../../tools/cluster/local-cluster.js';
 import { FAST_CONFIG_ENV, eventually, waitForLeader } from './helpers.js';
 import { RouterApi, onShardDatabase } from './router-api.js';
@@ -52,11 +53,17 @@ async function startSession(): Promise<{ $uuid: string }> {
   return started.json.id as { $uuid: string };
 }
 
+/**
+ * The session's id in the cluster, as the tables hold it: every client here signs in as root,
+ * whose session the router makes of the id it sends (clusterSessionId).
+ */
+const inCluster = (id: string) => clusterSessionId(id, 'root');
+
 /** The nodes the sessions table says know the session, or undefined when it holds no such session. */
 async function knownBy(id: string): Promise<string[] | undefined> {
   const rows = await catalog.query<{ node: string | null }>(
     'SELECT n.node FROM sessions s LEFT JOIN session_nodes n USING (lsid) WHERE s.lsid = $1 ORDER BY n.node',
-    [id],
+    [inCluster(id)],
   );
   if (rows.rows.length === 0) return undefined;
   return rows.rows.flatMap((r) => (r.node === null ? [] : [r.node]));
@@ -83,7 +90,7 @@ describe('logical sessions', () => {
     }, 'the router and the shard to refresh the session');
     expect(nodes).toEqual(['router0', 'shard0']);
     const [row] = (
-      await catalog.query<{ txn: string }>('SELECT max(txn_number)::text AS txn FROM session_nodes WHERE lsid = $1', [id.$uuid])
+      await catalog.query<{ txn: string }>('SELECT max(txn_number)::text AS txn FROM session_nodes WHERE lsid = $1', [inCluster(id.$uuid)])
     ).rows;
     expect(row?.txn).toBe('1');
   });
@@ -106,7 +113,11 @@ describe('logical sessions', () => {
     const cursorId = await openCursor(abandoned);
     const keptCursor = await openCursor(kept);
     const history = (id: string) =>
-      onShardDatabase(cluster, 'shard0', async (pool) => (await pool.query('SELECT 1 FROM txn_records WHERE lsid = $1', [id])).rowCount);
+      onShardDatabase(
+        cluster,
+        'shard0',
+        async (pool) => (await pool.query('SELECT 1 FROM txn_records WHERE lsid = $1', [inCluster(id)])).rowCount,
+      );
     // The shard folds its record log into txn_records within a second.
     await eventually(async () => ((await history(abandoned.$uuid)) === 1 ? true : undefined), 'the shard to fold its record');
 
@@ -123,7 +134,7 @@ describe('logical sessions', () => {
       }, "the abandoned session's cursor killed once the router learns of the expiry");
       expect(read).toBeLessThan(150);
       const expired = await catalog.query("SELECT 1 FROM changelog WHERE what = 'session.expired' AND details::text LIKE $1", [
-        `%${abandoned.$uuid}%`,
+        `%${inCluster(abandoned.$uuid)}%`,
       ]);
       expect(expired.rowCount).toBe(1);
       await eventually(async () => ((await history(abandoned.$uuid)) === 0 ? true : undefined), 'the shard to reap its history');

@@ -18,6 +18,7 @@ import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSeededRandom } from '@tessera/core';
+import { clusterSessionId } from '@tessera/protocol';
 import { type BankOp, checkBank } from '../../tools/consistency/bank.js';
 import { runBankWorkload } from '../../tools/consistency/bank-workload.js';
 import type { ListTxn } from '../../tools/consistency/history.js';
@@ -58,7 +59,7 @@ beforeAll(async () => {
       ...FAST_CONFIG_ENV,
       TESSERA_FAILPOINTS:
         `shard.transactions.readLatest@${UNSAFE_NS}=1,shard.transactions.readLatest@${UNSAFE_LISTS_NS}=1,shard.coordinator.deliverToOthers=100,` +
-        `shard.coordinator.beforeDecision@${UNDECIDED_LSID}=30000,shard.coordinator.deliverToOthers@${DECIDED_LSID}=30000`,
+        `shard.coordinator.beforeDecision@${clusterSessionId(UNDECIDED_LSID, 'root')}=30000,shard.coordinator.deliverToOthers@${clusterSessionId(DECIDED_LSID, 'root')}=30000`,
     },
   });
   routerA = t.api;
@@ -105,6 +106,11 @@ class Session {
     uuid = randomUUID(),
   ) {
     this.lsid = { id: { $uuid: uuid } };
+  }
+
+  /** The session's id in the cluster, where the shards and the control plane know it: root's (see clusterSessionId). */
+  get clusterId(): string {
+    return clusterSessionId(this.lsid.id.$uuid, 'root');
   }
 
   begin(): void {
@@ -226,7 +232,7 @@ describe('transactions through the public API', () => {
     await session.statement(`${PATH}/find`, { filter: { _id: ACCOUNTS - 5 } });
     const during = await listed();
     expect(during.unreachableShards).toEqual([]);
-    const mine = during.transactions.find((x) => x.lsid === session.lsid.id.$uuid);
+    const mine = during.transactions.find((x) => x.lsid === session.clusterId);
     expect(mine).toMatchObject({
       txnNumber: 1,
       state: 'inProgress',
@@ -239,7 +245,7 @@ describe('transactions through the public API', () => {
     expect(mine!.ageMs).toBeGreaterThanOrEqual(0);
     expect((await session.commit()).status).toBe(200);
     // Committing (the other participant hears of it 100 ms later here), then gone.
-    await expect.poll(async () => (await listed()).transactions.find((x) => x.lsid === session.lsid.id.$uuid)).toBeUndefined();
+    await expect.poll(async () => (await listed()).transactions.find((x) => x.lsid === session.clusterId)).toBeUndefined();
   });
 
   it('streams every decision on transactionEvents, and lets an operator abort an open transaction', async () => {
@@ -265,7 +271,7 @@ describe('transactions through the public API', () => {
       );
       const decisionsOf = (session: Session, count: number) =>
         eventually(async () => {
-          const found = decisions.filter((d) => d.lsid === session.lsid.id.$uuid);
+          const found = decisions.filter((d) => d.lsid === session.clusterId);
           return found.length >= count ? found : undefined;
         }, `${count} decisions of ${session.lsid.id.$uuid}`);
       const onBothShards = async (session: Session) => {
@@ -302,7 +308,7 @@ describe('transactions through the public API', () => {
       await onBothShards(stuck);
       const resolved = await graphql<{ resolveTransaction: unknown[] }>(
         'mutation ($lsid: String!) { resolveTransaction(lsid: $lsid, txnNumber: 1) { shard outcome error } }',
-        { lsid: stuck.lsid.id.$uuid },
+        { lsid: stuck.clusterId },
       );
       expect(sortByShard(resolved.resolveTransaction as Decision[])).toEqual([
         { shard: 'shard0', outcome: 'notPrepared', error: null },
@@ -310,7 +316,7 @@ describe('transactions through the public API', () => {
       ]);
       const operatorAbort = await graphql<{ abortTransaction: unknown[] }>(
         'mutation ($lsid: String!) { abortTransaction(lsid: $lsid, txnNumber: 1) { shard outcome error } }',
-        { lsid: stuck.lsid.id.$uuid },
+        { lsid: stuck.clusterId },
       );
       expect(sortByShard(operatorAbort.abortTransaction as Decision[])).toEqual([
         { shard: 'shard0', outcome: 'aborted', error: null },

@@ -19,4 +19,5 @@ export * from './transaction-messages.js';
 export * from './wire-client.js';
 export * from './wire-frames.js';
 export * from './access-rules.js';
+export * from './session-owner.js';
 export * from './auth-messages.js';

@@ -1,30 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { ownSessions, ownedSessionId } from './session-owner.js';
+import { clusterSessionId } from '@tessera/protocol';
+import { ownSessions } from './session-owner.js';
 
 const alice = { user: 'alice', roles: [] };
 const bob = { user: 'bob', roles: [] };
 const ID = '0e8a3d9c-1a7b-4c1e-9a53-0d6f2e9b8a10';
 const OTHER = '5f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b';
 
-describe('ownedSessionId', () => {
-  it("is one user's session for one id: the same each time, another for another user or id", () => {
-    const own = ownedSessionId(ID, alice);
-    expect(ownedSessionId(ID, { ...alice })).toBe(own);
-    expect(ownedSessionId(ID, bob)).not.toBe(own);
-    expect(ownedSessionId(OTHER, alice)).not.toBe(own);
-    expect(own).not.toBe(ID);
-  });
-
-  it('is an RFC 9562 version 8 UUID', () => {
-    expect(ownedSessionId(ID, alice)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-  });
-});
-
 describe('ownSessions', () => {
   it("makes a command's lsid and a session list's ids the caller's own", () => {
     const command = { filter: {}, lsid: { id: { $uuid: ID } } };
     ownSessions(command, alice);
-    expect(command.lsid.id).toEqual({ $uuid: ownedSessionId(ID, alice) });
+    expect(command.lsid.id).toEqual({ $uuid: clusterSessionId(ID, 'alice') });
     const list = {
       ids: [
         { id: { $uuid: ID } },
@@ -32,7 +19,7 @@ describe('ownSessions', () => {
       ],
     };
     ownSessions(list, bob);
-    expect(list.ids.map((lsid) => lsid.id)).toEqual([{ $uuid: ownedSessionId(ID, bob) }, { $uuid: ownedSessionId(OTHER, bob) }]);
+    expect(list.ids.map((lsid) => lsid.id)).toEqual([{ $uuid: clusterSessionId(ID, 'bob') }, { $uuid: clusterSessionId(OTHER, 'bob') }]);
   });
 
   it("leaves what holds no UUID as sent, for the command's own check to refuse", () => {

@@ -1,9 +1,9 @@
 import { Body, Controller, HttpCode, Post, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { parseWith } from '@tessera/platform';
+import { clusterSessionId } from '@tessera/protocol';
 import { sessionIdsOf, sessionListBodySchema } from '../api/session-fields.js';
 import { principalOfRequest } from '../auth/access-hooks.js';
-import { ownedSessionId } from '../auth/session-owner.js';
 import { RouterSessions } from '../sessions/router-sessions.service.js';
 
 /** MongoDB's session commands under `/v1/admin`. A client may also make up its own session id, as drivers do. */
@@ -15,7 +15,7 @@ export class SessionsController {
   @HttpCode(200)
   startSession(@Req() request: FastifyRequest) {
     const principal = principalOfRequest(request);
-    return { ...this.sessions.start(principal === undefined ? undefined : (id) => ownedSessionId(id, principal)), ok: 1 as const };
+    return { ...this.sessions.start(principal === undefined ? undefined : (id) => clusterSessionId(id, principal.user)), ok: 1 as const };
   }
 
   @Post('refreshSessions')
