@@ -55,4 +55,23 @@ describe('PrincipalCache', () => {
     await cache.principalOf('Bearer b');
     expect(state.calls).toBe(4);
   });
+
+  it("answers a connection's repeated header from its memo, never another header, and nothing once the generation moves", async () => {
+    const state = { generation: 1, calls: 0 };
+    const cache = new PrincipalCache(fakeSignIn({ 'Bearer a': 'ana', 'Bearer b': 'bea' }, state));
+    cache.observeGeneration(1);
+    const connection = {};
+    expect(cache.cached('Bearer a', connection)).toBeUndefined();
+    await cache.principalOf('Bearer a');
+    expect(cache.cached('Bearer a', connection)?.user).toBe('ana');
+    expect(cache.cached('Bearer a', connection)?.user).toBe('ana');
+    // Another header on the same connection is its own: unknown until signed in.
+    expect(cache.cached('Bearer b', connection)).toBeUndefined();
+    await cache.principalOf('Bearer b');
+    expect(cache.cached('Bearer b', connection)?.user).toBe('bea');
+    // A dropped user's key: the generation moves, and the connection's memo answers nothing.
+    cache.observeGeneration(2);
+    expect(cache.cached('Bearer b', connection)).toBeUndefined();
+    expect(cache.cached('Bearer b', {})).toBeUndefined();
+  });
 });

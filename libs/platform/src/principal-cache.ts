@@ -17,14 +17,30 @@ const MAX_CACHED = 10_000;
 export class PrincipalCache {
   private readonly cache = new Map<string, Principal>();
   private readonly pending = new Map<string, Promise<Principal>>();
+  /**
+   * The last header each connection sent and its principal, at a generation: a keep-alive
+   * client sends the same header with every request, which is then compared, not digested. Held
+   * as long as the connection is, as its requests hold the header anyway.
+   */
+  private readonly lastOnConnection = new WeakMap<object, { authorization: string; principal: Principal; generation: number }>();
   private generation = 0;
 
   /** @param signIn verifies a header from a caller's address (throws AUTHENTICATION_FAILED when it is wrong) */
   constructor(private readonly signIn: (authorization: string, remoteAddress: string | undefined) => Promise<AuthenticateResult>) {}
 
-  /** The principal of a header verified before, without waiting; undefined when it must be signed in (or refused). */
-  cached(authorization: unknown): Principal | undefined {
-    return typeof authorization === 'string' && authorization !== '' ? this.cache.get(digestOf(authorization)) : undefined;
+  /**
+   * The principal of a header verified before, without waiting; undefined when it must be signed
+   * in (or refused). `connection`: the request's socket, whose last header is remembered.
+   */
+  cached(authorization: unknown, connection?: object): Principal | undefined {
+    if (typeof authorization !== 'string' || authorization === '') return undefined;
+    const last = connection === undefined ? undefined : this.lastOnConnection.get(connection);
+    if (last !== undefined && last.authorization === authorization && last.generation === this.generation) return last.principal;
+    const principal = this.cache.get(digestOf(authorization));
+    if (principal !== undefined && connection !== undefined) {
+      this.lastOnConnection.set(connection, { authorization, principal, generation: this.generation });
+    }
+    return principal;
   }
 
   /** The principal of an `Authorization` header; UNAUTHORIZED without one, AUTHENTICATION_FAILED for a wrong one. */

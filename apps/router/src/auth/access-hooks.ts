@@ -54,7 +54,7 @@ export function installAccessControl(
     if (request.routeOptions.url?.startsWith('/v1/') !== true) return done();
     const rule = ruleOf(request);
     if (rule?.kind === 'public') return done();
-    const known = rule === undefined ? undefined : authentication.cached(request.headers.authorization);
+    const known = rule === undefined ? undefined : authentication.cached(request.headers.authorization, request.raw.socket);
     if (known !== undefined) {
       principals.set(request, known);
       return done();

@@ -42,9 +42,12 @@ export class RouterAuthentication implements OnApplicationBootstrap, OnApplicati
     this.loop?.stop();
   }
 
-  /** The principal of a header verified before, without waiting; undefined when it must be signed in (or refused). */
-  cached(authorization: string | string[] | undefined): Principal | undefined {
-    return this.cache.cached(authorization);
+  /**
+   * The principal of a header verified before, without waiting; undefined when it must be signed
+   * in (or refused). `connection`: the request's socket (see PrincipalCache).
+   */
+  cached(authorization: string | string[] | undefined, connection?: object): Principal | undefined {
+    return this.cache.cached(authorization, connection);
   }
 
   /** The principal of a request's `Authorization` header; UNAUTHORIZED without one, AUTHENTICATION_FAILED for a wrong one. */
