@@ -300,7 +300,7 @@ async function inTurns(settings: CrudSettings, batch: number, a: Turn, b: Turn):
 /**
  * Two ways through twin processes, at once: in each of TURN_SLICES slices of `windowSeconds`,
  * half the loops insert one way and half the other, so that both meet the same moments of the
- * machine (whose speed drifts 30% from minute to minute, more than the difference measured).
+ * machine (whose speed drifts from minute to minute by more than the difference measured).
  * The two ways' loops are started alternately. One uncounted slice warms both up.
  */
 async function sideBySide(settings: CrudSettings, batch: number, a: Insert, b: Insert): Promise<Array<[number, number]>> {
